@@ -1,0 +1,59 @@
+/*
+ * kernel_abi.h — the arguments every generated kernel takes.
+ *
+ * This file is read by two compilers: the host C compiler (runtime/launch.c
+ * fills the struct) and NVRTC (the templates paste this file's text into the
+ * generated source, so the two layouts cannot drift).  Keep it plain C: fixed
+ * width types only, no includes, no host-only constructs.
+ *
+ * Every generated kernel has the signature
+ *   extern "C" __global__ void NAME(const __grid_constant__ kiln_kernel_args args,
+ *                                   const __grid_constant__ kiln_tmap tmap_a,
+ *                                   const __grid_constant__ kiln_tmap tmap_b,
+ *                                   const __grid_constant__ kiln_tmap tmap_d)
+ * Kernels that do not use the tensor-memory accelerator ignore the maps.
+ *
+ * GEMM view of each op (rows are the grouped "token" dimension):
+ *   fprop  A = X  [cap,K]   B = W [G,N,K]            D = Y  [cap,N]
+ *   dgrad  A = dY [cap,N]   B = W [G,N,K]            D = dX [cap,K]
+ *   wgrad  A = dY [cap,N]   B = X [cap,K]            D = dW [G,N,K]
+ * n and k are always the weight's N and K.
+ */
+#ifndef KILN_KERNEL_ABI_H
+#define KILN_KERNEL_ABI_H
+
+/* Bump when the struct below changes: it is part of every cache key. */
+#define KILN_KERNEL_ABI_VERSION 1
+
+typedef struct kiln_kernel_args {
+    const void *a;                 /* row operand A */
+    const void *b;                 /* weights [G,N,K] (or X for wgrad) */
+    const void *const *b_ptrs;     /* per-group weight pointers, or 0 */
+    void *d;                       /* output */
+    void *const *d_ptrs;           /* wgrad discrete outputs, or 0 */
+    const int *sizes;              /* [G] counts or cumulative end offsets */
+    const void *bias;              /* [G, n_out] of the output type, or 0 */
+    const float *row_scale;        /* [cap] per-row scale, or 0 */
+    const float *alpha_ptr;        /* [G] per-group alpha, or 0 */
+    const void *c;                 /* [cap, n_out] of the output type, or 0 */
+    int *overflow;                 /* set to 1 when sum(m) > capacity, or 0 */
+    void *workspace;               /* kiln-owned scratch (per context), or 0 */
+    long long capacity;            /* rows of the row operands */
+    long long lda, ldb, ldd, ldc;  /* elements between rows */
+    long long ld_bias;             /* elements between groups of bias */
+    long long n, k;                /* weight dims */
+    int groups;
+    int sizes_are_offsets;         /* 1: sizes holds cumulative end offsets */
+    int scale_bias;                /* 1: bias term scaled by row_scale too */
+    int accumulate;                /* wgrad: D += result (fp32 D) */
+    float alpha, beta;
+    int num_sms;                   /* SMs of the device, for persistent grids */
+    int pad0;
+} kiln_kernel_args;
+
+/* A CUtensorMap: 128 opaque bytes, 64-byte aligned. */
+typedef struct __attribute__((aligned(64))) kiln_tmap {
+    unsigned long long opaque[16];
+} kiln_tmap;
+
+#endif /* KILN_KERNEL_ABI_H */

@@ -1,0 +1,68 @@
+/* strbuf.c — growable strings. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+void kiln_strbuf_init(kiln_strbuf *sb) { memset(sb, 0, sizeof *sb); }
+
+void kiln_strbuf_free(kiln_strbuf *sb)
+{
+    free(sb->data);
+    memset(sb, 0, sizeof *sb);
+}
+
+static int reserve(kiln_strbuf *sb, size_t extra)
+{
+    if (sb->oom) return 0;
+    size_t need = sb->len + extra + 1;
+    if (need <= sb->cap) return 1;
+    size_t cap = sb->cap ? sb->cap : 256;
+    while (cap < need) cap *= 2;
+    char *p = realloc(sb->data, cap);
+    if (!p) {
+        sb->oom = 1;
+        return 0;
+    }
+    sb->data = p;
+    sb->cap = cap;
+    return 1;
+}
+
+void kiln_strbuf_append(kiln_strbuf *sb, const char *s, size_t n)
+{
+    if (!reserve(sb, n)) return;
+    memcpy(sb->data + sb->len, s, n);
+    sb->len += n;
+    sb->data[sb->len] = '\0';
+}
+
+void kiln_strbuf_puts(kiln_strbuf *sb, const char *s) { kiln_strbuf_append(sb, s, strlen(s)); }
+
+void kiln_strbuf_vprintf(kiln_strbuf *sb, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0 || !reserve(sb, (size_t)n)) return;
+    vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
+    sb->len += (size_t)n;
+}
+
+void kiln_strbuf_printf(kiln_strbuf *sb, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    kiln_strbuf_vprintf(sb, fmt, ap);
+    va_end(ap);
+}
+
+char *kiln_strbuf_take(kiln_strbuf *sb)
+{
+    char *p = sb->data;
+    if (!p) p = calloc(1, 1);
+    memset(sb, 0, sizeof *sb);
+    return p;
+}

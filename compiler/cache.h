@@ -1,0 +1,62 @@
+/*
+ * cache.h — the on-disk, content-addressed cubin cache.
+ *
+ * Key: SHA-256 of (cache format version, kiln version, kernel ABI version,
+ * NVRTC version, arch, canonical description, generated source).  No path
+ * goes into the key.  An entry file holds a header, the key, the canonical
+ * description, compile stats, the cubin and a checksum; all are verified on
+ * read and a damaged entry is reported as a miss (and rebuilt by the caller).
+ * Writes are temp file + fsync + rename, so many processes can share one
+ * directory.  A cache that cannot be written only slows compiles down.
+ */
+#ifndef KILN_CACHE_H
+#define KILN_CACHE_H
+
+#include "common.h"
+#include "nvrtc.h"
+
+#define KILN_CACHE_FORMAT 1
+
+typedef struct kiln_cache kiln_cache;
+
+typedef struct kiln_cache_entry {
+    char key[65];
+    char arch[16];
+    char *desc;                  /* canonical description text (malloc'd) */
+    void *cubin;                 /* malloc'd */
+    size_t cubin_size;
+    kiln_compile_stats stats;
+} kiln_cache_entry;
+
+/* dir NULL: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
+ * The directory is created if missing; if it cannot be, the cache still
+ * opens (reads miss, writes warn). */
+kiln_status kiln_cache_open(const char *dir, kiln_cache **out, kiln_error *err);
+void kiln_cache_close(kiln_cache *c);
+const char *kiln_cache_path(const kiln_cache *c);
+/* Where the default directory is, without opening it (buf of KILN_PATH_MAX). */
+void kiln_cache_default_dir(char *buf, size_t size);
+
+void kiln_cache_key(const char *arch, const char *desc, const char *source, char out[65]);
+
+/* 1: hit (entry filled), 0: miss (absent or damaged; *damaged set when the
+ * entry existed but failed verification). */
+int kiln_cache_get(kiln_cache *c, const char *key, kiln_cache_entry *out, int *damaged);
+/* Stores an entry.  Returns KILN_OK, or KILN_ERROR_CACHE with the reason in
+ * err when the directory is not writable; callers treat that as a warning. */
+kiln_status kiln_cache_put(kiln_cache *c, const kiln_cache_entry *e, kiln_error *err);
+void kiln_cache_entry_free(kiln_cache_entry *e);
+
+/* Listing and maintenance for `kiln cache ls|verify|clear`. */
+typedef void (*kiln_cache_visit_fn)(void *user, const char *key, const kiln_cache_entry *e,
+                                    int ok, const char *problem);
+kiln_status kiln_cache_foreach(kiln_cache *c, kiln_cache_visit_fn fn, void *user,
+                               kiln_error *err);
+kiln_status kiln_cache_clear(kiln_cache *c, size_t *removed, kiln_error *err);
+
+/* Serialise / parse one entry (also used by bundles). */
+kiln_status kiln_cache_entry_encode(const kiln_cache_entry *e, kiln_strbuf *out);
+kiln_status kiln_cache_entry_decode(const void *data, size_t len, kiln_cache_entry *out,
+                                    kiln_error *err);
+
+#endif /* KILN_CACHE_H */

@@ -1,0 +1,233 @@
+/*
+ * cmd_compile.c — `kiln compile`: expand and compile every kernel of the
+ * given specs into the cache, in parallel, then print a summary table (or
+ * JSON).  Workers each own a Lua state; NVRTC is thread-safe per program.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+typedef struct job_result {
+    int done;
+    int ok;
+    kiln_jit_origin origin;
+    kiln_compile_stats stats;
+    size_t cubin_size;
+    double seconds;              /* wall time of this job, expansion included */
+    char error[KILN_ERROR_MAX];
+} job_result;
+
+typedef struct pool {
+    const kiln_cli_options *opts;
+    const kiln_spec_set *set;
+    kiln_cache *cache;
+    job_result *results;
+    size_t next, finished, failed;
+    int progress;                /* stderr is a terminal */
+    int warned;                  /* cache warning printed once */
+    double start;
+    pthread_mutex_t lock;
+} pool;
+
+static void progress_line(pool *p, const kiln_job *j)
+{
+    if (!p->progress) return;
+    double el = kiln_now() - p->start;
+    double eta = p->finished ? el / (double)p->finished * (double)(p->set->n_jobs - p->finished) : 0;
+    fprintf(stderr, "\r\033[K[%zu/%zu] %zu failed, %.1fs, eta %.0fs  %s (%s)", p->finished,
+            p->set->n_jobs, p->failed, el, eta, j->spec->desc.name, j->arch);
+    fflush(stderr);
+}
+
+static void run_job(pool *p, kiln_expander *ex, size_t i)
+{
+    const kiln_job *j = &p->set->jobs[i];
+    job_result *r = &p->results[i];
+    double t0 = kiln_now();
+    kiln_error err, warn;
+    kiln_error_clear(&err);
+    kiln_error_clear(&warn);
+    char *src = NULL;
+    kiln_launch_desc launch;
+    kiln_cache_entry entry;
+    memset(&entry, 0, sizeof entry);
+    if (!ex) {
+        snprintf(r->error, sizeof r->error, "no template expander");
+    } else if (kiln_expand(ex, j->spec, j->arch, &src, &launch, &err) != KILN_OK) {
+        snprintf(r->error, sizeof r->error, "%s", err.msg);
+    } else {
+        kiln_strbuf desc;
+        kiln_strbuf_init(&desc);
+        kiln_desc_format(&j->spec->desc, &launch, &desc);
+        if (desc.oom) {
+            snprintf(r->error, sizeof r->error, "out of memory");
+        } else if (kiln_jit_get(p->cache, j->spec->desc.name, j->arch, desc.data, src, &entry,
+                                &r->origin, &warn, &err) != KILN_OK) {
+            snprintf(r->error, sizeof r->error, "%s", err.msg);
+        } else {
+            r->ok = 1;
+            r->stats = entry.stats;
+            r->cubin_size = entry.cubin_size;
+        }
+        kiln_strbuf_free(&desc);
+    }
+    kiln_cache_entry_free(&entry);
+    free(src);
+    r->seconds = kiln_now() - t0;
+    pthread_mutex_lock(&p->lock);
+    r->done = 1;
+    p->finished++;
+    if (!r->ok) p->failed++;
+    if (warn.msg[0] && !p->warned) {
+        p->warned = 1;
+        fprintf(stderr, "%skiln: warning: %s (kernels are compiled but not cached)\n",
+                p->progress ? "\r\033[K" : "", warn.msg);
+    }
+    progress_line(p, j);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void *worker(void *arg)
+{
+    pool *p = arg;
+    kiln_expander *ex = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_cli_expander(p->opts, &ex, &err) != KILN_OK) ex = NULL;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        size_t i = p->next < p->set->n_jobs ? p->next++ : (size_t)-1;
+        pthread_mutex_unlock(&p->lock);
+        if (i == (size_t)-1) break;
+        if (!ex) {
+            snprintf(p->results[i].error, sizeof p->results[i].error, "%s", err.msg);
+            pthread_mutex_lock(&p->lock);
+            p->finished++;
+            p->failed++;
+            pthread_mutex_unlock(&p->lock);
+            continue;
+        }
+        run_job(p, ex, i);
+    }
+    if (ex) kiln_expander_destroy(ex);
+    return NULL;
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 32) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_json(const pool *p, double total)
+{
+    printf("{\"kiln\": \"%s\", \"nvrtc\": \"%s\", \"seconds\": %.3f, \"kernels\": [\n",
+           kiln_version(), kiln_nvrtc_version(), total);
+    for (size_t i = 0; i < p->set->n_jobs; i++) {
+        const kiln_job *j = &p->set->jobs[i];
+        const job_result *r = &p->results[i];
+        printf("  {\"name\": ");
+        json_string(j->spec->desc.name);
+        printf(", \"spec\": ");
+        json_string(j->spec->path);
+        printf(", \"arch\": \"%s\", \"ok\": %s", j->arch, r->ok ? "true" : "false");
+        if (r->ok)
+            printf(", \"origin\": \"%s\", \"nvrtc_seconds\": %.3f, \"registers\": %d, "
+                   "\"spill_stores\": %d, \"spill_loads\": %d, \"smem_static\": %d, "
+                   "\"smem_dynamic\": %d, \"cubin_bytes\": %zu",
+                   r->origin == KILN_JIT_CACHE ? "cache" : "compiled", r->stats.seconds,
+                   r->stats.registers, r->stats.spill_stores, r->stats.spill_loads,
+                   r->stats.smem_static, kiln_spec_smem_bytes(&j->spec->desc), r->cubin_size);
+        else {
+            printf(", \"error\": ");
+            json_string(r->error);
+        }
+        printf("}%s\n", i + 1 < p->set->n_jobs ? "," : "");
+    }
+    printf("]}\n");
+}
+
+static void print_table(const pool *p, double total)
+{
+    size_t hits = 0;
+    printf("%-44s %-8s %-8s %8s %5s %7s %8s %9s\n", "kernel", "arch", "origin", "nvrtc_s",
+           "regs", "spills", "smem", "cubin");
+    for (size_t i = 0; i < p->set->n_jobs; i++) {
+        const kiln_job *j = &p->set->jobs[i];
+        const job_result *r = &p->results[i];
+        if (!r->ok) {
+            printf("%-44s %-8s FAILED\n", j->spec->desc.name, j->arch);
+            continue;
+        }
+        if (r->origin == KILN_JIT_CACHE) hits++;
+        int smem = r->stats.smem_static + kiln_spec_smem_bytes(&j->spec->desc);
+        printf("%-44s %-8s %-8s %8.3f %5d %7d %8d %9zu\n", j->spec->desc.name, j->arch,
+               r->origin == KILN_JIT_CACHE ? "cache" : "compiled", r->stats.seconds,
+               r->stats.registers, r->stats.spill_stores + r->stats.spill_loads, smem,
+               r->cubin_size);
+    }
+    printf("%zu kernels: %zu compiled, %zu from cache, %zu failed", p->set->n_jobs,
+           p->set->n_jobs - hits - p->failed, hits, p->failed);
+    if (p->set->dropped) printf(", %zu sweep points dropped by validation", p->set->dropped);
+    printf(" in %.2fs\n", total);
+    for (size_t i = 0; i < p->set->n_jobs; i++)
+        if (!p->results[i].ok) fprintf(stderr, "%s\n", p->results[i].error);
+}
+
+int kiln_cmd_compile(const kiln_cli_options *o, int n, char **args)
+{
+    kiln_spec_set set;
+    int rc = kiln_spec_set_load(&set, n, args, o->arch_list);
+    if (rc != KILN_EXIT_OK) return rc;
+
+    pool p;
+    memset(&p, 0, sizeof p);
+    p.opts = o;
+    p.set = &set;
+    p.progress = isatty(2) && !o->json;
+    p.start = kiln_now();
+    pthread_mutex_init(&p.lock, NULL);
+    p.results = calloc(set.n_jobs ? set.n_jobs : 1, sizeof *p.results);
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (!p.results) {
+        fprintf(stderr, "kiln compile: out of memory\n");
+        kiln_spec_set_free(&set);
+        return KILN_EXIT_COMPILE;
+    }
+    if (!o->no_cache && kiln_cache_open(o->cache_dir, &p.cache, &err) != KILN_OK) {
+        fprintf(stderr, "kiln: warning: %s (compiling without a cache)\n", err.msg);
+        p.cache = NULL;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int jobs = o->jobs ? o->jobs : (int)(cores > 0 ? cores : 1);
+    if ((size_t)jobs > set.n_jobs) jobs = (int)set.n_jobs;
+    if (jobs < 1) jobs = 1;
+    pthread_t *threads = calloc((size_t)jobs, sizeof *threads);
+    int started = 0;
+    for (int t = 0; threads && t < jobs; t++)
+        if (pthread_create(&threads[t], NULL, worker, &p) == 0) started++;
+    if (started == 0) worker(&p); /* no threads: do the work here */
+    for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
+    free(threads);
+    double total = kiln_now() - p.start;
+    if (p.progress) fprintf(stderr, "\r\033[K");
+    if (o->json) print_json(&p, total);
+    else print_table(&p, total);
+    rc = p.failed ? KILN_EXIT_COMPILE : KILN_EXIT_OK;
+    if (p.cache) kiln_cache_close(p.cache);
+    free(p.results);
+    pthread_mutex_destroy(&p.lock);
+    kiln_spec_set_free(&set);
+    return rc;
+}

@@ -1,0 +1,234 @@
+/*
+ * kiln.h — the one public header of kiln, a JIT compiler and runtime for
+ * grouped GEMMs (the matrix products of Mixture-of-Experts layers).
+ *
+ * Conventions
+ *   - Every fallible call returns a kiln_status; KILN_OK is 0.  The message of
+ *     the last failure on a context is read with kiln_last_error(ctx).
+ *   - kiln never aborts, exits or prints; diagnostics go to the log hook given
+ *     in kiln_context_options, if any.
+ *   - Pointers named d_* are device pointers; everything else is host memory.
+ *   - Ownership: the caller owns every buffer it passes; kiln copies what it
+ *     keeps (option strings) and allocates nothing per call on the device.
+ *
+ * Threads
+ *   A kiln_context may be used from several threads at once: calls on one
+ *   context are serialised by an internal lock; the last-error text and the
+ *   last-call report are per context, so read them from the thread that made
+ *   the call (or use one context per thread).  Contexts are independent.
+ *
+ * Operations (G groups; group g owns rows [off[g], off[g] + m[g]) ):
+ *   fprop  Y_g  = X_g  · W_gᵀ     X [T,K], W [G,N,K], Y [T,N]
+ *   dgrad  dX_g = dY_g · W_g      dY [T,N], W [G,N,K], dX [T,K]
+ *   wgrad  dW_g = dY_gᵀ · X_g     dY [T,N], X [T,K], dW [G,N,K]
+ * The epilogue of fprop and dgrad computes, for output row r of group g,
+ *   D[r,n] = s_acc[r]·α_g·acc[r,n] + s_bias[r]·bias[g,n] + β·C[r,n]
+ * with each term optional (s_bias is s_acc when scale_bias is set, else 1).
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+#define KILN_VERSION_STRING "0.1.0"
+
+/* The most groups one call may have. */
+#define KILN_MAX_GROUPS 65536
+
+/* Version of the library actually linked ("0.1.0"). */
+const char *kiln_version(void);
+
+typedef enum kiln_status {
+    KILN_OK = 0,
+    KILN_ERROR_INVALID_ARGUMENT = 1, /* a null, misaligned or out-of-range argument */
+    KILN_ERROR_INVALID_SPEC = 2,     /* a spec failed to parse or validate */
+    KILN_ERROR_TEMPLATE = 3,         /* a template failed while expanding */
+    KILN_ERROR_COMPILE = 4,          /* NVRTC rejected the generated source */
+    KILN_ERROR_CACHE = 5,            /* the cache or a bundle could not be used */
+    KILN_ERROR_DRIVER = 6,           /* libcuda missing or a driver call failed */
+    KILN_ERROR_CUBLAS = 7,           /* cuBLASLt missing or a cuBLASLt call failed */
+    KILN_ERROR_UNSUPPORTED = 8,      /* no backend can serve this call */
+    KILN_ERROR_OUT_OF_MEMORY = 9,
+    KILN_ERROR_IO = 10,              /* a file could not be read or written */
+    KILN_ERROR_INTERNAL = 11
+} kiln_status;
+
+/* Static text naming a status ("KILN_ERROR_INVALID_ARGUMENT"). */
+const char *kiln_status_name(kiln_status status);
+
+typedef enum kiln_dtype {
+    KILN_DTYPE_BF16 = 0,
+    KILN_DTYPE_F16 = 1,
+    KILN_DTYPE_F32 = 2,
+    KILN_DTYPE_E4M3 = 3,
+    KILN_DTYPE_E5M2 = 4
+} kiln_dtype;
+
+typedef enum kiln_op {
+    KILN_OP_FPROP = 0,
+    KILN_OP_DGRAD = 1,
+    KILN_OP_WGRAD = 2
+} kiln_op;
+
+typedef enum kiln_backend {
+    KILN_BACKEND_NONE = 0,
+    KILN_BACKEND_GENERATED = 1,
+    KILN_BACKEND_CUBLASLT = 2
+} kiln_backend;
+
+/* Bit set of backends a context may use. */
+#define KILN_ALLOW_GENERATED (1u << 0)
+#define KILN_ALLOW_CUBLASLT (1u << 1)
+#define KILN_ALLOW_ALL (KILN_ALLOW_GENERATED | KILN_ALLOW_CUBLASLT)
+
+typedef enum kiln_log_level {
+    KILN_LOG_DEBUG = 0,
+    KILN_LOG_INFO = 1,
+    KILN_LOG_WARNING = 2,
+    KILN_LOG_ERROR = 3
+} kiln_log_level;
+
+typedef void (*kiln_log_fn)(void *user, kiln_log_level level, const char *message);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct kiln_context kiln_context;
+
+typedef struct kiln_context_options {
+    int device;                /* CUDA device ordinal (default 0) */
+    const char *cache_dir;     /* NULL: $KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln */
+    const char *const *bundle_paths; /* NULL-terminated list of bundles, or NULL */
+    const char *const *tuning_tables; /* NULL-terminated list of tuning tables, or NULL */
+    unsigned allowed_backends; /* KILN_ALLOW_*; 0 means KILN_ALLOW_ALL */
+    kiln_log_fn log;           /* NULL: silent */
+    void *log_user;
+    kiln_log_level log_level;  /* lowest level passed to log */
+} kiln_context_options;
+
+/* Fills *opts with the defaults. */
+void kiln_context_options_init(kiln_context_options *opts);
+
+/* Creates a context on opts->device (opts may be NULL for defaults).  Loads
+ * libcuda.so.1 with dlopen; on failure *out is still set (so that
+ * kiln_last_error can be read) and must be destroyed.  The caller's current
+ * CUDA context is used if it is on the same device; otherwise the device's
+ * primary context. */
+kiln_status kiln_context_create(const kiln_context_options *opts, kiln_context **out);
+void kiln_context_destroy(kiln_context *ctx);
+
+/* Text of the last failure on ctx ("" if none); valid until the next call on
+ * ctx.  A NULL ctx gives "no context". */
+const char *kiln_last_error(const kiln_context *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* Problems                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef enum kiln_sizes_kind {
+    KILN_SIZES_COUNTS = 0,  /* d_sizes[g] = m[g] */
+    KILN_SIZES_OFFSETS = 1  /* d_sizes[g] = Σ_{h<=g} m[h] (torch._grouped_mm's offs) */
+} kiln_sizes_kind;
+
+typedef enum kiln_wgrad_output {
+    KILN_WGRAD_DENSE = 0,    /* d_out is one [G,N,K] tensor */
+    KILN_WGRAD_DISCRETE = 1  /* d_out_ptrs[g] is an [N,K] tensor, ldd apart rows */
+} kiln_wgrad_output;
+
+typedef struct kiln_epilogue {
+    const void *d_bias;      /* [G,N_out] of the output type, or NULL */
+    int64_t ld_bias;         /* elements between groups; 0: N_out */
+    const float *d_row_scale;/* [capacity] fp32 per-row scale s[r], or NULL */
+    int scale_bias;          /* 1: the bias term is scaled by s[r] too */
+    float alpha;             /* scalar α (used when d_alpha is NULL) */
+    const float *d_alpha;    /* [G] per-group α on the device, or NULL */
+    float beta;              /* β; C is read only when beta != 0 */
+    const void *d_c;         /* [capacity,N_out] of the output type */
+    int64_t ldc;             /* 0: N_out */
+} kiln_epilogue;
+
+/*
+ * One grouped GEMM.  N and K are the weight's dimensions ([G,N,K]) for every
+ * op.  Row operands (X, dY, Y, dX, C) hold `capacity` rows; exactly the
+ * packed valid rows [0, Σm) of the outputs are written.
+ */
+typedef struct kiln_problem {
+    kiln_op op;
+    kiln_dtype a_type;     /* type of X / dY */
+    kiln_dtype b_type;     /* type of W (fprop, dgrad) or X (wgrad) */
+    kiln_dtype out_type;   /* type of the output */
+    int32_t groups;        /* G, 1 .. KILN_MAX_GROUPS */
+    int64_t n, k;          /* weight dims; multiples of 8 for 16-bit types */
+    int64_t capacity;      /* rows the row operands can hold (upper bound of Σm) */
+
+    const int32_t *d_sizes;/* [G] on the device, as sizes_kind says */
+    kiln_sizes_kind sizes_kind;
+    const int32_t *host_sizes; /* optional host copy, same kind; enables cuBLASLt
+                                  and the capacity check */
+
+    /* fprop: a = X [cap,K];  dgrad: a = dY [cap,N];  wgrad: a = dY [cap,N] */
+    const void *d_a;  int64_t lda;            /* 0: dense rows */
+    /* fprop/dgrad: W [G,N,K] contiguous (d_b) or G pointers (d_b_ptrs);
+     * wgrad: X [cap,K] in d_b. */
+    const void *d_b;  int64_t ldb;            /* 0: dense rows */
+    const void *const *d_b_ptrs;              /* device array of G pointers */
+    /* fprop: Y [cap,N]; dgrad: dX [cap,K]; wgrad: dW [G,N,K] (dense) */
+    void *d_out;      int64_t ldd;            /* 0: dense rows */
+    void *const *d_out_ptrs;                  /* wgrad discrete: device array of G */
+    kiln_wgrad_output wgrad_output;
+    int accumulate;        /* wgrad: dW += ... into fp32 (out_type must be F32) */
+
+    kiln_epilogue epilogue;/* fprop/dgrad only; zero-init plus alpha = 1 */
+
+    int32_t *d_overflow;   /* optional device int: set to 1 when Σm > capacity
+                              (rows past capacity are then not computed) */
+} kiln_problem;
+
+/* Fills *p with defaults: alpha 1, everything else 0/NULL. */
+void kiln_problem_init(kiln_problem *p, kiln_op op);
+
+/* Runs the grouped GEMM on `stream` (a CUstream; NULL is the legacy default
+ * stream).  Asynchronous: returns once launched.  On the generated path it
+ * reads no sizes on the host, never synchronises and allocates nothing, so it
+ * may be captured in a CUDA graph. */
+kiln_status kiln_gemm(kiln_context *ctx, const kiln_problem *problem, void *stream);
+
+/* Shorthands checking that problem->op matches. */
+kiln_status kiln_fprop(kiln_context *ctx, const kiln_problem *problem, void *stream);
+kiln_status kiln_dgrad(kiln_context *ctx, const kiln_problem *problem, void *stream);
+kiln_status kiln_wgrad(kiln_context *ctx, const kiln_problem *problem, void *stream);
+
+/* What served the last successful kiln_gemm on ctx. */
+typedef struct kiln_call_report {
+    kiln_backend backend;
+    char kernel[128];      /* generated kernel name, or "cublasLt" */
+    char reason[256];      /* why the dispatcher chose it */
+} kiln_call_report;
+
+kiln_status kiln_last_call(const kiln_context *ctx, kiln_call_report *out);
+
+/* Counters for proofs in tests: kernels compiled by NVRTC, loaded from the
+ * cache, from bundles, since the context was created. */
+typedef struct kiln_context_stats {
+    uint64_t nvrtc_compiles;
+    uint64_t cache_hits;
+    uint64_t bundle_hits;
+    uint64_t launches;
+} kiln_context_stats;
+
+kiln_status kiln_context_stats_get(const kiln_context *ctx, kiln_context_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_H */

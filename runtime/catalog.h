@@ -1,0 +1,23 @@
+/*
+ * catalog.h — the default generated kernels built into the runtime.
+ *
+ * At build time `kiln catalog` expands specs/default/*.yaml and writes this
+ * table (kiln_catalog.c in the build folder), so the runtime can compile a
+ * default kernel with NVRTC on a cache miss without Lua or libyaml.
+ */
+#ifndef KILN_CATALOG_H
+#define KILN_CATALOG_H
+
+#include <stddef.h>
+
+typedef struct kiln_catalog_entry {
+    const char *name;            /* kernel name (spec's `kernel:`) */
+    const char *arch;            /* "sm_90a" */
+    const char *desc;            /* kiln_desc_format text, launch included */
+    const char *source;          /* generated CUDA source */
+} kiln_catalog_entry;
+
+extern const kiln_catalog_entry kiln_catalog[];
+extern const size_t kiln_catalog_count;
+
+#endif /* KILN_CATALOG_H */

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets up, builds, and runs every test.  GPU tests skip (with the reason)
+# where there is no GPU; the CPU suite always runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"

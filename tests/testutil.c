@@ -1,0 +1,60 @@
+/* testutil.c — helpers shared by the tests. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+#include "common.h"
+
+char *kiln_test_mkdtemp(const char *tag)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s/kiln-test-%s-XXXXXX", base, tag);
+    char *p = mkdtemp(buf);
+    assert_non_null(p);
+    return strdup(p);
+}
+
+void kiln_test_rmtree(const char *path)
+{
+    if (!path || !*path || strcmp(path, "/") == 0) return;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    int rc = system(cmd);
+    (void)rc;
+}
+
+void kiln_test_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+int kiln_test_run(const char *cmd, char **output)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    assert_non_null(p);
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) kiln_strbuf_append(&sb, buf, n);
+    int st = pclose(p);
+    if (output) *output = kiln_strbuf_take(&sb);
+    else kiln_strbuf_free(&sb);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+const char *kiln_test_kiln_bin(void)
+{
+    const char *b = getenv("KILN_BIN");
+    return b && *b ? b : "build/compiler/kiln";
+}

@@ -1,0 +1,23 @@
+/* testutil.h — helpers shared by the tests. */
+#ifndef KILN_TESTUTIL_H
+#define KILN_TESTUTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+/* Makes a fresh empty directory under $TMPDIR (or /tmp); returns a malloc'd
+ * path.  kiln_test_rmtree removes it. */
+char *kiln_test_mkdtemp(const char *tag);
+void kiln_test_rmtree(const char *path);
+/* Writes a file (asserts on failure). */
+void kiln_test_write_file(const char *path, const char *text);
+/* Runs a shell command, captures stdout+stderr into *output (malloc'd),
+ * returns the exit code. */
+int kiln_test_run(const char *cmd, char **output);
+/* Path of the `kiln` binary under test ($KILN_BIN, set by ctest). */
+const char *kiln_test_kiln_bin(void);
+
+#endif
