@@ -22,6 +22,8 @@ typedef struct kiln_cache kiln_cache;
 typedef struct kiln_cache_entry {
     char key[65];
     char arch[16];
+    char source_sha256[65];      /* SHA-256 of the generated source (hex); bundles
+                                    index kernels by it (bundle.h) */
     char *desc;                  /* canonical description text (malloc'd) */
     void *cubin;                 /* malloc'd */
     size_t cubin_size;
@@ -58,5 +60,26 @@ kiln_status kiln_cache_clear(kiln_cache *c, size_t *removed, kiln_error *err);
 kiln_status kiln_cache_entry_encode(const kiln_cache_entry *e, kiln_strbuf *out);
 kiln_status kiln_cache_entry_decode(const void *data, size_t len, kiln_cache_entry *out,
                                     kiln_error *err);
+
+/* Additions (jit/cache owner): */
+
+/* Every input of a key, for tests and tools; kiln_cache_key fills it with
+ * this build's values (KILN_CACHE_FORMAT, kiln_version(),
+ * KILN_KERNEL_ABI_VERSION, kiln_nvrtc_version(), kiln_nvrtc_options()). */
+typedef struct kiln_cache_key_fields {
+    int format;
+    const char *kiln_version;
+    int abi_version;
+    const char *nvrtc_version;
+    const char *nvrtc_options;
+    const char *arch;
+    const char *desc;
+    const char *source;
+} kiln_cache_key_fields;
+void kiln_cache_key_parts(const kiln_cache_key_fields *f, char out[65]);
+
+/* The file an entry of that key lives in (whether or not it exists).
+ * Returns 0 if key is not 64 lowercase hex digits. */
+int kiln_cache_entry_path(const kiln_cache *c, const char *key, char *buf, size_t size);
 
 #endif /* KILN_CACHE_H */

@@ -29,7 +29,8 @@ int kiln_cli_parse(int argc, char **argv, kiln_cli_options *o, char ***rest, int
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--cache-dir") || !strcmp(a, "--template-dir") || !strcmp(a, "--arch") ||
-            !strcmp(a, "--kernel") || !strcmp(a, "-o") || !strcmp(a, "-j")) {
+            !strcmp(a, "--kernel") || !strcmp(a, "-o") || !strcmp(a, "-j") ||
+            !strcmp(a, "--table")) {
             if (!need_value(argc, argv, i)) goto bad;
             const char *v = argv[++i];
             if (!strcmp(a, "--cache-dir")) o->cache_dir = v;
@@ -37,6 +38,7 @@ int kiln_cli_parse(int argc, char **argv, kiln_cli_options *o, char ***rest, int
             else if (!strcmp(a, "--arch")) o->arch_list = v;
             else if (!strcmp(a, "--kernel")) o->kernel = v;
             else if (!strcmp(a, "-o")) o->output = v;
+            else if (!strcmp(a, "--table")) o->table = v;
             else {
                 char *end;
                 long j = strtol(v, &end, 10);
@@ -332,8 +334,11 @@ static void cache_visit(void *user, const char *key, const kiln_cache_entry *e, 
 
 int kiln_cmd_cache(const kiln_cli_options *o, int n, char **args)
 {
+    if (n == 2 && !strcmp(args[0], "import")) return kiln_cmd_cache_import(o, args[1]);
+    if (n == 3 && !strcmp(args[0], "export")) return kiln_cmd_cache_export(o, args[1], args[2]);
     if (n != 1 || (strcmp(args[0], "ls") && strcmp(args[0], "verify") && strcmp(args[0], "clear"))) {
-        fprintf(stderr, "kiln cache: takes ls, verify or clear (see kiln --help)\n");
+        fprintf(stderr, "kiln cache: takes ls, verify, clear, import FILE or export DIR FILE "
+                        "(see kiln --help)\n");
         return KILN_EXIT_USAGE;
     }
     kiln_cache *c = NULL;

@@ -11,21 +11,12 @@
 
 #include "cli.h"
 
-typedef struct job_result {
-    int done;
-    int ok;
-    kiln_jit_origin origin;
-    kiln_compile_stats stats;
-    size_t cubin_size;
-    double seconds;              /* wall time of this job, expansion included */
-    char error[KILN_ERROR_MAX];
-} job_result;
-
 typedef struct pool {
     const kiln_cli_options *opts;
     const kiln_spec_set *set;
     kiln_cache *cache;
-    job_result *results;
+    int keep;                    /* keep each entry and its bundle id */
+    kiln_build_result *results;
     size_t next, finished, failed;
     int progress;                /* stderr is a terminal */
     int warned;                  /* cache warning printed once */
@@ -46,7 +37,7 @@ static void progress_line(pool *p, const kiln_job *j)
 static void run_job(pool *p, kiln_expander *ex, size_t i)
 {
     const kiln_job *j = &p->set->jobs[i];
-    job_result *r = &p->results[i];
+    kiln_build_result *r = &p->results[i];
     double t0 = kiln_now();
     kiln_error err, warn;
     kiln_error_clear(&err);
@@ -72,6 +63,13 @@ static void run_job(pool *p, kiln_expander *ex, size_t i)
             r->ok = 1;
             r->stats = entry.stats;
             r->cubin_size = entry.cubin_size;
+            if (p->keep) {
+                char sha[65];
+                kiln_sha256_hex(src, strlen(src), sha);
+                kiln_bundle_id(j->arch, desc.data, sha, r->id);
+                r->entry = entry;
+                memset(&entry, 0, sizeof entry);
+            }
         }
         kiln_strbuf_free(&desc);
     }
@@ -79,7 +77,6 @@ static void run_job(pool *p, kiln_expander *ex, size_t i)
     free(src);
     r->seconds = kiln_now() - t0;
     pthread_mutex_lock(&p->lock);
-    r->done = 1;
     p->finished++;
     if (!r->ok) p->failed++;
     if (warn.msg[0] && !p->warned) {
@@ -129,13 +126,13 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-static void print_json(const pool *p, double total)
+static void print_json(const kiln_spec_set *set, const kiln_build_result *results, double total)
 {
     printf("{\"kiln\": \"%s\", \"nvrtc\": \"%s\", \"seconds\": %.3f, \"kernels\": [\n",
            kiln_version(), kiln_nvrtc_version(), total);
-    for (size_t i = 0; i < p->set->n_jobs; i++) {
-        const kiln_job *j = &p->set->jobs[i];
-        const job_result *r = &p->results[i];
+    for (size_t i = 0; i < set->n_jobs; i++) {
+        const kiln_job *j = &set->jobs[i];
+        const kiln_build_result *r = &results[i];
         printf("  {\"name\": ");
         json_string(j->spec->desc.name);
         printf(", \"spec\": ");
@@ -152,19 +149,20 @@ static void print_json(const pool *p, double total)
             printf(", \"error\": ");
             json_string(r->error);
         }
-        printf("}%s\n", i + 1 < p->set->n_jobs ? "," : "");
+        printf("}%s\n", i + 1 < set->n_jobs ? "," : "");
     }
     printf("]}\n");
 }
 
-static void print_table(const pool *p, double total)
+static void print_table(const kiln_spec_set *set, const kiln_build_result *results,
+                        size_t failed, double total)
 {
     size_t hits = 0;
     printf("%-44s %-8s %-8s %8s %5s %7s %8s %9s\n", "kernel", "arch", "origin", "nvrtc_s",
            "regs", "spills", "smem", "cubin");
-    for (size_t i = 0; i < p->set->n_jobs; i++) {
-        const kiln_job *j = &p->set->jobs[i];
-        const job_result *r = &p->results[i];
+    for (size_t i = 0; i < set->n_jobs; i++) {
+        const kiln_job *j = &set->jobs[i];
+        const kiln_build_result *r = &results[i];
         if (!r->ok) {
             printf("%-44s %-8s FAILED\n", j->spec->desc.name, j->arch);
             continue;
@@ -176,42 +174,40 @@ static void print_table(const pool *p, double total)
                r->stats.registers, r->stats.spill_stores + r->stats.spill_loads, smem,
                r->cubin_size);
     }
-    printf("%zu kernels: %zu compiled, %zu from cache, %zu failed", p->set->n_jobs,
-           p->set->n_jobs - hits - p->failed, hits, p->failed);
-    if (p->set->dropped) printf(", %zu sweep points dropped by validation", p->set->dropped);
+    printf("%zu kernels: %zu compiled, %zu from cache, %zu failed", set->n_jobs,
+           set->n_jobs - hits - failed, hits, failed);
+    if (set->dropped) printf(", %zu sweep points dropped by validation", set->dropped);
     printf(" in %.2fs\n", total);
-    for (size_t i = 0; i < p->set->n_jobs; i++)
-        if (!p->results[i].ok) fprintf(stderr, "%s\n", p->results[i].error);
+    for (size_t i = 0; i < set->n_jobs; i++)
+        if (!results[i].ok) fprintf(stderr, "%s\n", results[i].error);
 }
 
-int kiln_cmd_compile(const kiln_cli_options *o, int n, char **args)
+int kiln_build_all(const kiln_cli_options *o, const kiln_spec_set *set, int keep,
+                   kiln_build_result **results, size_t *failed, double *seconds)
 {
-    kiln_spec_set set;
-    int rc = kiln_spec_set_load(&set, n, args, o->arch_list);
-    if (rc != KILN_EXIT_OK) return rc;
-
     pool p;
     memset(&p, 0, sizeof p);
     p.opts = o;
-    p.set = &set;
+    p.set = set;
+    p.keep = keep;
     p.progress = isatty(2) && !o->json;
     p.start = kiln_now();
     pthread_mutex_init(&p.lock, NULL);
-    p.results = calloc(set.n_jobs ? set.n_jobs : 1, sizeof *p.results);
-    kiln_error err;
-    kiln_error_clear(&err);
+    p.results = calloc(set->n_jobs ? set->n_jobs : 1, sizeof *p.results);
     if (!p.results) {
-        fprintf(stderr, "kiln compile: out of memory\n");
-        kiln_spec_set_free(&set);
+        fprintf(stderr, "kiln: out of memory\n");
+        pthread_mutex_destroy(&p.lock);
         return KILN_EXIT_COMPILE;
     }
+    kiln_error err;
+    kiln_error_clear(&err);
     if (!o->no_cache && kiln_cache_open(o->cache_dir, &p.cache, &err) != KILN_OK) {
         fprintf(stderr, "kiln: warning: %s (compiling without a cache)\n", err.msg);
         p.cache = NULL;
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int jobs = o->jobs ? o->jobs : (int)(cores > 0 ? cores : 1);
-    if ((size_t)jobs > set.n_jobs) jobs = (int)set.n_jobs;
+    if ((size_t)jobs > set->n_jobs) jobs = (int)set->n_jobs;
     if (jobs < 1) jobs = 1;
     pthread_t *threads = calloc((size_t)jobs, sizeof *threads);
     int started = 0;
@@ -220,14 +216,37 @@ int kiln_cmd_compile(const kiln_cli_options *o, int n, char **args)
     if (started == 0) worker(&p); /* no threads: do the work here */
     for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
     free(threads);
-    double total = kiln_now() - p.start;
     if (p.progress) fprintf(stderr, "\r\033[K");
-    if (o->json) print_json(&p, total);
-    else print_table(&p, total);
-    rc = p.failed ? KILN_EXIT_COMPILE : KILN_EXIT_OK;
     if (p.cache) kiln_cache_close(p.cache);
-    free(p.results);
     pthread_mutex_destroy(&p.lock);
+    *results = p.results;
+    *failed = p.failed;
+    *seconds = kiln_now() - p.start;
+    return KILN_EXIT_OK;
+}
+
+void kiln_build_results_free(kiln_build_result *r, size_t n)
+{
+    if (!r) return;
+    for (size_t i = 0; i < n; i++) kiln_cache_entry_free(&r[i].entry);
+    free(r);
+}
+
+int kiln_cmd_compile(const kiln_cli_options *o, int n, char **args)
+{
+    kiln_spec_set set;
+    int rc = kiln_spec_set_load(&set, n, args, o->arch_list);
+    if (rc != KILN_EXIT_OK) return rc;
+    kiln_build_result *results = NULL;
+    size_t failed = 0;
+    double total = 0;
+    rc = kiln_build_all(o, &set, 0, &results, &failed, &total);
+    if (rc == KILN_EXIT_OK) {
+        if (o->json) print_json(&set, results, total);
+        else print_table(&set, results, failed, total);
+        rc = failed ? KILN_EXIT_COMPILE : KILN_EXIT_OK;
+    }
+    kiln_build_results_free(results, set.n_jobs);
     kiln_spec_set_free(&set);
     return rc;
 }

@@ -20,6 +20,13 @@ static void usage(FILE *f)
             "        compile every kernel into the cache; prints a summary table\n"
             "  cache ls|verify|clear [--cache-dir DIR]\n"
             "        list, check or empty the kernel cache\n"
+            "  cache import BUNDLE | cache export DIR BUNDLE\n"
+            "        copy a bundle's kernels into the cache; write a cache DIR as a bundle\n"
+            "  pack SPEC_OR_DIR... --arch LIST -o BUNDLE [--table FILE] [-j N]\n"
+            "        compile (or take from the cache) every kernel for every arch and\n"
+            "        write one bundle file; deterministic\n"
+            "  bundle ls|verify BUNDLE\n"
+            "        list or check a bundle\n"
             "  catalog -o FILE SPEC_OR_DIR...\n"
             "        write the runtime's built-in kernel table (a build step)\n"
             "\n"
@@ -62,6 +69,10 @@ int main(int argc, char **argv)
         rc = kiln_cmd_compile(&opts, rest, args);
     } else if (!strcmp(cmd, "cache")) {
         rc = kiln_cmd_cache(&opts, rest, args);
+    } else if (!strcmp(cmd, "pack")) {
+        rc = kiln_cmd_pack(&opts, rest, args);
+    } else if (!strcmp(cmd, "bundle")) {
+        rc = kiln_cmd_bundle(&opts, rest, args);
     } else if (!strcmp(cmd, "catalog")) {
         rc = kiln_cmd_catalog(&opts, rest, args);
     } else {

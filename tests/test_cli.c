@@ -1,0 +1,211 @@
+/* test_cli.c — the `kiln` command end to end: exit codes, one-line errors,
+ * nothing cached from a bad spec, cache hits on a second compile, emit,
+ * cache ls/verify/clear, and a failing compile. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "common.h"
+
+static const char *GOOD = "specs/default/simple_fprop_bf16_bf16.yaml";
+
+static int run(char **out, const char *fmt, ...) KILN_PRINTF(2, 3);
+static int run(char **out, const char *fmt, ...)
+{
+    char cmd[8192];
+    int n = snprintf(cmd, sizeof cmd, "%s ", kiln_test_kiln_bin());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+    va_end(ap);
+    return kiln_test_run(cmd, out);
+}
+
+/* Counts regular files below dir (recursively). */
+static int count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (e->d_type == DT_DIR) n += count_files(p);
+        else n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static void test_version_and_help(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run(&out, "--version"), 0);
+    assert_non_null(strstr(out, KILN_VERSION_STRING));
+    free(out);
+    assert_int_equal(run(&out, "--help"), 0);
+    assert_non_null(strstr(out, "kiln compile"));
+    free(out);
+    assert_int_equal(run(&out, "frobnicate"), 2);
+    assert_non_null(strstr(out, "unknown command 'frobnicate'"));
+    free(out);
+    assert_int_equal(run(&out, "compile --bogus x"), 2);
+    assert_non_null(strstr(out, "unknown option '--bogus'"));
+    free(out);
+    assert_int_equal(run(&out, "compile -j 0 %s", GOOD), 2);
+    free(out);
+}
+
+static void test_bad_spec_exits_2_and_caches_nothing(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("cli-bad");
+    char spec[4096], cache[4096];
+    snprintf(spec, sizeof spec, "%s/bad.yaml", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    kiln_test_write_file(spec, "kernel: k\n"
+                               "op: fprop\n"
+                               "family: sm90\n"
+                               "types: {a: bf16, b: bf16, out: bf16, accum: f32}\n"
+                               "tile: {m: 100, n: 128, k: 64}\n");
+    char *out;
+    /* The good spec comes first: a bad spec anywhere means nothing is built. */
+    assert_int_equal(run(&out, "compile --cache-dir %s %s %s", cache, GOOD, spec), 2);
+    assert_int_equal(count_lines(out), 1);
+    char want[4200];
+    snprintf(want, sizeof want, "%s:5:", spec);
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "tile.m"));
+    assert_null(strstr(out, "traceback"));
+    free(out);
+    assert_int_equal(count_files(cache), 0);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+static void test_compile_twice_hits_cache(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("cli-cache");
+    char *out;
+    assert_int_equal(run(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
+    assert_non_null(strstr(out, "1 compiled, 0 from cache, 0 failed"));
+    free(out);
+    assert_int_equal(run(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
+    assert_non_null(strstr(out, "0 compiled, 1 from cache, 0 failed"));
+    free(out);
+    /* JSON for machines. */
+    assert_int_equal(run(&out, "compile --json --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
+    assert_non_null(strstr(out, "\"origin\": \"cache\""));
+    assert_non_null(strstr(out, "\"registers\": "));
+    free(out);
+    /* ls shows it; verify passes; a flipped byte is found; clear empties. */
+    assert_int_equal(run(&out, "cache ls --cache-dir %s", dir), 0);
+    assert_non_null(strstr(out, "simple_fprop_bf16_bf16"));
+    free(out);
+    assert_int_equal(run(&out, "cache verify --cache-dir %s", dir), 0);
+    assert_non_null(strstr(out, "1 entries, 0 damaged"));
+    free(out);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "f=$(find %s -name '*.kbin' | head -1); "
+             "printf '\\377' | dd of=\"$f\" bs=1 seek=200 conv=notrunc status=none", dir);
+    assert_int_equal(kiln_test_run(cmd, NULL), 0);
+    assert_int_equal(run(&out, "cache verify --cache-dir %s", dir), 1);
+    assert_non_null(strstr(out, "1 damaged"));
+    free(out);
+    /* The damaged entry is rebuilt, not loaded. */
+    assert_int_equal(run(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
+    assert_non_null(strstr(out, "1 compiled, 0 from cache"));
+    free(out);
+    assert_int_equal(run(&out, "cache clear --cache-dir %s", dir), 0);
+    assert_non_null(strstr(out, "removed 1"));
+    free(out);
+    assert_int_equal(run(&out, "cache verify --cache-dir %s", dir), 0);
+    assert_non_null(strstr(out, "0 entries"));
+    free(out);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+static void test_emit(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run(&out, "emit --arch sm_90a %s", GOOD), 0);
+    assert_int_equal(strncmp(out, "// generated by kiln from ", 26), 0);
+    assert_non_null(strstr(out, "simple_fprop_bf16_bf16.yaml"));
+    assert_non_null(strstr(out, "__global__"));
+    free(out);
+    assert_int_equal(run(&out, "emit --kernel nosuch %s", GOOD), 2);
+    assert_non_null(strstr(out, "no kernel named 'nosuch'"));
+    free(out);
+}
+
+static void test_compile_failure_exits_1(void **state)
+{
+    (void)state;
+    /* An override template that returns source NVRTC rejects. */
+    char *dir = kiln_test_mkdtemp("cli-fail");
+    char tpl[4096], cache[4096];
+    snprintf(tpl, sizeof tpl, "%s/simple.lua", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    kiln_test_write_file(tpl, "local spec, arch = ...\n"
+                              "return 'this is not CUDA;', {entry = 'k', threads = 128, smem = 0,\n"
+                              "  persistent = true, ctas_per_sm = 1}\n");
+    char *out;
+    int rc = run(&out, "compile --template-dir %s --arch sm_90a --cache-dir %s %s", dir, cache,
+                 GOOD);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "simple_fprop_bf16_bf16"));
+    assert_non_null(strstr(out, "FAILED"));
+    assert_non_null(strstr(out, "source saved to"));
+    free(out);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+static void test_catalog(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("cli-catalog");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cat.c", dir);
+    char *out;
+    assert_int_equal(run(&out, "catalog -o %s --arch sm_90a %s", path, GOOD), 0);
+    free(out);
+    char *text;
+    size_t n;
+    assert_int_equal(kiln_file_read(path, &text, &n, NULL), KILN_OK);
+    assert_non_null(strstr(text, "kiln_catalog_count = 1;"));
+    assert_non_null(strstr(text, "name=simple_fprop_bf16_bf16 op=fprop"));
+    assert_non_null(strstr(text, "entry="));
+    free(text);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_version_and_help),
+        cmocka_unit_test(test_bad_spec_exits_2_and_caches_nothing),
+        cmocka_unit_test(test_compile_twice_hits_cache),
+        cmocka_unit_test(test_emit),
+        cmocka_unit_test(test_compile_failure_exits_1),
+        cmocka_unit_test(test_catalog),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
