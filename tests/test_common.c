@@ -1,5 +1,6 @@
 /* test_common.c — the shared layer: SHA-256, strings, files, kernel
  * descriptions. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

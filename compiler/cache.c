@@ -1,0 +1,545 @@
+/*
+ * cache.c — the on-disk, content-addressed cubin cache.
+ *
+ * Layout: <dir>/v1/<first 2 hex digits of key>/<key>.kbin.  Writers use
+ * kiln_file_write_atomic (a temp file "<entry>.tmp.<pid>.<ns>.<addr>" beside
+ * the entry, fsync, rename), so readers see a whole old entry, a whole new
+ * one, or none; temp files never end in ".kbin" and are ignored by
+ * foreach/get (clear removes them).
+ *
+ * Entry format (all integers little-endian), KILN_CACHE_FORMAT 1:
+ *
+ *   0    8   magic "KILNCUB1"
+ *   8    4   u32 format version
+ *   12   4   u32 header size (208)
+ *   16   64  key, 64 lowercase hex digits
+ *   80   16  arch, NUL-padded
+ *   96   8   u64 desc length
+ *   104  8   u64 cubin length
+ *   112  8   f64 compile seconds (IEEE-754 bits)
+ *   120  20  i32 registers, spill stores, spill loads, smem static, stack frame
+ *   140  4   reserved (0)
+ *   144  64  SHA-256 of the generated source, hex (bundles index by it)
+ *   208      desc bytes, then cubin bytes
+ *   end-32   SHA-256 of every byte before it
+ *
+ * The file is exactly header + desc + cubin + 32 bytes long.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "kernel_abi.h"
+
+#ifndef KILN_PATH_MAX
+#define KILN_PATH_MAX 1024
+#endif
+
+#define ENTRY_MAGIC "KILNCUB1"
+#define ENTRY_HEADER 208u
+#define ENTRY_SUM 32u
+#define ENTRY_EXT ".kbin"
+
+/* Immutable after open: one handle may be used by many threads at once
+ * (each get/put works on its own files). */
+struct kiln_cache {
+    char dir[KILN_PATH_MAX];
+};
+
+/* ---- little-endian helpers ----------------------------------------------- */
+
+static void put_le(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static int is_hex_key(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
+    }
+    return 1;
+}
+
+/* ---- key ---------------------------------------------------------------- */
+
+static void key_field(kiln_sha256 *s, const char *v)
+{
+    unsigned char len[8];
+    size_t n = v ? strlen(v) : 0;
+    put_le(len, n, 8);
+    kiln_sha256_update(s, len, sizeof len);
+    if (n) kiln_sha256_update(s, v, n);
+}
+
+void kiln_cache_key_parts(const kiln_cache_key_fields *f, char out[65])
+{
+    /* Every field is length-prefixed, so no two field lists hash alike by
+     * running together ("ab","c" vs "a","bc"). */
+    kiln_sha256 s;
+    kiln_sha256_init(&s);
+    key_field(&s, "kiln-cubin-cache");
+    char num[32];
+    snprintf(num, sizeof num, "%d", f->format);
+    key_field(&s, num);
+    key_field(&s, f->kiln_version);
+    snprintf(num, sizeof num, "%d", f->abi_version);
+    key_field(&s, num);
+    key_field(&s, f->nvrtc_version);
+    key_field(&s, f->nvrtc_options);
+    key_field(&s, f->arch);
+    key_field(&s, f->desc);
+    key_field(&s, f->source);
+    uint8_t d[32];
+    kiln_sha256_final(&s, d);
+    kiln_hex(d, 32, out);
+    out[64] = '\0';
+}
+
+void kiln_cache_key(const char *arch, const char *desc, const char *source, char out[65])
+{
+    kiln_cache_key_fields f = {
+        .format = KILN_CACHE_FORMAT,
+        .kiln_version = kiln_version(),
+        .abi_version = KILN_KERNEL_ABI_VERSION,
+        .nvrtc_version = kiln_nvrtc_version(),
+        .nvrtc_options = kiln_nvrtc_options(),
+        .arch = arch,
+        .desc = desc,
+        .source = source,
+    };
+    kiln_cache_key_parts(&f, out);
+}
+
+/* ---- open / close ------------------------------------------------------- */
+
+void kiln_cache_default_dir(char *buf, size_t size)
+{
+    const char *v = getenv("KILN_CACHE_DIR");
+    if (v && *v) {
+        snprintf(buf, size, "%s", v);
+        return;
+    }
+    v = getenv("XDG_CACHE_HOME");
+    if (v && *v) {
+        snprintf(buf, size, "%s/kiln", v);
+        return;
+    }
+    v = getenv("HOME");
+    snprintf(buf, size, "%s/.cache/kiln", v && *v ? v : ".");
+}
+
+kiln_status kiln_cache_open(const char *dir, kiln_cache **out, kiln_error *err)
+{
+    if (!out) return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "cache open: out is NULL");
+    *out = NULL;
+    kiln_cache *c = calloc(1, sizeof *c);
+    if (!c) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "cache open: out of memory");
+    if (dir && *dir) {
+        if (strlen(dir) >= sizeof c->dir - 80) {
+            free(c);
+            return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "cache directory too long: %s",
+                                  dir);
+        }
+        snprintf(c->dir, sizeof c->dir, "%s", dir);
+    } else {
+        kiln_cache_default_dir(c->dir, sizeof c->dir - 80);
+    }
+    /* Strip trailing slashes (but keep "/"). */
+    size_t n = strlen(c->dir);
+    while (n > 1 && c->dir[n - 1] == '/') c->dir[--n] = '\0';
+    /* A folder that cannot be made is no error here: gets miss and each
+     * put reports why it failed. */
+    (void)kiln_mkdirs(c->dir, NULL);
+    *out = c;
+    return KILN_OK;
+}
+
+void kiln_cache_close(kiln_cache *c) { free(c); }
+
+const char *kiln_cache_path(const kiln_cache *c) { return c ? c->dir : ""; }
+
+static int entry_path(const kiln_cache *c, const char *key, char *buf, size_t size)
+{
+    if (!key || strlen(key) != 64 || !is_hex_key(key, 64)) return 0;
+    snprintf(buf, size, "%s/v%d/%.2s/%s" ENTRY_EXT, c->dir, KILN_CACHE_FORMAT, key, key);
+    return 1;
+}
+
+int kiln_cache_entry_path(const kiln_cache *c, const char *key, char *buf, size_t size)
+{
+    return c ? entry_path(c, key, buf, size) : 0;
+}
+
+/* ---- encode / decode ---------------------------------------------------- */
+
+static uint64_t f64_bits(double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    return v;
+}
+
+static double bits_f64(uint64_t v)
+{
+    double d;
+    memcpy(&d, &v, sizeof d);
+    return d;
+}
+
+kiln_status kiln_cache_entry_encode(const kiln_cache_entry *e, kiln_strbuf *out)
+{
+    if (!e || !out || (e->cubin_size && !e->cubin)) return KILN_ERROR_INVALID_ARGUMENT;
+    if (strlen(e->key) != 64 || !is_hex_key(e->key, 64) || memchr(e->arch, '\0', 16) == NULL)
+        return KILN_ERROR_INVALID_ARGUMENT;
+    size_t dlen = e->desc ? strlen(e->desc) : 0;
+    unsigned char h[ENTRY_HEADER];
+    memset(h, 0, sizeof h);
+    memcpy(h, ENTRY_MAGIC, 8);
+    put_le(h + 8, KILN_CACHE_FORMAT, 4);
+    put_le(h + 12, ENTRY_HEADER, 4);
+    memcpy(h + 16, e->key, 64);
+    strncpy((char *)h + 80, e->arch, 16);
+    put_le(h + 96, dlen, 8);
+    put_le(h + 104, e->cubin_size, 8);
+    put_le(h + 112, f64_bits(e->stats.seconds), 8);
+    put_le(h + 120, (uint32_t)e->stats.registers, 4);
+    put_le(h + 124, (uint32_t)e->stats.spill_stores, 4);
+    put_le(h + 128, (uint32_t)e->stats.spill_loads, 4);
+    put_le(h + 132, (uint32_t)e->stats.smem_static, 4);
+    put_le(h + 136, (uint32_t)e->stats.stack_frame, 4);
+    memcpy(h + 144, e->source_sha256, strnlen(e->source_sha256, 64));
+    size_t start = out->len;
+    kiln_strbuf_append(out, (const char *)h, sizeof h);
+    if (dlen) kiln_strbuf_append(out, e->desc, dlen);
+    if (e->cubin_size) kiln_strbuf_append(out, e->cubin, e->cubin_size);
+    if (out->oom) return KILN_ERROR_OUT_OF_MEMORY;
+    uint8_t sum[32];
+    kiln_sha256 s;
+    kiln_sha256_init(&s);
+    kiln_sha256_update(&s, out->data + start, out->len - start);
+    kiln_sha256_final(&s, sum);
+    kiln_strbuf_append(out, (const char *)sum, sizeof sum);
+    return out->oom ? KILN_ERROR_OUT_OF_MEMORY : KILN_OK;
+}
+
+kiln_status kiln_cache_entry_decode(const void *data, size_t len, kiln_cache_entry *out,
+                                    kiln_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const unsigned char *b = data;
+    if (!b || len < 12)
+        return kiln_error_set(err, KILN_ERROR_CACHE, "truncated entry (%zu bytes)", len);
+    if (memcmp(b, ENTRY_MAGIC, 8) != 0)
+        return kiln_error_set(err, KILN_ERROR_CACHE, "not a kiln cache entry (bad magic)");
+    uint32_t version = (uint32_t)get_le(b + 8, 4);
+    if (version != KILN_CACHE_FORMAT)
+        return kiln_error_set(err, KILN_ERROR_CACHE, "entry format version %u, expected %d",
+                              version, KILN_CACHE_FORMAT);
+    if (len < ENTRY_HEADER + ENTRY_SUM)
+        return kiln_error_set(err, KILN_ERROR_CACHE, "truncated entry (%zu bytes)", len);
+    if (get_le(b + 12, 4) != ENTRY_HEADER)
+        return kiln_error_set(err, KILN_ERROR_CACHE, "bad header size %u",
+                              (unsigned)get_le(b + 12, 4));
+    uint64_t dlen = get_le(b + 96, 8), clen = get_le(b + 104, 8);
+    uint64_t room = len - ENTRY_HEADER - ENTRY_SUM;
+    if (dlen > room || clen > room - dlen || dlen + clen != room)
+        return kiln_error_set(err, KILN_ERROR_CACHE,
+                              "entry lengths (desc %llu, cubin %llu) do not match its size %zu",
+                              (unsigned long long)dlen, (unsigned long long)clen, len);
+    uint8_t sum[32];
+    kiln_sha256 s;
+    kiln_sha256_init(&s);
+    kiln_sha256_update(&s, b, len - ENTRY_SUM);
+    kiln_sha256_final(&s, sum);
+    if (memcmp(sum, b + len - ENTRY_SUM, ENTRY_SUM) != 0)
+        return kiln_error_set(err, KILN_ERROR_CACHE, "checksum mismatch");
+    if (!is_hex_key((const char *)b + 16, 64))
+        return kiln_error_set(err, KILN_ERROR_CACHE, "bad key in entry");
+    if (memchr(b + 80, '\0', 16) == NULL || b[80] == '\0')
+        return kiln_error_set(err, KILN_ERROR_CACHE, "bad arch in entry");
+    char *desc = malloc(dlen + 1);
+    void *cubin = malloc(clen ? clen : 1);
+    if (!desc || !cubin) {
+        free(desc);
+        free(cubin);
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
+    memcpy(desc, b + ENTRY_HEADER, dlen);
+    desc[dlen] = '\0';
+    if (memchr(desc, '\0', dlen)) {
+        free(desc);
+        free(cubin);
+        return kiln_error_set(err, KILN_ERROR_CACHE, "bad description text in entry");
+    }
+    memcpy(cubin, b + ENTRY_HEADER + dlen, clen);
+    memcpy(out->key, b + 16, 64);
+    out->key[64] = '\0';
+    memcpy(out->arch, b + 80, 16);
+    out->desc = desc;
+    out->cubin = cubin;
+    out->cubin_size = clen;
+    out->stats.seconds = bits_f64(get_le(b + 112, 8));
+    out->stats.registers = (int)(int32_t)get_le(b + 120, 4);
+    out->stats.spill_stores = (int)(int32_t)get_le(b + 124, 4);
+    out->stats.spill_loads = (int)(int32_t)get_le(b + 128, 4);
+    out->stats.smem_static = (int)(int32_t)get_le(b + 132, 4);
+    out->stats.stack_frame = (int)(int32_t)get_le(b + 136, 4);
+    memcpy(out->source_sha256, b + 144, 64);
+    out->source_sha256[64] = '\0';
+    return KILN_OK;
+}
+
+void kiln_cache_entry_free(kiln_cache_entry *e)
+{
+    if (!e) return;
+    free(e->desc);
+    free(e->cubin);
+    memset(e, 0, sizeof *e);
+}
+
+/* ---- get / put ---------------------------------------------------------- */
+
+/* Reads and verifies one entry file against the key it must hold.
+ * Returns 1 (ok), 0 (absent), -1 (damaged: problem filled). */
+static int load_entry(const char *path, const char *key, kiln_cache_entry *out, char *problem,
+                      size_t psize)
+{
+    char *data = NULL;
+    size_t len = 0;
+    kiln_error e;
+    kiln_error_clear(&e);
+    if (kiln_file_read(path, &data, &len, &e) != KILN_OK) {
+        struct stat st;
+        if (stat(path, &st) != 0 && errno == ENOENT) return 0;
+        snprintf(problem, psize, "%s", e.msg);
+        return -1;
+    }
+    kiln_status s = kiln_cache_entry_decode(data, len, out, &e);
+    free(data);
+    if (s != KILN_OK) {
+        snprintf(problem, psize, "%s", e.msg);
+        return -1;
+    }
+    if (strcmp(out->key, key) != 0) {
+        snprintf(problem, psize, "entry holds key %.16s..., expected %.16s...", out->key, key);
+        kiln_cache_entry_free(out);
+        return -1;
+    }
+    return 1;
+}
+
+int kiln_cache_get(kiln_cache *c, const char *key, kiln_cache_entry *out, int *damaged)
+{
+    if (damaged) *damaged = 0;
+    if (out) memset(out, 0, sizeof *out);
+    char path[KILN_PATH_MAX + 160];
+    if (!c || !out || !entry_path(c, key, path, sizeof path)) return 0;
+    char problem[KILN_ERROR_MAX];
+    int r = load_entry(path, key, out, problem, sizeof problem);
+    if (r < 0 && damaged) *damaged = 1;
+    return r > 0;
+}
+
+kiln_status kiln_cache_put(kiln_cache *c, const kiln_cache_entry *e, kiln_error *err)
+{
+    if (!c || !e) return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "cache put: NULL argument");
+    char path[KILN_PATH_MAX + 160];
+    if (!entry_path(c, e->key, path, sizeof path))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "cache put: bad key '%.70s'",
+                              e->key);
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    kiln_status st = kiln_cache_entry_encode(e, &sb);
+    if (st != KILN_OK) {
+        kiln_strbuf_free(&sb);
+        return kiln_error_set(err, st, "cache put: cannot encode entry %.16s (%s)", e->key,
+                              kiln_status_name(st));
+    }
+    char dir[KILN_PATH_MAX + 160];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    kiln_error e2;
+    kiln_error_clear(&e2);
+    /* Two tries: `kiln cache clear` in another process may remove the shard
+     * folder between our mkdir and our write. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        st = kiln_mkdirs(dir, &e2);
+        if (st == KILN_OK) st = kiln_file_write_atomic(path, sb.data, sb.len, &e2);
+        if (st == KILN_OK) break;
+    }
+    kiln_strbuf_free(&sb);
+    if (st != KILN_OK)
+        return kiln_error_set(err, KILN_ERROR_CACHE, "cache %s is not writable: %s", c->dir,
+                              e2.msg);
+    return KILN_OK;
+}
+
+/* ---- listing and maintenance -------------------------------------------- */
+
+static int is_entry_name(const char *n)
+{
+    size_t len = strlen(n);
+    return len == 64 + strlen(ENTRY_EXT) && is_hex_key(n, 64) && strcmp(n + 64, ENTRY_EXT) == 0;
+}
+
+static int is_temp_name(const char *n)
+{
+    return strlen(n) > 64 + strlen(ENTRY_EXT) && is_hex_key(n, 64) &&
+           strncmp(n + 64, ENTRY_EXT ".tmp.", strlen(ENTRY_EXT) + 5) == 0;
+}
+
+static int is_shard_name(const char *n)
+{
+    return strlen(n) == 2 && is_hex_key(n, 2);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Lists entry keys (sorted) or, with temps, entry and temp file paths. */
+static kiln_status list_files(kiln_cache *c, int temps, char ***out, size_t *count,
+                              kiln_error *err)
+{
+    *out = NULL;
+    *count = 0;
+    char root[KILN_PATH_MAX + 16];
+    snprintf(root, sizeof root, "%s/v%d", c->dir, KILN_CACHE_FORMAT);
+    DIR *d = opendir(root);
+    if (!d) {
+        if (errno == ENOENT) return KILN_OK;
+        return kiln_error_set(err, KILN_ERROR_CACHE, "%s: %s", root, strerror(errno));
+    }
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    kiln_status st = KILN_OK;
+    struct dirent *de;
+    while (st == KILN_OK && (de = readdir(d)) != NULL) {
+        if (!is_shard_name(de->d_name)) continue;
+        char sub[KILN_PATH_MAX + 32];
+        snprintf(sub, sizeof sub, "%s/%s", root, de->d_name);
+        DIR *sd = opendir(sub);
+        if (!sd) continue; /* removed meanwhile, or not a folder */
+        struct dirent *fe;
+        while ((fe = readdir(sd)) != NULL) {
+            int entry = is_entry_name(fe->d_name);
+            if (!entry && !(temps && is_temp_name(fe->d_name))) continue;
+            if (n == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                char **nv = realloc(v, nc * sizeof *v);
+                if (!nv) {
+                    st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
+                    break;
+                }
+                v = nv;
+                cap = nc;
+            }
+            char buf[KILN_PATH_MAX + 400];
+            if (temps) snprintf(buf, sizeof buf, "%s/%s", sub, fe->d_name);
+            else snprintf(buf, sizeof buf, "%.64s", fe->d_name);
+            v[n] = strdup(buf);
+            if (!v[n]) {
+                st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
+                break;
+            }
+            n++;
+        }
+        closedir(sd);
+    }
+    closedir(d);
+    if (st != KILN_OK) {
+        for (size_t i = 0; i < n; i++) free(v[i]);
+        free(v);
+        return st;
+    }
+    if (n > 1) qsort(v, n, sizeof *v, cmp_str);
+    *out = v;
+    *count = n;
+    return KILN_OK;
+}
+
+static void free_list(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(v[i]);
+    free(v);
+}
+
+kiln_status kiln_cache_foreach(kiln_cache *c, kiln_cache_visit_fn fn, void *user,
+                               kiln_error *err)
+{
+    if (!c || !fn) return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "cache foreach: NULL argument");
+    char **keys;
+    size_t n;
+    kiln_status st = list_files(c, 0, &keys, &n, err);
+    if (st != KILN_OK) return st;
+    for (size_t i = 0; i < n; i++) {
+        char path[KILN_PATH_MAX + 160];
+        entry_path(c, keys[i], path, sizeof path);
+        kiln_cache_entry e;
+        memset(&e, 0, sizeof e);
+        char problem[KILN_ERROR_MAX];
+        int r = load_entry(path, keys[i], &e, problem, sizeof problem);
+        if (r == 0) continue; /* removed meanwhile */
+        if (r > 0) {
+            fn(user, keys[i], &e, 1, NULL);
+            kiln_cache_entry_free(&e);
+        } else {
+            fn(user, keys[i], NULL, 0, problem);
+        }
+    }
+    free_list(keys, n);
+    return KILN_OK;
+}
+
+kiln_status kiln_cache_clear(kiln_cache *c, size_t *removed, kiln_error *err)
+{
+    if (removed) *removed = 0;
+    if (!c) return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "cache clear: NULL cache");
+    char **files;
+    size_t n;
+    kiln_status st = list_files(c, 1, &files, &n, err);
+    if (st != KILN_OK) return st;
+    size_t count = 0;
+    for (size_t i = 0; i < n && st == KILN_OK; i++) {
+        const char *base = strrchr(files[i], '/') + 1;
+        if (unlink(files[i]) != 0) {
+            if (errno == ENOENT) continue;
+            st = kiln_error_set(err, KILN_ERROR_CACHE, "%s: %s", files[i], strerror(errno));
+            break;
+        }
+        if (is_entry_name(base)) count++;
+    }
+    free_list(files, n);
+    /* Remove the shard folders that are now empty (rmdir refuses others). */
+    char root[KILN_PATH_MAX + 16];
+    snprintf(root, sizeof root, "%s/v%d", c->dir, KILN_CACHE_FORMAT);
+    DIR *d = opendir(root);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (!is_shard_name(de->d_name)) continue;
+            char sub[KILN_PATH_MAX + 32];
+            snprintf(sub, sizeof sub, "%s/%s", root, de->d_name);
+            (void)rmdir(sub);
+        }
+        closedir(d);
+    }
+    if (removed) *removed = count;
+    return st;
+}

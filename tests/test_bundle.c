@@ -1,0 +1,195 @@
+/* test_bundle.c — bundles: round trip, determinism, and refusal of
+ * truncated, bit-flipped, foreign and wrong-version files. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "bundle.h"
+
+/* A synthetic entry: random-looking cubin bytes (never all zeros). */
+static void make_entry(kiln_cache_entry *e, int seed, const char *arch)
+{
+    memset(e, 0, sizeof *e);
+    char desc[128];
+    snprintf(desc, sizeof desc, "name=k%d op=fprop", seed);
+    e->desc = strdup(desc);
+    snprintf(e->arch, sizeof e->arch, "%s", arch);
+    kiln_sha256_hex(desc, strlen(desc), e->key);
+    kiln_sha256_hex(&seed, sizeof seed, e->source_sha256);
+    e->cubin_size = 1000 + (size_t)seed * 37;
+    e->cubin = malloc(e->cubin_size);
+    uint32_t x = 2463534242u + (uint32_t)seed;
+    for (size_t i = 0; i < e->cubin_size; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        ((uint8_t *)e->cubin)[i] = (uint8_t)x;
+    }
+    e->stats.registers = 40 + seed;
+}
+
+static void write_bundle(const char *path, int count, int reverse, const char *table)
+{
+    kiln_bundle_writer *w;
+    assert_int_equal(kiln_bundle_writer_create(&w, NULL), KILN_OK);
+    for (int k = 0; k < count; k++) {
+        int i = reverse ? count - 1 - k : k;
+        kiln_cache_entry e;
+        make_entry(&e, i, "sm_90a");
+        char id[65];
+        kiln_bundle_id(e.arch, e.desc, e.source_sha256, id);
+        char name[32];
+        snprintf(name, sizeof name, "k%d", i);
+        assert_int_equal(kiln_bundle_writer_add(w, id, name, &e, NULL), KILN_OK);
+        /* Adding the same kernel twice keeps one. */
+        assert_int_equal(kiln_bundle_writer_add(w, id, name, &e, NULL), KILN_OK);
+        kiln_cache_entry_free(&e);
+    }
+    if (table) assert_int_equal(kiln_bundle_writer_set_table(w, table, strlen(table), NULL), KILN_OK);
+    assert_int_equal(kiln_bundle_writer_count(w), (size_t)count);
+    assert_int_equal(kiln_bundle_writer_write(w, path, NULL), KILN_OK);
+    kiln_bundle_writer_destroy(w);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("bundle");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/a.kbundle", dir);
+    write_bundle(path, 5, 0, "table v1\n");
+    kiln_bundle *b;
+    kiln_error err;
+    assert_int_equal(kiln_bundle_open(path, &b, &err), KILN_OK);
+    assert_int_equal(kiln_bundle_count(b), 5);
+    size_t tl;
+    const char *t = kiln_bundle_table(b, &tl);
+    assert_int_equal(tl, strlen("table v1\n"));
+    assert_memory_equal(t, "table v1\n", tl);
+    for (int i = 0; i < 5; i++) {
+        kiln_cache_entry want, got;
+        make_entry(&want, i, "sm_90a");
+        char id[65];
+        kiln_bundle_id(want.arch, want.desc, want.source_sha256, id);
+        long at = kiln_bundle_find(b, id);
+        assert_true(at >= 0);
+        assert_int_equal(kiln_bundle_load(b, (size_t)at, &got, &err), KILN_OK);
+        assert_int_equal(got.cubin_size, want.cubin_size);
+        assert_memory_equal(got.cubin, want.cubin, want.cubin_size);
+        assert_string_equal(got.desc, want.desc);
+        assert_string_equal(got.key, want.key);
+        assert_int_equal(kiln_bundle_record_at(b, (size_t)at)->registers, 40 + i);
+        kiln_cache_entry_free(&want);
+        kiln_cache_entry_free(&got);
+    }
+    assert_int_equal(kiln_bundle_find(b, "0000"), -1);
+    assert_int_equal(kiln_bundle_verify(b, &err), KILN_OK);
+    kiln_bundle_close(b);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+static void test_deterministic(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("bundle-det");
+    char a[4096], bpath[4096];
+    snprintf(a, sizeof a, "%s/a.kbundle", dir);
+    snprintf(bpath, sizeof bpath, "%s/b.kbundle", dir);
+    write_bundle(a, 7, 0, NULL);
+    write_bundle(bpath, 7, 1, NULL); /* added in the other order */
+    char *x, *y;
+    size_t nx, ny;
+    assert_int_equal(kiln_file_read(a, &x, &nx, NULL), KILN_OK);
+    assert_int_equal(kiln_file_read(bpath, &y, &ny, NULL), KILN_OK);
+    assert_int_equal(nx, ny);
+    assert_memory_equal(x, y, nx);
+    free(x);
+    free(y);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+/* Writes a damaged copy of src to dst: truncated to `len` bytes (0: keep),
+ * and the byte at `flip` (-1: none) inverted. */
+static void damage(const char *src, const char *dst, size_t len, long flip, const char *patch4,
+                   size_t patch_at)
+{
+    char *d;
+    size_t n;
+    assert_int_equal(kiln_file_read(src, &d, &n, NULL), KILN_OK);
+    if (len) n = len;
+    if (flip >= 0) d[flip] ^= 0x5a;
+    if (patch4) memcpy(d + patch_at, patch4, 4);
+    assert_int_equal(kiln_file_write_atomic(dst, d, n, NULL), KILN_OK);
+    free(d);
+}
+
+static void expect_refused(const char *path, const char *why)
+{
+    kiln_bundle *b = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    assert_int_not_equal(kiln_bundle_open(path, &b, &err), KILN_OK);
+    assert_null(b);
+    assert_non_null(strstr(err.msg, path));
+    if (!strstr(err.msg, why)) fail_msg("'%s' does not say '%s'", err.msg, why);
+}
+
+static void test_damaged_refused(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("bundle-bad");
+    char good[4096], bad[4096];
+    snprintf(good, sizeof good, "%s/good.kbundle", dir);
+    snprintf(bad, sizeof bad, "%s/bad.kbundle", dir);
+    write_bundle(good, 3, 0, "t\n");
+    char *d;
+    size_t n;
+    assert_int_equal(kiln_file_read(good, &d, &n, NULL), KILN_OK);
+    free(d);
+    damage(good, bad, n / 2, -1, NULL, 0);
+    expect_refused(bad, "checksum");
+    damage(good, bad, 50, -1, NULL, 0);
+    expect_refused(bad, "truncated");
+    damage(good, bad, 0, (long)(n / 3), NULL, 0); /* a bit flip inside an entry */
+    expect_refused(bad, "checksum");
+    damage(good, bad, 0, 0, NULL, 0);
+    expect_refused(bad, "bad magic");
+    const char v9[4] = {9, 0, 0, 0};
+    damage(good, bad, 0, -1, v9, 8);
+    expect_refused(bad, "format version 9");
+    snprintf(bad, sizeof bad, "%s/missing.kbundle", dir);
+    kiln_bundle *b = NULL;
+    kiln_error err;
+    assert_int_equal(kiln_bundle_open(bad, &b, &err), KILN_ERROR_IO);
+    assert_non_null(strstr(err.msg, "missing.kbundle"));
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+static void test_id_ignores_compiler_versions(void **state)
+{
+    (void)state;
+    /* The id depends on what the kernel is, and on nothing else. */
+    char a[65], b[65], c[65], d[65];
+    kiln_bundle_id("sm_90a", "name=k op=fprop", "abcd", a);
+    kiln_bundle_id("sm_90a", "name=k op=fprop", "abcd", b);
+    kiln_bundle_id("sm_80", "name=k op=fprop", "abcd", c);
+    kiln_bundle_id("sm_90a", "name=k op=fprop", "abce", d);
+    assert_string_equal(a, b);
+    assert_string_not_equal(a, c);
+    assert_string_not_equal(a, d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_damaged_refused),
+        cmocka_unit_test(test_id_ignores_compiler_versions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
