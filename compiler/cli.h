@@ -52,6 +52,7 @@ typedef struct kiln_build_result {
     kiln_jit_origin origin;
     kiln_compile_stats stats;
     size_t cubin_size;
+    int smem_dynamic;            /* the launch's dynamic shared memory */
     double seconds;              /* wall time of this job, expansion included */
     char id[65];                 /* bundle id (when entries are kept) */
     kiln_cache_entry entry;      /* the cubin (when entries are kept) */

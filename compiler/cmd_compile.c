@@ -63,6 +63,7 @@ static void run_job(pool *p, kiln_expander *ex, size_t i)
             r->ok = 1;
             r->stats = entry.stats;
             r->cubin_size = entry.cubin_size;
+            r->smem_dynamic = launch.smem_bytes;
             if (p->keep) {
                 char sha[65];
                 kiln_sha256_hex(src, strlen(src), sha);
@@ -144,7 +145,7 @@ static void print_json(const kiln_spec_set *set, const kiln_build_result *result
                    "\"smem_dynamic\": %d, \"cubin_bytes\": %zu",
                    r->origin == KILN_JIT_CACHE ? "cache" : "compiled", r->stats.seconds,
                    r->stats.registers, r->stats.spill_stores, r->stats.spill_loads,
-                   r->stats.smem_static, kiln_spec_smem_bytes(&j->spec->desc), r->cubin_size);
+                   r->stats.smem_static, r->smem_dynamic, r->cubin_size);
         else {
             printf(", \"error\": ");
             json_string(r->error);
@@ -168,7 +169,7 @@ static void print_table(const kiln_spec_set *set, const kiln_build_result *resul
             continue;
         }
         if (r->origin == KILN_JIT_CACHE) hits++;
-        int smem = r->stats.smem_static + kiln_spec_smem_bytes(&j->spec->desc);
+        int smem = r->stats.smem_static + r->smem_dynamic;
         printf("%-44s %-8s %-8s %8.3f %5d %7d %8d %9zu\n", j->spec->desc.name, j->arch,
                r->origin == KILN_JIT_CACHE ? "cache" : "compiled", r->stats.seconds,
                r->stats.registers, r->stats.spill_stores + r->stats.spill_loads, smem,

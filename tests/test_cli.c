@@ -56,7 +56,7 @@ static void test_version_and_help(void **state)
     assert_non_null(strstr(out, KILN_VERSION_STRING));
     free(out);
     assert_int_equal(run(&out, "--help"), 0);
-    assert_non_null(strstr(out, "kiln compile"));
+    assert_non_null(strstr(out, "compile SPEC_OR_DIR"));
     free(out);
     assert_int_equal(run(&out, "frobnicate"), 2);
     assert_non_null(strstr(out, "unknown command 'frobnicate'"));
@@ -163,7 +163,8 @@ static void test_compile_failure_exits_1(void **state)
     snprintf(tpl, sizeof tpl, "%s/simple.lua", dir);
     snprintf(cache, sizeof cache, "%s/cache", dir);
     kiln_test_write_file(tpl, "local spec, arch = ...\n"
-                              "return 'this is not CUDA;', {entry = 'k', threads = 128, smem = 0,\n"
+                              "return 'extern \\\"C\\\" __global__ void k() { this is not CUDA; }',\n"
+                              "  {entry = 'k', threads = 128, smem = 0,\n"
                               "  persistent = true, ctas_per_sm = 1}\n");
     char *out;
     int rc = run(&out, "compile --template-dir %s --arch sm_90a --cache-dir %s %s", dir, cache,
