@@ -55,7 +55,8 @@ kiln_status kiln_spec_validate(const kiln_kernel_desc *d, const char *arch,
 int kiln_spec_find_pos(const kiln_spec *spec, const char *key, int *line, int *col);
 
 /* Shared memory a pipeline of this description needs on sm_90a, in bytes
- * (the formula the sm90 template uses), and the per-block limit of arch. */
+ * (the budget templates/sm90.lua uses; family simple: stages x fp32 tiles
+ * + 1024), and the per-block limit of arch (0 for an unknown arch). */
 int kiln_spec_smem_bytes(const kiln_kernel_desc *d);
 int kiln_arch_smem_limit(const char *arch);
 

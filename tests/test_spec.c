@@ -1,0 +1,662 @@
+/* test_spec.c — the spec language: the bad corpus (each file names the
+ * line:col and message it must produce), the good corpus (fields and
+ * defaults), sweeps, positions, validation and the shipped specs. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "spec.h"
+
+/* Sorted *.yaml names of a directory (malloc'd array of malloc'd paths). */
+static char **yaml_files(const char *dir, size_t *count)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".yaml")) continue;
+        names = realloc(names, (n + 1) * sizeof *names);
+        assert_non_null(names);
+        size_t size = strlen(dir) + len + 2;
+        names[n] = malloc(size);
+        assert_non_null(names[n]);
+        snprintf(names[n], size, "%s/%s", dir, e->d_name);
+        n++;
+    }
+    closedir(d);
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(names[j], names[j - 1]) < 0; j--) {
+            char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    *count = n;
+    return names;
+}
+
+static void free_files(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* Loads a spec that must be valid (prints the error if not). */
+static void load_ok(const char *path, kiln_spec_list *list)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    kiln_status st = kiln_spec_load(path, list, &err);
+    if (st != KILN_OK) print_error("%s: unexpected error: %s\n", path, err.msg);
+    assert_int_equal(st, KILN_OK);
+    assert_true(list->count >= 1);
+}
+
+static kiln_status parse_text(const char *text, kiln_spec_list *list, kiln_error *err)
+{
+    kiln_error_clear(err);
+    return kiln_spec_parse(text, strlen(text), "mem.yaml", list, err);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_bad_corpus(void **state)
+{
+    (void)state;
+    size_t n;
+    char **files = yaml_files("tests/data/specs/bad", &n);
+    assert_true(n >= 30);
+    int failures = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *text;
+        size_t len;
+        kiln_error err;
+        assert_int_equal(kiln_file_read(files[i], &text, &len, &err), KILN_OK);
+        int line = 0, col = 0, used = 0;
+        char *nl = strchr(text, '\n');
+        if (nl) *nl = '\0';
+        if (sscanf(text, "# expect: %d:%d: %n", &line, &col, &used) < 2 || used == 0) {
+            print_error("%s: first line must be '# expect: LINE:COL: text'\n", files[i]);
+            failures++;
+            free(text);
+            continue;
+        }
+        char want_sub[512], want_prefix[1200];
+        snprintf(want_sub, sizeof want_sub, "%s", text + used);
+        snprintf(want_prefix, sizeof want_prefix, "%s:%d:%d: ", files[i], line, col);
+        free(text);
+
+        kiln_spec_list list;
+        kiln_error_clear(&err);
+        kiln_status st = kiln_spec_load(files[i], &list, &err);
+        int ok = st == KILN_ERROR_INVALID_SPEC && err.status == st &&
+                 !strncmp(err.msg, want_prefix, strlen(want_prefix)) &&
+                 strstr(err.msg, want_sub) && !strchr(err.msg, '\n') && list.count == 0 &&
+                 list.items == NULL && list.dropped == 0;
+        if (!ok) {
+            print_error("%s:\n  want %s...%s\n  got  [%s] %s\n", files[i], want_prefix, want_sub,
+                        kiln_status_name(st), err.msg);
+            failures++;
+        }
+        kiln_spec_list_free(&list);
+    }
+    free_files(files, n);
+    assert_int_equal(failures, 0);
+}
+
+static void test_good_corpus_loads(void **state)
+{
+    (void)state;
+    size_t n;
+    char **files = yaml_files("tests/data/specs/good", &n);
+    assert_true(n >= 8);
+    for (size_t i = 0; i < n; i++) {
+        kiln_spec_list list;
+        load_ok(files[i], &list);
+        for (size_t j = 0; j < list.count; j++) {
+            const kiln_spec *s = &list.items[j];
+            assert_string_equal(s->path, files[i]);
+            for (int a = 0; a < s->desc.n_archs; a++) {
+                kiln_error err;
+                assert_int_equal(kiln_spec_validate(&s->desc, s->desc.archs[a], &err, NULL),
+                                 KILN_OK);
+            }
+        }
+        kiln_spec_list_free(&list);
+    }
+    free_files(files, n);
+}
+
+static void test_good_full(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    load_ok("tests/data/specs/good/fprop_full.yaml", &list);
+    assert_int_equal(list.count, 1);
+    assert_int_equal(list.dropped, 0);
+    const kiln_kernel_desc *d = &list.items[0].desc;
+    assert_string_equal(d->name, "fprop_full_128x256");
+    assert_int_equal(d->op, KILN_OP_FPROP);
+    assert_int_equal(d->n_archs, 1);
+    assert_string_equal(d->archs[0], "sm_90a");
+    assert_string_equal(d->family, "sm90");
+    assert_int_equal(d->a_type, KILN_DTYPE_BF16);
+    assert_int_equal(d->b_type, KILN_DTYPE_BF16);
+    assert_int_equal(d->out_type, KILN_DTYPE_F32);
+    assert_int_equal(d->accum_type, KILN_DTYPE_F32);
+    assert_int_equal(d->tile_m, 128);
+    assert_int_equal(d->tile_n, 256);
+    assert_int_equal(d->tile_k, 64);
+    assert_int_equal(d->stages, 2);
+    assert_int_equal(d->cluster_m, 2);
+    assert_int_equal(d->cluster_n, 1);
+    assert_int_equal(d->warpgroups, 2);
+    assert_int_equal(d->weights, KILN_WEIGHTS_CONTIGUOUS);
+    assert_string_equal(d->raster, "m");
+    assert_int_equal(d->epilogue.bias, KILN_BIAS_PER_GROUP);
+    assert_int_equal(d->epilogue.row_scale, 1);
+    assert_int_equal(d->epilogue.scale_bias, 1);
+    assert_int_equal(d->epilogue.alpha, KILN_ALPHA_PER_GROUP);
+    assert_int_equal(d->epilogue.beta, 1);
+    assert_int_equal(d->wgrad_output, KILN_WGRAD_DENSE);
+    assert_int_equal(d->accumulate, 0);
+    assert_int_equal(d->split, 1);
+    /* ring 2*(128+256)*64*2, staging 2*4*16*40*4, schedule 2114*4, 1024
+     * alignment, 2 barriers of 8 bytes per stage (templates/sm90.lua) */
+    assert_int_equal(kiln_spec_smem_bytes(d), 98304 + 20480 + 8456 + 1024 + 32);
+
+    /* Positions: keys of the block mapping, 1-based. */
+    const kiln_spec *s = &list.items[0];
+    int line, col;
+    assert_int_equal(kiln_spec_find_pos(s, "epilogue.alpha", &line, &col), 1);
+    assert_int_equal(line, 17);
+    assert_int_equal(col, 3);
+    assert_int_equal(kiln_spec_find_pos(s, "tile.n", &line, &col), 1);
+    assert_int_equal(line, 7);
+    assert_int_equal(col, 16);
+    assert_int_equal(kiln_spec_find_pos(s, "stages", &line, &col), 1);
+    assert_int_equal(line, 8);
+    assert_int_equal(col, 1);
+    assert_int_equal(s->line, 2);
+    assert_int_equal(s->col, 1);
+    kiln_spec_list_free(&list);
+    assert_null(list.items);
+}
+
+static void test_good_defaults(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    load_ok("tests/data/specs/good/minimal.yaml", &list);
+    assert_int_equal(list.count, 1);
+    const kiln_spec *s = &list.items[0];
+    const kiln_kernel_desc *d = &s->desc;
+    kiln_kernel_desc def;
+    kiln_desc_init(&def);
+    assert_string_equal(d->name, "fprop_minimal");
+    assert_int_equal(d->n_archs, 1);
+    assert_string_equal(d->archs[0], "sm_90a");
+    assert_string_equal(d->family, "sm90");
+    assert_int_equal(d->a_type, KILN_DTYPE_F16);
+    assert_int_equal(d->b_type, KILN_DTYPE_F16);   /* b defaults to a */
+    assert_int_equal(d->out_type, KILN_DTYPE_F16); /* out defaults to a (16-bit) */
+    assert_int_equal(d->accum_type, KILN_DTYPE_F32);
+    assert_int_equal(d->tile_m, 128);
+    assert_int_equal(d->tile_n, 128);
+    assert_int_equal(d->tile_k, 64);
+    assert_int_equal(d->stages, 4);
+    assert_int_equal(d->cluster_m, 1);
+    assert_int_equal(d->cluster_n, 1);
+    assert_int_equal(d->warpgroups, 1);
+    assert_int_equal(d->weights, KILN_WEIGHTS_ANY);
+    assert_string_equal(d->raster, "group");
+    assert_memory_equal(&d->epilogue, &def.epilogue, sizeof def.epilogue);
+    assert_int_equal(d->split, 1);
+    assert_int_equal(d->dbias, 0);
+
+    /* Missing keys: fall back to the parent key, then to the mapping. */
+    int line, col;
+    assert_int_equal(kiln_spec_find_pos(s, "types.out", &line, &col), 0);
+    assert_int_equal(line, 4); /* types: */
+    assert_int_equal(col, 1);
+    assert_int_equal(kiln_spec_find_pos(s, "tile.m", &line, &col), 0);
+    assert_int_equal(line, 2); /* the kernel's mapping */
+    assert_int_equal(col, 1);
+    kiln_spec_list_free(&list);
+
+    /* An fp8 kernel's out defaults to bf16. */
+    load_ok("tests/data/specs/good/fp8_fprop.yaml", &list);
+    d = &list.items[0].desc;
+    assert_int_equal(d->a_type, KILN_DTYPE_E4M3);
+    assert_int_equal(d->b_type, KILN_DTYPE_E5M2);
+    assert_int_equal(d->out_type, KILN_DTYPE_BF16);
+    assert_int_equal(d->tile_k, 128);
+    kiln_spec_list_free(&list);
+}
+
+static void test_good_wgrad_and_archs(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    load_ok("tests/data/specs/good/wgrad_simple.yaml", &list);
+    const kiln_kernel_desc *d = &list.items[0].desc;
+    assert_int_equal(d->op, KILN_OP_WGRAD);
+    assert_int_equal(d->n_archs, 3);
+    assert_string_equal(d->archs[0], "sm_80");
+    assert_string_equal(d->archs[1], "sm_90a");
+    assert_string_equal(d->archs[2], "sm_100a");
+    assert_string_equal(d->family, "simple");
+    assert_int_equal(d->wgrad_output, KILN_WGRAD_DISCRETE);
+    assert_int_equal(d->accumulate, 1);
+    assert_int_equal(d->dbias, 1);
+    assert_int_equal(d->split, 2);
+    assert_string_equal(d->raster, "n");
+    /* simple: stages*(tm*tk + tn*tk)*4 + 1024 */
+    assert_int_equal(kiln_spec_smem_bytes(d), 2 * (64 * 32 + 128 * 32) * 4 + 1024);
+    kiln_spec_list_free(&list);
+
+    load_ok("tests/data/specs/good/arch_string.yaml", &list);
+    d = &list.items[0].desc;
+    assert_int_equal(d->n_archs, 1);
+    assert_string_equal(d->archs[0], "sm_100a");
+    assert_int_equal(d->stages, 1);
+    kiln_spec_list_free(&list);
+
+    load_ok("tests/data/specs/good/anchors.yaml", &list);
+    d = &list.items[0].desc;
+    assert_string_equal(d->name, "fprop_anchors");
+    assert_int_equal(d->tile_m, 64);
+    kiln_spec_list_free(&list);
+}
+
+static void test_booleans(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    load_ok("tests/data/specs/good/booleans.yaml", &list);
+    assert_int_equal(list.items[0].desc.epilogue.scale_bias, 1); /* Yes */
+    assert_int_equal(list.items[0].desc.epilogue.beta, 0);       /* FALSE */
+    kiln_spec_list_free(&list);
+    load_ok("tests/data/specs/good/booleans_off.yaml", &list);
+    assert_int_equal(list.items[0].desc.epilogue.scale_bias, 0); /* no */
+    assert_int_equal(list.items[0].desc.epilogue.beta, 1);       /* True */
+    kiln_spec_list_free(&list);
+
+    static const char *const spellings[] = {"true", "yes", "TRUE", "Yes", "false", "no", "False",
+                                            "NO"};
+    for (int i = 0; i < 8; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "kernel: k\nop: fprop\ntypes: {a: bf16}\n"
+                                    "epilogue: {beta: %s}\n", spellings[i]);
+        kiln_error err;
+        assert_int_equal(parse_text(text, &list, &err), KILN_OK);
+        assert_int_equal(list.items[0].desc.epilogue.beta, i < 4);
+        kiln_spec_list_free(&list);
+    }
+}
+
+static void test_sweep_expansion(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    load_ok("tests/data/specs/good/sweep_small.yaml", &list);
+    /* 12 points: 2 dropped by max_smem (128x256, 4 stages), 2 by the
+     * validator (128x256, 5 stages), 2 by the second require expression. */
+    assert_int_equal(list.count + list.dropped, 12);
+    assert_int_equal(list.count, 6);
+    assert_int_equal(list.dropped, 6);
+    /* Names follow the schema order (tile, stages, cluster), not the file's;
+     * the last axis turns fastest. */
+    static const char *const want[] = {
+        "sw__m128_n128_k64_s3_c1x1", "sw__m128_n128_k64_s4_c1x1", "sw__m128_n128_k64_s4_c2x1",
+        "sw__m128_n128_k64_s5_c1x1", "sw__m128_n128_k64_s5_c2x1", "sw__m128_n256_k64_s3_c1x1"};
+    for (size_t i = 0; i < 6; i++) {
+        assert_string_equal(list.items[i].desc.name, want[i]);
+        assert_int_equal(list.items[i].desc.warpgroups, 2);  /* from the base */
+    }
+    assert_int_equal(list.items[2].desc.cluster_m, 2);
+    assert_int_equal(list.items[4].desc.stages, 5);
+
+    /* A swept key's position is the value in the sweep list. */
+    int line, col;
+    assert_int_equal(kiln_spec_find_pos(&list.items[2], "cluster", &line, &col), 1);
+    assert_int_equal(line, 8);
+    assert_int_equal(col, 27);
+    assert_int_equal(kiln_spec_find_pos(&list.items[2], "cluster.m", &line, &col), 1);
+    assert_int_equal(line, 8);
+    assert_int_equal(col, 28);
+
+    const char *r0 = list.dropped_reasons[0];
+    assert_non_null(strstr(r0, "tests/data/specs/good/sweep_small.yaml:14:7: "
+                               "sw__m128_n128_k64_s3_c2x1: constraint"));
+    assert_non_null(strstr(r0, "is false"));
+    int smem_cap = 0, smem_hw = 0;
+    for (size_t i = 0; i < list.dropped; i++) {
+        const char *r = list.dropped_reasons[i];
+        if (strstr(r, "more than constraints.max_smem 200000")) {
+            smem_cap++;
+            assert_non_null(strstr(r, "sweep_small.yaml:11:13: sw__m128_n256_k64_s4_"));
+        }
+        if (strstr(r, "sm_90a allows 232448")) {
+            smem_hw++;
+            /* points at the stages value that made it too big */
+            assert_non_null(strstr(r, "sweep_small.yaml:7:18: sw__m128_n256_k64_s5_"));
+        }
+    }
+    assert_int_equal(smem_cap, 2);
+    assert_int_equal(smem_hw, 2);
+    assert_non_null(strstr(list.dropped_reasons[1], "sweep_small.yaml:14:7: "
+                                                    "sw__m128_n256_k64_s3_c2x1: constraint"));
+    kiln_spec_list_free(&list);
+    assert_int_equal(list.dropped, 0);
+    assert_null(list.dropped_reasons);
+}
+
+static void test_sweep_names_stable(void **state)
+{
+    (void)state;
+    const char *a = "kernel: f\nop: fprop\ntypes: {a: bf16}\nsweep:\n"
+                    "  warpgroups: [1, 2]\n  tile.n: [64, 128]\n  raster: [group, m]\n";
+    const char *b = "kernel: f\nop: fprop\ntypes: {a: bf16}\nsweep:\n"
+                    "  raster: [group, m]\n  tile.n: [64, 128]\n  warpgroups: [1, 2]\n";
+    kiln_spec_list la, lb;
+    kiln_error err;
+    assert_int_equal(parse_text(a, &la, &err), KILN_OK);
+    assert_int_equal(parse_text(b, &lb, &err), KILN_OK);
+    assert_int_equal(la.count, 8);
+    assert_int_equal(la.count, lb.count);
+    char names_a[8][96], names_b[8][96];
+    for (size_t i = 0; i < 8; i++) {
+        snprintf(names_a[i], 96, "%s", la.items[i].desc.name);
+        snprintf(names_b[i], 96, "%s", lb.items[i].desc.name);
+    }
+    /* Same set of names; each unique. */
+    for (size_t i = 0; i < 8; i++) {
+        int found = 0;
+        for (size_t j = 0; j < 8; j++) found += !strcmp(names_a[i], names_b[j]);
+        assert_int_equal(found, 1);
+        for (size_t j = i + 1; j < 8; j++) assert_string_not_equal(names_a[i], names_a[j]);
+    }
+    assert_string_equal(la.items[0].desc.name, "f__n64_wg1_rgroup");
+    assert_string_equal(la.items[7].desc.name, "f__n128_wg2_rm");
+    kiln_spec_list_free(&la);
+    kiln_spec_list_free(&lb);
+}
+
+static void test_sweep_expressions(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    kiln_error err;
+    const char *text = "kernel: e\nop: fprop\ntypes: {a: bf16}\nwarpgroups: 2\nsweep:\n"
+                       "  tile.n: [64, 128, 192, 256]\n  stages: [2, 3]\nconstraints:\n"
+                       "  require: 'tile.n % 128 == 0 || (stages - 2) * 10 / 5 >= 2 - 0'\n";
+    assert_int_equal(parse_text(text, &list, &err), KILN_OK);
+    /* kept: n in {128, 256} for both stages, or stages 3 (2 >= 2) */
+    assert_int_equal(list.count, 6);
+    assert_int_equal(list.dropped, 2);
+    assert_string_equal(list.items[0].desc.name, "e__n64_s3");
+    assert_non_null(strstr(list.dropped_reasons[0], "e__n64_s2: constraint"));
+    kiln_spec_list_free(&list);
+
+    /* Division by zero in one point drops it with the reason. */
+    text = "kernel: e\nop: fprop\ntypes: {a: bf16}\nsweep:\n  stages: [2, 3]\n"
+           "constraints: {require: \"100 / (stages - 2) > 0\"}\n";
+    assert_int_equal(parse_text(text, &list, &err), KILN_OK);
+    assert_int_equal(list.count, 1);
+    assert_int_equal(list.dropped, 1);
+    assert_non_null(strstr(list.dropped_reasons[0], "cannot be evaluated: division by zero"));
+    kiln_spec_list_free(&list);
+
+    /* Syntax errors are errors of the file, at the offending character. */
+    text = "kernel: e\nop: fprop\ntypes: {a: bf16}\nsweep:\n  stages: [2, 3]\n"
+           "constraints: {require: \"stages >< 3\"}\n";
+    assert_int_equal(parse_text(text, &list, &err), KILN_ERROR_INVALID_SPEC);
+    assert_non_null(strstr(err.msg, "mem.yaml:6:33: in constraint \"stages >< 3\": expected"));
+    assert_int_equal(list.count, 0);
+}
+
+static void test_sweep_types(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    kiln_error err;
+    /* types.b and types.out follow each swept types.a unless written. */
+    const char *text = "kernel: t\nop: wgrad\nfamily: simple\ntile: {m: 64, n: 64, k: 16}\n"
+                       "types: {a: bf16}\nsweep:\n  types.a: [bf16, fp16]\n"
+                       "  wgrad.accumulate: [false, true]\n";
+    assert_int_equal(parse_text(text, &list, &err), KILN_OK);
+    assert_int_equal(list.count, 2); /* accumulate needs out f32: dropped */
+    assert_int_equal(list.dropped, 2);
+    assert_string_equal(list.items[0].desc.name, "t__abf16_acc0");
+    assert_string_equal(list.items[1].desc.name, "t__afp16_acc0");
+    assert_int_equal(list.items[1].desc.b_type, KILN_DTYPE_F16);
+    assert_int_equal(list.items[1].desc.out_type, KILN_DTYPE_F16);
+    assert_non_null(strstr(list.dropped_reasons[0], "mem.yaml:8:29: t__abf16_acc1: "
+                                                    "wgrad.accumulate needs types.out: f32"));
+    kiln_spec_list_free(&list);
+
+    text = "kernel: t\nop: wgrad\nfamily: simple\ntile: {m: 64, n: 64, k: 16}\n"
+           "types: {a: bf16, out: f32}\nsweep:\n  types.a: [bf16, fp16]\n"
+           "  wgrad.accumulate: [false, true]\n";
+    assert_int_equal(parse_text(text, &list, &err), KILN_OK);
+    assert_int_equal(list.count, 4);
+    assert_int_equal(list.items[3].desc.out_type, KILN_DTYPE_F32);
+    assert_int_equal(list.items[3].desc.b_type, KILN_DTYPE_F16);
+    assert_int_equal(list.items[3].desc.accumulate, 1);
+    kiln_spec_list_free(&list);
+}
+
+static void test_validate_direct(void **state)
+{
+    (void)state;
+    kiln_kernel_desc d;
+    kiln_desc_init(&d);
+    snprintf(d.name, sizeof d.name, "direct");
+    kiln_error err;
+    const char *key = "unset";
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+    assert_null(key);
+    /* The default family is sm90, which sm_80 cannot run. */
+    assert_int_equal(kiln_spec_validate(&d, "sm_80", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "family");
+    assert_non_null(strstr(err.msg, "needs sm_90a, not sm_80"));
+
+    d.tile_m = 100;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "tile.m");
+    assert_non_null(strstr(err.msg, "tile.m must be a multiple of 64"));
+    assert_non_null(strstr(err.msg, "got 100"));
+    assert_null(strchr(err.msg, '\n'));
+
+    kiln_desc_init(&d);
+    snprintf(d.name, sizeof d.name, "direct");
+    d.tile_n = 256;
+    d.warpgroups = 2;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+    d.warpgroups = 1; /* 128x256 in one warp group: 256 accumulators */
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "tile");
+    d.warpgroups = 2;
+    d.stages = 5;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "stages");
+    assert_string_equal(err.msg, "5 stages of tile 128x256x64 need 275800 bytes of shared "
+                                 "memory, sm_90a allows 232448");
+    d.stages = 4;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+
+    d.a_type = d.b_type = KILN_DTYPE_E4M3;
+    d.tile_k = 128;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, NULL), KILN_OK);
+    d.op = KILN_OP_DGRAD;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "op");
+    assert_non_null(strstr(err.msg, "fp8 dgrad needs a transposed operand"));
+    d.op = KILN_OP_FPROP;
+    snprintf(d.family, sizeof d.family, "simple");
+    assert_int_equal(kiln_spec_validate(&d, "sm_80", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_non_null(strstr(err.msg, "fp8 needs sm_90a or newer"));
+
+    kiln_desc_init(&d);
+    snprintf(d.name, sizeof d.name, "w");
+    d.op = KILN_OP_WGRAD;
+    d.epilogue.beta = 1;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "epilogue");
+    d.epilogue.beta = 0;
+    d.accumulate = 1;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "wgrad.accumulate");
+    d.out_type = KILN_DTYPE_F32;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+    d.op = KILN_OP_FPROP;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "wgrad");
+
+    kiln_desc_init(&d);
+    snprintf(d.name, sizeof d.name, "x");
+    assert_int_equal(kiln_spec_validate(&d, "sm_75", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "arch");
+    d.name[0] = '\0';
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(key, "kernel");
+}
+
+static void test_smem_and_limits(void **state)
+{
+    (void)state;
+    kiln_kernel_desc d;
+    kiln_desc_init(&d);
+    /* ring 4*(128+128)*64*2 + staging 1*10240 + schedule 8456, aligned to 8,
+     * + 1024 + 4 stages x 2 barriers x 8 */
+    const int base = 131072 + 10240 + 8456 + 1024 + 64;
+    assert_int_equal(kiln_spec_smem_bytes(&d), base);
+    d.warpgroups = 2;
+    assert_int_equal(kiln_spec_smem_bytes(&d), base + 10240);
+    d.warpgroups = 1;
+    d.a_type = d.b_type = KILN_DTYPE_E4M3; /* 1-byte elements, twice the k */
+    d.tile_k = 128;
+    assert_int_equal(kiln_spec_smem_bytes(&d), base);
+    d.stages = 3;
+    assert_int_equal(kiln_spec_smem_bytes(&d), base - 32768 - 16);
+    snprintf(d.family, sizeof d.family, "simple");
+    d.tile_m = d.tile_n = 64;
+    d.tile_k = 32;
+    d.stages = 2;
+    assert_int_equal(kiln_spec_smem_bytes(&d), 2 * (64 * 32 + 64 * 32) * 4 + 1024);
+    assert_int_equal(kiln_arch_smem_limit("sm_90a"), 232448);
+    assert_int_equal(kiln_arch_smem_limit("sm_100a"), 232448);
+    assert_int_equal(kiln_arch_smem_limit("sm_80"), 166912);
+    assert_int_equal(kiln_arch_smem_limit("sm_75"), 0);
+    assert_int_equal(kiln_arch_smem_limit(NULL), 0);
+}
+
+static void test_io_errors(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    kiln_error err;
+    kiln_error_clear(&err);
+    assert_int_equal(kiln_spec_load("tests/data/specs/no_such.yaml", &list, &err), KILN_ERROR_IO);
+    assert_non_null(strstr(err.msg, "tests/data/specs/no_such.yaml: cannot read spec:"));
+    assert_int_equal(list.count, 0);
+    assert_int_equal(kiln_spec_load("tests/data/specs", &list, &err), KILN_ERROR_IO);
+    assert_non_null(strstr(err.msg, "tests/data/specs"));
+    assert_int_equal(kiln_spec_load(NULL, &list, &err), KILN_ERROR_INVALID_ARGUMENT);
+    /* err is optional */
+    assert_int_equal(kiln_spec_load("tests/data/specs/bad/stages_9.yaml", &list, NULL),
+                     KILN_ERROR_INVALID_SPEC);
+    assert_int_equal(kiln_spec_load("tests/data/specs/good/minimal.yaml", &list, NULL), KILN_OK);
+    kiln_spec_list_free(&list);
+}
+
+static void test_parse_memory(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    kiln_error err;
+    /* Only len bytes are read: the junk after them is not seen. */
+    const char *text = "kernel: mem\nop: dgrad\ntypes: {a: bf16}\n@@@ junk";
+    kiln_error_clear(&err);
+    assert_int_equal(kiln_spec_parse(text, strlen(text) - 9, NULL, &list, &err), KILN_OK);
+    assert_string_equal(list.items[0].path, "<spec>");
+    assert_int_equal(list.items[0].desc.op, KILN_OP_DGRAD);
+    kiln_spec_list_free(&list);
+    assert_int_equal(kiln_spec_parse(text, strlen(text), "x.yaml", &list, &err),
+                     KILN_ERROR_INVALID_SPEC);
+    assert_non_null(strstr(err.msg, "x.yaml:4:1: "));
+
+    /* Comments and blank lines do not shift positions. */
+    const char *t2 = "# c\n\nkernel: k   # name\nop: fprop\n\ntypes: {a: bf16}\nstages: 12\n";
+    assert_int_equal(parse_text(t2, &list, &err), KILN_ERROR_INVALID_SPEC);
+    assert_string_equal(err.msg, "mem.yaml:7:1: stages must be from 2 to 8 for family sm90 "
+                                 "(got 12)");
+    /* A NUL inside a value is refused, not truncated. */
+    const char t3[] = "kernel: \"a\\0b\"\nop: fprop\ntypes: {a: bf16}\n";
+    assert_int_equal(kiln_spec_parse(t3, sizeof t3 - 1, "n.yaml", &list, &err),
+                     KILN_ERROR_INVALID_SPEC);
+    assert_non_null(strstr(err.msg, "n.yaml:1:9: "));
+}
+
+/* The specs kiln ships must all be valid, and cover what the templates do. */
+static void test_shipped_specs(void **state)
+{
+    (void)state;
+    size_t n;
+    char **files = yaml_files("specs", &n);
+    assert_true(n >= 12);
+    int seen[3][2] = {{0}}; /* op x family(simple, sm90) */
+    int discrete = 0, accumulate = 0, out_f32 = 0, epilogue = 0;
+    for (size_t i = 0; i < n; i++) {
+        kiln_spec_list list;
+        load_ok(files[i], &list);
+        assert_int_equal(list.count, 1);
+        const kiln_kernel_desc *d = &list.items[0].desc;
+        seen[d->op][!strcmp(d->family, "sm90")]++;
+        discrete += d->op == KILN_OP_WGRAD && d->wgrad_output == KILN_WGRAD_DISCRETE;
+        accumulate += d->accumulate;
+        out_f32 += d->out_type == KILN_DTYPE_F32;
+        epilogue += d->epilogue.bias && d->epilogue.row_scale;
+        kiln_spec_list_free(&list);
+    }
+    free_files(files, n);
+    for (int op = 0; op < 3; op++) assert_true(seen[op][0] >= 2);
+    assert_true(seen[KILN_OP_FPROP][1] >= 2);
+    assert_true(seen[KILN_OP_DGRAD][1] >= 2);
+    assert_true(discrete >= 1 && accumulate >= 1 && out_f32 >= 2 && epilogue >= 1);
+
+    kiln_spec_list list;
+    load_ok("specs/sweeps/fprop_sm90.yaml", &list);
+    assert_true(list.count + list.dropped >= 24);
+    assert_true(list.count >= 12);
+    for (size_t i = 0; i < list.count; i++)
+        assert_non_null(strstr(list.items[i].desc.name, "fprop_sm90_bf16__"));
+    kiln_spec_list_free(&list);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_corpus),
+        cmocka_unit_test(test_good_corpus_loads),
+        cmocka_unit_test(test_good_full),
+        cmocka_unit_test(test_good_defaults),
+        cmocka_unit_test(test_good_wgrad_and_archs),
+        cmocka_unit_test(test_booleans),
+        cmocka_unit_test(test_sweep_expansion),
+        cmocka_unit_test(test_sweep_names_stable),
+        cmocka_unit_test(test_sweep_expressions),
+        cmocka_unit_test(test_sweep_types),
+        cmocka_unit_test(test_validate_direct),
+        cmocka_unit_test(test_smem_and_limits),
+        cmocka_unit_test(test_io_errors),
+        cmocka_unit_test(test_parse_memory),
+        cmocka_unit_test(test_shipped_specs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
