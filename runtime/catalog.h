@@ -1,7 +1,7 @@
 /*
  * catalog.h — the default generated kernels built into the runtime.
  *
- * At build time `kiln catalog` expands specs/default/*.yaml and writes this
+ * At build time `kiln catalog` expands the specs in specs/default and writes this
  * table (kiln_catalog.c in the build folder), so the runtime can compile a
  * default kernel with NVRTC on a cache miss without Lua or libyaml.
  */

@@ -1,0 +1,28 @@
+/*
+ * cublaslt.h — the cuBLASLt backend: a per-group loop of cublasLtMatmul
+ * with the sizes read from problem->host_sizes.
+ *
+ * libcublasLt.so.13 (else libcublasLt.so) is opened with dlopen at the
+ * first call that needs it, with a handle and a 32 MiB workspace made once
+ * per context.  The epilogue terms cuBLASLt cannot express per row (row
+ * scale, per-group α, bias, β·C) run in a small kernel of kiln's own,
+ * compiled with NVRTC at first use, after each group's product (the product
+ * is rounded to the output type first, so this path is a little less exact
+ * than the fused one).
+ *
+ * Not graph-safe: sizes come from the host.  Pointer-array weights and
+ * discrete wgrad outputs are read back with a synchronous copy of the G
+ * pointers (after synchronising the stream); a capturing stream is refused.
+ */
+#ifndef KILN_CUBLASLT_H
+#define KILN_CUBLASLT_H
+
+#include "context.h"
+
+kiln_status kiln_cublaslt_run(kiln_context *ctx, const kiln_problem *p, CUstream stream,
+                              kiln_error *err);
+
+/* Frees the handle, workspace and helper module (with ctx->cu current). */
+void kiln_cublaslt_destroy(kiln_context *ctx);
+
+#endif /* KILN_CUBLASLT_H */

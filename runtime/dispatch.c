@@ -1,0 +1,224 @@
+/* dispatch.c — the backend cascade: tuned ▸ generated ▸ cuBLASLt. */
+#include <stdio.h>
+#include <string.h>
+
+#include "dispatch.h"
+#include "validate.h"
+
+int kiln_dispatch_shape_class(const kiln_problem *p)
+{
+    return p->capacity / (p->groups > 0 ? p->groups : 1) < 128 ? 0 : 1;
+}
+
+void kiln_dispatch_arch_name(int major, int minor, char *out, size_t size)
+{
+    /* 9.0 and 10.0 have arch-specific instructions (wgmma, tcgen05) that only
+     * the "a" targets enable; the default kernels are built for those. */
+    if ((major == 9 || major == 10) && minor == 0) snprintf(out, size, "sm_%d%da", major, minor);
+    else snprintf(out, size, "sm_%d%d", major, minor);
+}
+
+void kiln_dispatch_describe(const kiln_problem *p, const char *arch, char *out, size_t size)
+{
+    char extra[192] = "";
+    size_t n = 0;
+#define ADD(s) n += (size_t)snprintf(extra + n, n < sizeof extra ? sizeof extra - n : 0, "%s%s", n ? ", " : "", s)
+    if (p->op == KILN_OP_WGRAD) {
+        ADD(p->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
+        if (p->accumulate) ADD("accumulate");
+    } else {
+        if (p->d_b_ptrs) ADD("pointer-array weights");
+        const kiln_epilogue *e = &p->epilogue;
+        if (e->d_bias) ADD("bias");
+        if (e->d_row_scale) ADD(e->d_bias && e->scale_bias ? "row scale of acc and bias" : "row scale");
+        if (e->d_alpha) ADD("per-group alpha");
+        if (e->beta != 0.0f) ADD("beta*C");
+    }
+#undef ADD
+    snprintf(out, size, "%s→%s %s%s%s%s on %s", kiln_dtype_name(p->a_type),
+             kiln_dtype_name(p->out_type), kiln_op_name(p->op), n ? " (" : "", extra, n ? ")" : "",
+             arch);
+}
+
+static int has_arch(const kiln_dispatch_kernel *k, const char *arch)
+{
+    if (k->arch) return strcmp(k->arch, arch) == 0;
+    for (int i = 0; i < k->desc->n_archs; i++)
+        if (!strcmp(k->desc->archs[i], arch)) return 1;
+    return 0;
+}
+
+#define KILN_SM90_MAX_GROUPS 1024
+
+#define NO(...) (snprintf(why, why_size, __VA_ARGS__), 0)
+
+int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, const kiln_problem *p,
+                           char *why, size_t why_size)
+{
+    const kiln_kernel_desc *d = k->desc;
+    const char *nm = d->name;
+    if (d->op != p->op) return NO("%s is %s", nm, kiln_op_name(d->op));
+    if (!has_arch(k, arch)) return NO("%s is built for %s", nm, k->arch ? k->arch : d->archs[0]);
+    if (d->a_type != p->a_type || d->b_type != p->b_type || d->out_type != p->out_type)
+        return NO("%s takes %s→%s", nm, kiln_dtype_name(d->a_type), kiln_dtype_name(d->out_type));
+    if (d->accum_type != KILN_DTYPE_F32) return NO("%s accumulates in %s", nm, kiln_dtype_name(d->accum_type));
+    const kiln_launch_desc *l = k->launch;
+    if (p->op == KILN_OP_WGRAD) {
+        if (d->wgrad_output != p->wgrad_output)
+            return NO("%s writes %s output", nm, d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
+        if (d->accumulate != (p->accumulate != 0))
+            return NO("%s %s", nm, d->accumulate ? "only accumulates" : "does not accumulate");
+        if (d->dbias) return NO("%s fuses a bias gradient the API does not ask for", nm);
+        if (d->split != 1) return NO("%s splits the reduction (needs a workspace)", nm);
+        if (l && l->tmap[2].used && p->wgrad_output == KILN_WGRAD_DISCRETE)
+            return NO("%s writes dW through a tensor map (dense only)", nm);
+        return 1;
+    }
+    /* Family sm90 keeps its tile schedule in shared memory, sized for 1024
+     * groups (MAXG in templates/sm90.lua); it traps on more. */
+    if (!strcmp(d->family, "sm90") && p->groups > KILN_SM90_MAX_GROUPS)
+        return NO("%s handles at most %d groups", nm, KILN_SM90_MAX_GROUPS);
+    if (p->d_b_ptrs && (d->weights != KILN_WEIGHTS_ANY || (l && l->tmap[1].used)))
+        return NO("%s needs contiguous weights", nm);
+    const kiln_epilogue *e = &p->epilogue;
+    const kiln_epilogue_desc *de = &d->epilogue;
+    if (e->d_bias && de->bias != KILN_BIAS_PER_GROUP) return NO("%s has no bias", nm);
+    if (e->d_row_scale && !de->row_scale) return NO("%s has no row scale", nm);
+    /* scale_bias: family simple compiles it as a capability switched by
+     * args.scale_bias; family sm90 scales the bias whenever it is compiled
+     * in.  So a call without scale_bias needs an exact match except there. */
+    if (e->d_row_scale && e->d_bias) {
+        if (e->scale_bias && !de->scale_bias) return NO("%s does not scale the bias by the row scale", nm);
+        if (!e->scale_bias && de->scale_bias && strcmp(d->family, "simple"))
+            return NO("%s always scales the bias by the row scale", nm);
+    }
+    if (e->d_alpha && de->alpha != KILN_ALPHA_PER_GROUP) return NO("%s has no per-group alpha", nm);
+    if (e->beta != 0.0f && !de->beta) return NO("%s has no beta*C term", nm);
+    return 1;
+}
+
+/* Features compiled in that this call does not use: fewer is better (less
+ * work in the epilogue, and no reliance on run-time switches). */
+static int unused_features(const kiln_kernel_desc *d, const kiln_problem *p)
+{
+    if (p->op == KILN_OP_WGRAD) return 0;
+    const kiln_epilogue *e = &p->epilogue;
+    int n = 0;
+    n += d->epilogue.bias == KILN_BIAS_PER_GROUP && !e->d_bias;
+    n += d->epilogue.row_scale && !e->d_row_scale;
+    n += d->epilogue.alpha == KILN_ALPHA_PER_GROUP && !e->d_alpha;
+    n += d->epilogue.beta && e->beta == 0.0f;
+    return n;
+}
+
+static int family_rank(const kiln_kernel_desc *d)
+{
+    if (!strcmp(d->family, "sm90")) return 2;
+    if (!strcmp(d->family, "simple")) return 1;
+    return 0;
+}
+
+/* 1 if a is a better choice than b for p. */
+static int better(const kiln_kernel_desc *a, const kiln_kernel_desc *b, const kiln_problem *p)
+{
+    int fa = family_rank(a), fb = family_rank(b);
+    if (fa != fb) return fa > fb;
+    int ua = unused_features(a, p), ub = unused_features(b, p);
+    if (ua != ub) return ua < ub;
+    long long ta = (long long)a->tile_m * a->tile_n, tb = (long long)b->tile_m * b->tile_n;
+    if (kiln_dispatch_shape_class(p) == 0) {
+        /* Few tokens per group: small M tiles waste fewer padded rows. */
+        if (a->tile_m != b->tile_m) return a->tile_m < b->tile_m;
+        if (ta != tb) return ta < tb;
+    } else {
+        if (ta != tb) return ta > tb;
+        if (a->tile_m != b->tile_m) return a->tile_m > b->tile_m;
+    }
+    return 0;
+}
+
+/* Tuning tables come later: this hook is where a tuned entry for (arch, op,
+ * types, shape class) would be looked up. */
+static int should_use_tuned(const kiln_dispatch_input *in, kiln_dispatch_choice *out)
+{
+    (void)in;
+    (void)out;
+    return 0;
+}
+
+static long should_use_generated(const kiln_dispatch_input *in, char *why, size_t why_size)
+{
+    const kiln_problem *p = in->problem;
+    if (!(in->allowed & KILN_ALLOW_GENERATED)) {
+        snprintf(why, why_size, "generated kernels are not allowed%s%s", in->forced_by ? " by " : "",
+                 in->forced_by ? in->forced_by : "");
+        return -1;
+    }
+    long best = -1;
+    char first_why[200] = "";
+    int same_op = 0;
+    for (size_t i = 0; i < in->n_kernels; i++) {
+        char w[200];
+        if (!kiln_should_use_kernel(&in->kernels[i], in->arch, p, w, sizeof w)) {
+            /* Keep the reason of the closest candidate: same op first. */
+            int op_match = in->kernels[i].desc->op == p->op;
+            if (!first_why[0] || (op_match && !same_op)) {
+                snprintf(first_why, sizeof first_why, "%s", w);
+                same_op = op_match;
+            }
+            continue;
+        }
+        if (best < 0 || better(in->kernels[i].desc, in->kernels[best].desc, p)) best = (long)i;
+    }
+    if (best < 0) {
+        char call[256];
+        kiln_dispatch_describe(p, in->arch, call, sizeof call);
+        if (first_why[0])
+            snprintf(why, why_size, "no generated kernel for %s (closest: %s)", call, first_why);
+        else
+            snprintf(why, why_size, "no generated kernel for %s (the catalog is empty)", call);
+    }
+    return best;
+}
+
+static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t why_size)
+{
+    if (!(in->allowed & KILN_ALLOW_CUBLASLT))
+        return NO("cuBLASLt is not allowed%s%s", in->forced_by ? " by " : "",
+                  in->forced_by ? in->forced_by : "");
+    const kiln_problem *p = in->problem;
+    if (!p->host_sizes) return NO("no host sizes for cuBLASLt");
+    /* cuBLASLt computes 16-bit inputs into the same type or into f32 only. */
+    if (p->out_type != p->a_type && p->out_type != KILN_DTYPE_F32)
+        return NO("cuBLASLt has no %s→%s product", kiln_dtype_name(p->a_type),
+                  kiln_dtype_name(p->out_type));
+    return 1;
+}
+
+kiln_status kiln_dispatch(const kiln_dispatch_input *in, kiln_dispatch_choice *out,
+                          kiln_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->kernel = -1;
+    if (should_use_tuned(in, out)) return KILN_OK;
+
+    char why_gen[512], why_lt[128];
+    long k = should_use_generated(in, why_gen, sizeof why_gen);
+    if (k >= 0) {
+        const kiln_kernel_desc *d = in->kernels[k].desc;
+        out->backend = KILN_BACKEND_GENERATED;
+        out->kernel = k;
+        snprintf(out->reason, sizeof out->reason,
+                 "default generated kernel %s (family %s, tile %dx%dx%d) serves the call; shape "
+                 "class %s",
+                 d->name, d->family, d->tile_m, d->tile_n, d->tile_k,
+                 kiln_dispatch_shape_class(in->problem) ? "large" : "small (< 128 rows/group)");
+        return KILN_OK;
+    }
+    if (should_use_cublaslt(in, why_lt, sizeof why_lt)) {
+        out->backend = KILN_BACKEND_CUBLASLT;
+        snprintf(out->reason, sizeof out->reason, "cuBLASLt with host sizes: %s", why_gen);
+        return KILN_OK;
+    }
+    return kiln_error_set(err, KILN_ERROR_UNSUPPORTED, "%s, and %s", why_gen, why_lt);
+}

@@ -1,0 +1,59 @@
+/*
+ * dispatch.h — which backend serves a call: a flat cascade of pure
+ * predicates (ggml-style should_use_*), cuBLASLt last.
+ *
+ *   tuned entry for (arch, op, types, shape class)   — hook, none yet
+ *   ▸ a default generated kernel whose description supports the call
+ *   ▸ cuBLASLt (a per-group loop; needs host sizes; not graph-safe)
+ *
+ * Pure: reads only the problem (no device memory) and the parsed kernel
+ * descriptions, so it is unit-tested on the CPU.
+ */
+#ifndef KILN_DISPATCH_H
+#define KILN_DISPATCH_H
+
+#include "kernel_desc.h"
+
+/* One candidate generated kernel. */
+typedef struct kiln_dispatch_kernel {
+    const char *arch;               /* arch its cubin is built for ("sm_90a") */
+    const kiln_kernel_desc *desc;
+    const kiln_launch_desc *launch;
+} kiln_dispatch_kernel;
+
+typedef struct kiln_dispatch_input {
+    const kiln_problem *problem;    /* already validated */
+    const char *arch;               /* the device's ("sm_90a" for cc 9.0) */
+    const kiln_dispatch_kernel *kernels;
+    size_t n_kernels;
+    unsigned allowed;               /* KILN_ALLOW_* after KILN_BACKEND */
+    const char *forced_by;          /* "KILN_BACKEND=generated" or NULL: for messages */
+} kiln_dispatch_input;
+
+typedef struct kiln_dispatch_choice {
+    kiln_backend backend;
+    long kernel;                    /* index into kernels, or -1 */
+    char reason[256];
+} kiln_dispatch_choice;
+
+/* Shape class of a call: 0 small (tokens per group < 128), 1 large. */
+int kiln_dispatch_shape_class(const kiln_problem *p);
+
+/* The device arch name for a compute capability: "sm_90a" for 9.0 (the
+ * wgmma/TMA variant), "sm_100a" for 10.0, else "sm_<major><minor>". */
+void kiln_dispatch_arch_name(int major, int minor, char *out, size_t size);
+
+/* 1 if the kernel serves the call; else 0 and a reason in why. */
+int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, const kiln_problem *p,
+                           char *why, size_t why_size);
+
+/* Chooses a backend.  KILN_OK with *out filled, or KILN_ERROR_UNSUPPORTED
+ * saying why no backend can serve the call ("no generated kernel for
+ * fp16→f32 wgrad discrete on sm_90a, and no host sizes for cuBLASLt"). */
+kiln_status kiln_dispatch(const kiln_dispatch_input *in, kiln_dispatch_choice *out,
+                          kiln_error *err);
+
+/* "bf16→bf16 fprop (pointer-array weights, bias, row scale) on sm_90a". */
+void kiln_dispatch_describe(const kiln_problem *p, const char *arch, char *out, size_t size);
+
+#endif /* KILN_DISPATCH_H */

@@ -1,0 +1,215 @@
+/* launch.c — kernel arguments, grid, shared memory, clusters, tensor maps. */
+#include <stdio.h>
+#include <string.h>
+
+#include "launch.h"
+#include "validate.h"
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args *a)
+{
+    memset(a, 0, sizeof *a);
+    const kiln_epilogue *e = &p->epilogue;
+    int64_t out_cols = kiln_problem_out_cols(p);
+    a->a = p->d_a;
+    a->b = p->d_b;
+    a->b_ptrs = p->d_b_ptrs;
+    a->d = p->d_out;
+    a->d_ptrs = p->op == KILN_OP_WGRAD && p->wgrad_output == KILN_WGRAD_DISCRETE ? p->d_out_ptrs : 0;
+    a->sizes = p->d_sizes;
+    a->overflow = p->d_overflow;
+    a->capacity = p->capacity;
+    a->lda = p->lda ? p->lda : kiln_problem_a_cols(p);
+    a->ldb = p->ldb ? p->ldb : p->k;
+    a->ldd = p->ldd ? p->ldd : out_cols;
+    a->n = p->n;
+    a->k = p->k;
+    a->groups = p->groups;
+    a->sizes_are_offsets = p->sizes_kind == KILN_SIZES_OFFSETS;
+    a->accumulate = p->op == KILN_OP_WGRAD && p->accumulate;
+    a->num_sms = num_sms;
+    a->alpha = 1.0f;
+    if (p->op != KILN_OP_WGRAD) {
+        a->bias = e->d_bias;
+        a->ld_bias = e->ld_bias ? e->ld_bias : out_cols;
+        a->row_scale = e->d_row_scale;
+        a->scale_bias = e->scale_bias != 0;
+        a->alpha_ptr = e->d_alpha;
+        a->alpha = e->alpha;
+        a->beta = e->beta;
+        /* C is read only when beta != 0. */
+        a->c = e->beta != 0.0f ? e->d_c : 0;
+        a->ldc = e->ldc ? e->ldc : out_cols;
+    }
+}
+
+/* fprop/dgrad: each group adds at most one partial M tile, so
+ * (ceil(capacity/tile_m) + G) row tiles × ceil(n_out/tile_n) column tiles;
+ * wgrad: G × ceil(N/tile_m) × ceil(K/tile_n). */
+int64_t kiln_launch_tiles(const kiln_problem *p, const kiln_kernel_desc *d)
+{
+    if (p->op == KILN_OP_WGRAD)
+        return (int64_t)p->groups * ceil_div(p->n, d->tile_m) * ceil_div(p->k, d->tile_n);
+    return (ceil_div(p->capacity, d->tile_m) + p->groups) *
+           ceil_div(kiln_problem_out_cols(p), d->tile_n);
+}
+
+int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
+                         const kiln_launch_desc *l, int num_sms)
+{
+    int64_t tiles = kiln_launch_tiles(p, d);
+    int64_t grid = tiles;
+    if (l->persistent) {
+        int64_t resident = (int64_t)(l->ctas_per_sm > 0 ? l->ctas_per_sm : 1) * num_sms;
+        if (resident < grid) grid = resident;
+    }
+    if (grid < 1) grid = 1;
+    int64_t cluster = (int64_t)(l->cluster_m > 0 ? l->cluster_m : 1) * (l->cluster_n > 0 ? l->cluster_n : 1);
+    return ceil_div(grid, cluster) * cluster;
+}
+
+kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err)
+{
+    if (k->launch.smem_bytes <= 0) return KILN_OK;
+    CUresult r = ctx->drv.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             k->launch.smem_bytes);
+    if (r != CUDA_SUCCESS) {
+        char what[160];
+        snprintf(what, sizeof what, "cuFuncSetAttribute(%s, MAX_DYNAMIC_SHARED_SIZE_BYTES, %d)",
+                 k->desc.name, k->launch.smem_bytes);
+        return kiln_driver_check(&ctx->drv, r, what, err);
+    }
+    return KILN_OK;
+}
+
+static CUtensorMapDataType tmap_type(kiln_dtype t)
+{
+    switch (t) {
+    case KILN_DTYPE_F16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    case KILN_DTYPE_F32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    default: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    }
+}
+
+static CUtensorMapSwizzle tmap_swizzle(int bytes)
+{
+    switch (bytes) {
+    case 32: return CU_TENSOR_MAP_SWIZZLE_32B;
+    case 64: return CU_TENSOR_MAP_SWIZZLE_64B;
+    case 128: return CU_TENSOR_MAP_SWIZZLE_128B;
+    default: return CU_TENSOR_MAP_SWIZZLE_NONE;
+    }
+}
+
+/* A 2-D map over a row-major matrix: dims innermost first. */
+static kiln_status encode_2d(kiln_context *ctx, kiln_tmap *map, const char *which,
+                             const kiln_tmap_desc *td, kiln_dtype t, const void *base, int64_t cols,
+                             int64_t rows, int64_t ld, kiln_error *err)
+{
+    if (rows < 1) rows = 1; /* an empty operand is never read; the map must still be valid */
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+    cuuint64_t strides[1] = {(cuuint64_t)(ld * kiln_dtype_size(t))};
+    cuuint32_t box[2] = {(cuuint32_t)td->box_inner, (cuuint32_t)td->box_outer};
+    cuuint32_t estride[2] = {1, 1};
+    CUresult r = ctx->drv.cuTensorMapEncodeTiled((CUtensorMap *)map, tmap_type(t), 2, (void *)base,
+                                                 dims, strides, box, estride,
+                                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                 tmap_swizzle(td->swizzle),
+                                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        char what[256];
+        snprintf(what, sizeof what,
+                 "cuTensorMapEncodeTiled(tmap_%s: %lld x %lld %s, row stride %lld B, box %dx%d, "
+                 "swizzle %d)",
+                 which, (long long)rows, (long long)cols, kiln_dtype_name(t),
+                 (long long)strides[0], td->box_outer, td->box_inner, td->swizzle);
+        return kiln_driver_check(&ctx->drv, r, what, err);
+    }
+    return KILN_OK;
+}
+
+static kiln_status encode_maps(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
+                               const kiln_kernel_args *a, kiln_tmap maps[3], kiln_error *err)
+{
+    const kiln_launch_desc *l = &k->launch;
+    kiln_status st;
+    if (l->tmap[0].used &&
+        (st = encode_2d(ctx, &maps[0], "a", &l->tmap[0], p->a_type, p->d_a, kiln_problem_a_cols(p),
+                        p->capacity, a->lda, err)))
+        return st;
+    if (l->tmap[1].used) {
+        if (p->op == KILN_OP_WGRAD)
+            st = encode_2d(ctx, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k, p->capacity,
+                           a->ldb, err);
+        else /* contiguous weights viewed as one [G*N, K] matrix */
+            st = encode_2d(ctx, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k,
+                           (int64_t)p->groups * p->n, a->ldb, err);
+        if (st) return st;
+    }
+    if (l->tmap[2].used) {
+        if (p->op == KILN_OP_WGRAD)
+            st = encode_2d(ctx, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out, p->k,
+                           (int64_t)p->groups * p->n, a->ldd, err);
+        else
+            st = encode_2d(ctx, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out,
+                           kiln_problem_out_cols(p), p->capacity, a->ldd, err);
+        if (st) return st;
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
+                                  CUstream stream, kiln_error *err)
+{
+    kiln_kernel_args args;
+    kiln_launch_fill_args(p, ctx->num_sms, &args);
+    kiln_tmap maps[3];
+    memset(maps, 0, sizeof maps);
+    kiln_status st = encode_maps(ctx, k, p, &args, maps, err);
+    if (st) return st;
+
+    const kiln_launch_desc *l = &k->launch;
+    int64_t grid = kiln_launch_grid(p, &k->desc, l, ctx->num_sms);
+    if (grid > 0x7fffffff)
+        return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
+                              "%s: %lld CTAs exceed the grid limit (2^31-1)", k->desc.name,
+                              (long long)grid);
+    void *params[4] = {&args, &maps[0], &maps[1], &maps[2]};
+    unsigned threads = (unsigned)(l->threads > 0 ? l->threads : 128);
+    unsigned smem = (unsigned)(l->smem_bytes > 0 ? l->smem_bytes : 0);
+    int cluster = (l->cluster_m > 0 ? l->cluster_m : 1) * (l->cluster_n > 0 ? l->cluster_n : 1);
+    CUresult r;
+    if (cluster > 1) {
+        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n CTAs
+         * along x, the grid rounded up to a multiple of it. */
+        CUlaunchAttribute attr[1];
+        memset(attr, 0, sizeof attr);
+        attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr[0].value.clusterDim.x = (unsigned)cluster;
+        attr[0].value.clusterDim.y = 1;
+        attr[0].value.clusterDim.z = 1;
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = (unsigned)grid;
+        cfg.gridDimY = cfg.gridDimZ = 1;
+        cfg.blockDimX = threads;
+        cfg.blockDimY = cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = smem;
+        cfg.hStream = stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        r = ctx->drv.cuLaunchKernelEx(&cfg, k->function, params, NULL);
+    } else {
+        r = ctx->drv.cuLaunchKernel(k->function, (unsigned)grid, 1, 1, threads, 1, 1, smem, stream,
+                                    params, NULL);
+    }
+    if (r != CUDA_SUCCESS) {
+        char what[256];
+        snprintf(what, sizeof what, "launching %s (grid %lld, %u threads, %u B smem, cluster %d)",
+                 k->desc.name, (long long)grid, threads, smem, cluster);
+        return kiln_driver_check(&ctx->drv, r, what, err);
+    }
+    return KILN_OK;
+}

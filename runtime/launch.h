@@ -1,0 +1,31 @@
+/*
+ * launch.h — launching one generated kernel for one call: kernel arguments
+ * from the problem, grid, dynamic shared memory, cluster and tensor maps.
+ * Reads no sizes on the host, never synchronises, allocates nothing: a
+ * launch may be captured in a CUDA graph.
+ */
+#ifndef KILN_LAUNCH_H
+#define KILN_LAUNCH_H
+
+#include "context.h"
+#include "kernel_abi.h"
+
+/* Fills the kernel arguments (leading dims defaulted, sizes kind, SMs). */
+void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args *args);
+
+/* Upper bound of the output tiles of a call (see the grid rule in launch.c). */
+int64_t kiln_launch_tiles(const kiln_problem *p, const kiln_kernel_desc *d);
+
+/* CTAs to launch: min(ctas_per_sm × SMs, tiles) for persistent kernels,
+ * tiles otherwise; rounded up to a multiple of the cluster size. */
+int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
+                         const kiln_launch_desc *l, int num_sms);
+
+/* Sets a loaded function's dynamic shared memory limit (once, at load). */
+kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err);
+
+/* Launches k for p on stream. */
+kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
+                                  CUstream stream, kiln_error *err);
+
+#endif /* KILN_LAUNCH_H */

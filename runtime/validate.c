@@ -1,0 +1,234 @@
+/* validate.c — the contract checks of kiln_gemm; pure, so CPU-testable. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernel_desc.h"
+#include "validate.h"
+
+#define BAD(...) kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
+
+int64_t kiln_problem_out_cols(const kiln_problem *p)
+{
+    return p->op == KILN_OP_FPROP ? p->n : p->k;
+}
+
+int64_t kiln_problem_a_cols(const kiln_problem *p)
+{
+    return p->op == KILN_OP_FPROP ? p->k : p->n;
+}
+
+int kiln_problem_has_epilogue(const kiln_problem *p)
+{
+    const kiln_epilogue *e = &p->epilogue;
+    return e->d_bias || e->d_row_scale || e->d_alpha || e->alpha != 1.0f || e->beta != 0.0f;
+}
+
+static int is_16bit(kiln_dtype t) { return t == KILN_DTYPE_BF16 || t == KILN_DTYPE_F16; }
+
+static kiln_status check_ptr(const void *ptr, const char *name, unsigned align, const char *why,
+                             kiln_error *err)
+{
+    if (!ptr) return BAD("problem->%s is NULL", name);
+    if ((uintptr_t)ptr % align)
+        return BAD("problem->%s (%p) is not %u-byte aligned (%s)", name, ptr, align, why);
+    return KILN_OK;
+}
+
+/* A leading dimension: 0 means dense rows (ld = cols); otherwise at least
+ * cols and a multiple of the elements in 16 bytes. */
+static kiln_status check_ld(int64_t ld, int64_t cols, kiln_dtype t, const char *name,
+                            const char *row, kiln_error *err)
+{
+    if (ld == 0) return KILN_OK;
+    if (ld < 0) return BAD("problem->%s is negative (%lld)", name, (long long)ld);
+    if (ld < cols)
+        return BAD("problem->%s = %lld is smaller than the row (%s = %lld)", name, (long long)ld,
+                   row, (long long)cols);
+    int per16 = 16 / kiln_dtype_size(t);
+    if (ld % per16)
+        return BAD("problem->%s = %lld is not a multiple of %d (rows must start 16-byte aligned "
+                   "for %s)",
+                   name, (long long)ld, per16, kiln_dtype_name(t));
+    return KILN_OK;
+}
+
+static kiln_status check_host_sizes(const kiln_problem *p, kiln_error *err)
+{
+    int64_t total = 0, prev = 0;
+    for (int32_t g = 0; g < p->groups; g++) {
+        int64_t v = p->host_sizes[g];
+        if (v < 0)
+            return BAD("problem->host_sizes[%d] is negative (%lld)", (int)g, (long long)v);
+        if (p->sizes_kind == KILN_SIZES_OFFSETS) {
+            if (v < prev)
+                return BAD("problem->host_sizes[%d] = %lld is smaller than host_sizes[%d] = %lld "
+                           "(offsets must be non-decreasing)",
+                           (int)g, (long long)v, (int)g - 1, (long long)prev);
+            prev = v;
+            total = v;
+        } else {
+            total += v;
+        }
+    }
+    if (total > p->capacity)
+        return BAD("problem->host_sizes add up to %lld rows, more than problem->capacity = %lld",
+                   (long long)total, (long long)p->capacity);
+    return KILN_OK;
+}
+
+static kiln_status check_epilogue(const kiln_problem *p, kiln_error *err)
+{
+    const kiln_epilogue *e = &p->epilogue;
+    if (p->op == KILN_OP_WGRAD) {
+        if (e->d_bias) return BAD("problem->epilogue.d_bias is set, but wgrad has no epilogue");
+        if (e->d_row_scale)
+            return BAD("problem->epilogue.d_row_scale is set, but wgrad has no epilogue");
+        if (e->d_alpha) return BAD("problem->epilogue.d_alpha is set, but wgrad has no epilogue");
+        if (e->alpha != 1.0f)
+            return BAD("problem->epilogue.alpha is %g, but wgrad has no epilogue (use 1)",
+                       (double)e->alpha);
+        if (e->beta != 0.0f)
+            return BAD("problem->epilogue.beta is %g, but wgrad has no epilogue (use accumulate "
+                       "for dW += ...)",
+                       (double)e->beta);
+        if (e->d_c) return BAD("problem->epilogue.d_c is set, but wgrad has no epilogue");
+        return KILN_OK;
+    }
+    int64_t cols = kiln_problem_out_cols(p);
+    kiln_status st;
+    if (e->d_bias) {
+        if ((st = check_ptr(e->d_bias, "epilogue.d_bias", KILN_OPERAND_ALIGN,
+                            "bias rows are read as 16-byte vectors", err)))
+            return st;
+        if ((st = check_ld(e->ld_bias, cols, p->out_type, "epilogue.ld_bias", "N_out", err)))
+            return st;
+    }
+    if (e->d_row_scale &&
+        (st = check_ptr(e->d_row_scale, "epilogue.d_row_scale", 4, "fp32 elements", err)))
+        return st;
+    if (e->d_alpha && (st = check_ptr(e->d_alpha, "epilogue.d_alpha", 4, "fp32 elements", err)))
+        return st;
+    if (e->alpha != e->alpha) return BAD("problem->epilogue.alpha is NaN");
+    if (e->beta != e->beta) return BAD("problem->epilogue.beta is NaN");
+    if (e->beta != 0.0f) {
+        if (!e->d_c)
+            return BAD("problem->epilogue.d_c is NULL but epilogue.beta is %g (C is read when "
+                       "beta != 0)",
+                       (double)e->beta);
+        if ((st = check_ptr(e->d_c, "epilogue.d_c", KILN_OPERAND_ALIGN,
+                            "rows are read as 16-byte vectors", err)))
+            return st;
+        if ((st = check_ld(e->ldc, cols, p->out_type, "epilogue.ldc", "N_out", err))) return st;
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err)
+{
+    if (!p) return BAD("problem is NULL");
+    if ((unsigned)p->op > KILN_OP_WGRAD) return BAD("problem->op = %d is not a kiln_op", (int)p->op);
+    const char *opn = kiln_op_name(p->op);
+
+    /* Types. */
+    if ((unsigned)p->a_type > KILN_DTYPE_E5M2)
+        return BAD("problem->a_type = %d is not a kiln_dtype", (int)p->a_type);
+    if ((unsigned)p->b_type > KILN_DTYPE_E5M2)
+        return BAD("problem->b_type = %d is not a kiln_dtype", (int)p->b_type);
+    if ((unsigned)p->out_type > KILN_DTYPE_E5M2)
+        return BAD("problem->out_type = %d is not a kiln_dtype", (int)p->out_type);
+    if (!is_16bit(p->a_type))
+        return BAD("problem->a_type %s is not supported (bf16 or fp16 inputs; fp8 comes later)",
+                   kiln_dtype_name(p->a_type));
+    if (!is_16bit(p->b_type))
+        return BAD("problem->b_type %s is not supported (bf16 or fp16 inputs; fp8 comes later)",
+                   kiln_dtype_name(p->b_type));
+    if (p->a_type != p->b_type)
+        return BAD("problem->a_type %s and problem->b_type %s differ (mixed inputs are not "
+                   "supported)",
+                   kiln_dtype_name(p->a_type), kiln_dtype_name(p->b_type));
+    if (!is_16bit(p->out_type) && p->out_type != KILN_DTYPE_F32)
+        return BAD("problem->out_type %s is not supported (bf16, fp16 or f32)",
+                   kiln_dtype_name(p->out_type));
+
+    /* Shapes. */
+    if (p->groups <= 0 || p->groups > KILN_MAX_GROUPS)
+        return BAD("problem->groups = %d is out of range (1 .. %d)", (int)p->groups,
+                   KILN_MAX_GROUPS);
+    if (p->n <= 0) return BAD("problem->n = %lld must be positive", (long long)p->n);
+    if (p->k <= 0) return BAD("problem->k = %lld must be positive", (long long)p->k);
+    if (p->n % 8)
+        return BAD("problem->n = %lld is not a multiple of 8 (16-byte rows for %s)",
+                   (long long)p->n, kiln_dtype_name(p->a_type));
+    if (p->k % 8)
+        return BAD("problem->k = %lld is not a multiple of 8 (16-byte rows for %s)",
+                   (long long)p->k, kiln_dtype_name(p->a_type));
+    if (p->n > INT32_MAX || p->k > INT32_MAX)
+        return BAD("problem->n or problem->k exceeds 2^31-1");
+    if (p->capacity < 0) return BAD("problem->capacity = %lld is negative", (long long)p->capacity);
+    if (p->capacity > INT32_MAX)
+        return BAD("problem->capacity = %lld exceeds 2^31-1 (sizes are int32)",
+                   (long long)p->capacity);
+
+    /* Sizes. */
+    kiln_status st;
+    if ((st = check_ptr(p->d_sizes, "d_sizes", 4, "int32 elements", err))) return st;
+    if ((unsigned)p->sizes_kind > KILN_SIZES_OFFSETS)
+        return BAD("problem->sizes_kind = %d is not a kiln_sizes_kind", (int)p->sizes_kind);
+    if (p->host_sizes && (st = check_host_sizes(p, err))) return st;
+    if (p->d_overflow && (st = check_ptr(p->d_overflow, "d_overflow", 4, "an int32", err)))
+        return st;
+
+    /* Operands. */
+    const char *vec = "kiln's kernels read 16-byte vectors and use TMA";
+    if ((st = check_ptr(p->d_a, "d_a", KILN_OPERAND_ALIGN, vec, err))) return st;
+    if ((st = check_ld(p->lda, kiln_problem_a_cols(p), p->a_type, "lda",
+                       p->op == KILN_OP_FPROP ? "K" : "N", err)))
+        return st;
+    if (p->op == KILN_OP_WGRAD) {
+        if (p->d_b_ptrs)
+            return BAD("problem->d_b_ptrs is set, but wgrad takes X in problem->d_b (pointer "
+                       "arrays are for fprop/dgrad weights)");
+        if ((st = check_ptr(p->d_b, "d_b", KILN_OPERAND_ALIGN, vec, err))) return st;
+    } else {
+        if (p->d_b && p->d_b_ptrs)
+            return BAD("problem->d_b and problem->d_b_ptrs are both set (give one weight layout)");
+        if (p->d_b_ptrs) {
+            if ((st = check_ptr(p->d_b_ptrs, "d_b_ptrs", 8, "device pointers", err))) return st;
+        } else if ((st = check_ptr(p->d_b, "d_b", KILN_OPERAND_ALIGN, vec, err))) {
+            return st;
+        }
+    }
+    if ((st = check_ld(p->ldb, p->k, p->b_type, "ldb", "K", err))) return st;
+
+    /* Output. */
+    if ((unsigned)p->wgrad_output > KILN_WGRAD_DISCRETE)
+        return BAD("problem->wgrad_output = %d is not a kiln_wgrad_output", (int)p->wgrad_output);
+    if (p->op == KILN_OP_WGRAD && p->wgrad_output == KILN_WGRAD_DISCRETE) {
+        if (!p->d_out_ptrs)
+            return BAD("problem->d_out_ptrs is NULL (wgrad_output is KILN_WGRAD_DISCRETE)");
+        if ((st = check_ptr(p->d_out_ptrs, "d_out_ptrs", 8, "device pointers", err))) return st;
+        if (p->d_out)
+            return BAD("problem->d_out is set, but wgrad_output is KILN_WGRAD_DISCRETE (outputs "
+                       "go through problem->d_out_ptrs)");
+    } else {
+        if (p->op != KILN_OP_WGRAD && p->wgrad_output != KILN_WGRAD_DENSE)
+            return BAD("problem->wgrad_output is KILN_WGRAD_DISCRETE, but op is %s (wgrad only)",
+                       opn);
+        if (p->d_out_ptrs)
+            return BAD("problem->d_out_ptrs is set, but only wgrad with KILN_WGRAD_DISCRETE "
+                       "writes through pointers");
+        if ((st = check_ptr(p->d_out, "d_out", KILN_OPERAND_ALIGN, vec, err))) return st;
+    }
+    if ((st = check_ld(p->ldd, kiln_problem_out_cols(p), p->out_type, "ldd",
+                       p->op == KILN_OP_FPROP ? "N" : "K", err)))
+        return st;
+    if (p->accumulate) {
+        if (p->op != KILN_OP_WGRAD)
+            return BAD("problem->accumulate is set, but op is %s (accumulate is for wgrad)", opn);
+        if (p->out_type != KILN_DTYPE_F32)
+            return BAD("problem->accumulate is set, but problem->out_type is %s (accumulate "
+                       "needs f32)",
+                       kiln_dtype_name(p->out_type));
+    }
+    return check_epilogue(p, err);
+}

@@ -1,0 +1,504 @@
+/* test_validate.c — the pure parts of the runtime, on the CPU: the contract
+ * checks of kiln_gemm (runtime/validate.c) and the backend cascade
+ * (runtime/dispatch.c).  Both read no device memory, so fake, well-aligned
+ * addresses stand in for device pointers.  The runtime library itself needs
+ * libcuda at run time, so its two pure sources are compiled in here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "../runtime/dispatch.c"
+#include "../runtime/validate.c"
+
+#define FAKE(addr) ((void *)(uintptr_t)(addr))
+
+static void base_problem(kiln_problem *p, kiln_op op)
+{
+    memset(p, 0, sizeof *p);
+    p->op = op;
+    p->a_type = p->b_type = p->out_type = KILN_DTYPE_BF16;
+    p->epilogue.alpha = 1.0f;
+    p->groups = 4;
+    p->n = 64;
+    p->k = 32;
+    p->capacity = 100;
+    p->d_sizes = FAKE(0x100000);
+    p->d_a = FAKE(0x200000);
+    p->d_b = FAKE(0x300000);
+    p->d_out = FAKE(0x400000);
+}
+
+/* Validates p, expecting failure with a message containing `needle`. */
+static void expect_bad(const kiln_problem *p, const char *needle)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    kiln_status st = kiln_validate_problem(p, &err);
+    if (st != KILN_ERROR_INVALID_ARGUMENT || !strstr(err.msg, needle))
+        fail_msg("expected INVALID_ARGUMENT containing '%s', got %d '%s'", needle, (int)st, err.msg);
+}
+
+static void expect_ok(const kiln_problem *p)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    kiln_status st = kiln_validate_problem(p, &err);
+    if (st != KILN_OK) fail_msg("expected OK, got %d '%s'", (int)st, err.msg);
+}
+
+static void test_valid_problems(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    for (int op = 0; op < 3; op++) {
+        base_problem(&p, (kiln_op)op);
+        expect_ok(&p);
+    }
+    base_problem(&p, KILN_OP_WGRAD);
+    p.wgrad_output = KILN_WGRAD_DISCRETE;
+    p.d_out = NULL;
+    p.d_out_ptrs = FAKE(0x500000);
+    p.out_type = KILN_DTYPE_F32;
+    p.accumulate = 1;
+    expect_ok(&p);
+
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_b = NULL;
+    p.d_b_ptrs = FAKE(0x600008);
+    p.epilogue.d_bias = FAKE(0x700000);
+    p.epilogue.d_row_scale = FAKE(0x800004);
+    p.epilogue.d_alpha = FAKE(0x900004);
+    p.epilogue.beta = 0.5f;
+    p.epilogue.d_c = FAKE(0xa00000);
+    p.lda = 40; /* >= K = 32, multiple of 8 */
+    p.ldd = 72;
+    int32_t hs[4] = {10, 0, 50, 40};
+    p.host_sizes = hs;
+    expect_ok(&p);
+    p.sizes_kind = KILN_SIZES_OFFSETS;
+    int32_t ho[4] = {10, 10, 60, 100};
+    p.host_sizes = ho;
+    expect_ok(&p);
+}
+
+static void test_null_pointers(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    kiln_error err;
+    assert_int_equal(kiln_validate_problem(NULL, &err), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "problem is NULL"));
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_a = NULL;
+    expect_bad(&p, "problem->d_a is NULL");
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_b = NULL;
+    expect_bad(&p, "problem->d_b is NULL");
+    base_problem(&p, KILN_OP_DGRAD);
+    p.d_out = NULL;
+    expect_bad(&p, "problem->d_out is NULL");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.d_sizes = NULL;
+    expect_bad(&p, "problem->d_sizes is NULL");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.wgrad_output = KILN_WGRAD_DISCRETE;
+    p.d_out = NULL;
+    expect_bad(&p, "problem->d_out_ptrs is NULL");
+    base_problem(&p, KILN_OP_FPROP);
+    p.epilogue.beta = 1.0f;
+    expect_bad(&p, "problem->epilogue.d_c is NULL");
+}
+
+static void test_alignment(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_a = FAKE(0x200002);
+    expect_bad(&p, "problem->d_a (");
+    expect_bad(&p, "16-byte aligned");
+    base_problem(&p, KILN_OP_DGRAD);
+    p.d_b = FAKE(0x300008);
+    expect_bad(&p, "problem->d_b (");
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_out = FAKE(0x400004);
+    expect_bad(&p, "problem->d_out (");
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_sizes = FAKE(0x100002);
+    expect_bad(&p, "problem->d_sizes (");
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_b = NULL;
+    p.d_b_ptrs = FAKE(0x600004);
+    expect_bad(&p, "problem->d_b_ptrs (");
+    base_problem(&p, KILN_OP_FPROP);
+    p.epilogue.d_bias = FAKE(0x700002);
+    expect_bad(&p, "problem->epilogue.d_bias (");
+}
+
+static void test_shapes(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    p.groups = 0;
+    expect_bad(&p, "problem->groups = 0 is out of range");
+    p.groups = KILN_MAX_GROUPS + 1;
+    expect_bad(&p, "problem->groups = 65537 is out of range");
+    p.groups = KILN_MAX_GROUPS;
+    expect_ok(&p);
+    base_problem(&p, KILN_OP_FPROP);
+    p.n = 60;
+    expect_bad(&p, "problem->n = 60 is not a multiple of 8");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.k = 12;
+    expect_bad(&p, "problem->k = 12 is not a multiple of 8");
+    base_problem(&p, KILN_OP_FPROP);
+    p.n = -8;
+    expect_bad(&p, "problem->n = -8 must be positive");
+    base_problem(&p, KILN_OP_FPROP);
+    p.capacity = -1;
+    expect_bad(&p, "problem->capacity = -1 is negative");
+    base_problem(&p, KILN_OP_FPROP);
+    p.n = 8;
+    p.k = 8;
+    expect_ok(&p); /* the minimum alignment */
+}
+
+static void test_leading_dims(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP); /* A = X [cap, K=32] */
+    p.lda = 24;
+    expect_bad(&p, "problem->lda = 24 is smaller than the row (K = 32)");
+    p.lda = 36;
+    expect_bad(&p, "problem->lda = 36 is not a multiple of 8");
+    base_problem(&p, KILN_OP_DGRAD); /* A = dY [cap, N=64] */
+    p.lda = 32;
+    expect_bad(&p, "problem->lda = 32 is smaller than the row (N = 64)");
+    base_problem(&p, KILN_OP_FPROP);
+    p.ldb = 16;
+    expect_bad(&p, "problem->ldb = 16 is smaller than the row (K = 32)");
+    base_problem(&p, KILN_OP_FPROP); /* D = Y [cap, N=64] */
+    p.ldd = 32;
+    expect_bad(&p, "problem->ldd = 32 is smaller than the row (N = 64)");
+    base_problem(&p, KILN_OP_FPROP);
+    p.out_type = KILN_DTYPE_F32;
+    p.ldd = 68; /* f32 rows: multiples of 4 are 16-byte aligned */
+    expect_ok(&p);
+    p.ldd = 66;
+    expect_bad(&p, "problem->ldd = 66 is not a multiple of 4");
+    base_problem(&p, KILN_OP_FPROP);
+    p.lda = -8;
+    expect_bad(&p, "problem->lda is negative");
+    base_problem(&p, KILN_OP_FPROP);
+    p.epilogue.beta = 1.0f;
+    p.epilogue.d_c = FAKE(0xa00000);
+    p.epilogue.ldc = 8;
+    expect_bad(&p, "problem->epilogue.ldc = 8 is smaller than the row");
+}
+
+static void test_types(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    expect_bad(&p, "problem->a_type e4m3 is not supported");
+    base_problem(&p, KILN_OP_FPROP);
+    p.b_type = KILN_DTYPE_F16;
+    expect_bad(&p, "mixed inputs");
+    base_problem(&p, KILN_OP_FPROP);
+    p.a_type = p.b_type = KILN_DTYPE_F32;
+    expect_bad(&p, "problem->a_type f32 is not supported");
+    base_problem(&p, KILN_OP_FPROP);
+    p.out_type = KILN_DTYPE_E5M2;
+    expect_bad(&p, "problem->out_type e5m2 is not supported");
+    base_problem(&p, KILN_OP_FPROP);
+    p.out_type = (kiln_dtype)42;
+    expect_bad(&p, "problem->out_type = 42");
+    base_problem(&p, KILN_OP_FPROP);
+    p.op = (kiln_op)7;
+    expect_bad(&p, "problem->op = 7");
+}
+
+static void test_wgrad_rules(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_WGRAD);
+    p.accumulate = 1;
+    expect_bad(&p, "accumulate needs f32");
+    base_problem(&p, KILN_OP_FPROP);
+    p.out_type = KILN_DTYPE_F32;
+    p.accumulate = 1;
+    expect_bad(&p, "accumulate is for wgrad");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.epilogue.d_bias = FAKE(0x700000);
+    expect_bad(&p, "problem->epilogue.d_bias is set, but wgrad has no epilogue");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.epilogue.beta = 1.0f;
+    expect_bad(&p, "problem->epilogue.beta is 1, but wgrad has no epilogue");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.epilogue.alpha = 2.0f;
+    expect_bad(&p, "problem->epilogue.alpha is 2");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.epilogue.d_row_scale = FAKE(0x800000);
+    expect_bad(&p, "problem->epilogue.d_row_scale is set");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.d_b_ptrs = FAKE(0x600000);
+    expect_bad(&p, "problem->d_b_ptrs is set, but wgrad");
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_b_ptrs = FAKE(0x600000);
+    expect_bad(&p, "both set");
+    base_problem(&p, KILN_OP_FPROP);
+    p.wgrad_output = KILN_WGRAD_DISCRETE;
+    expect_bad(&p, "wgrad only");
+    base_problem(&p, KILN_OP_WGRAD);
+    p.wgrad_output = KILN_WGRAD_DISCRETE;
+    p.d_out_ptrs = FAKE(0x500000);
+    expect_bad(&p, "problem->d_out is set, but wgrad_output is KILN_WGRAD_DISCRETE");
+}
+
+static void test_host_sizes(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    int32_t over[4] = {50, 30, 20, 1}; /* 101 > 100 */
+    p.host_sizes = over;
+    expect_bad(&p, "add up to 101 rows, more than problem->capacity = 100");
+    int32_t neg[4] = {5, -1, 0, 0};
+    p.host_sizes = neg;
+    expect_bad(&p, "problem->host_sizes[1] is negative (-1)");
+    p.sizes_kind = KILN_SIZES_OFFSETS;
+    int32_t dec[4] = {10, 20, 15, 30};
+    p.host_sizes = dec;
+    expect_bad(&p, "problem->host_sizes[2] = 15 is smaller than host_sizes[1] = 20");
+    int32_t off_over[4] = {10, 20, 30, 101};
+    p.host_sizes = off_over;
+    expect_bad(&p, "add up to 101 rows");
+    int32_t off_ok[4] = {0, 0, 0, 100};
+    p.host_sizes = off_ok;
+    expect_ok(&p);
+    /* Without host sizes, Σm > capacity is the device's business (overflow). */
+    p.host_sizes = NULL;
+    expect_ok(&p);
+}
+
+/* ---- dispatch --------------------------------------------------------- */
+
+typedef struct fake_catalog {
+    kiln_kernel_desc d[8];
+    kiln_launch_desc l[8];
+    kiln_dispatch_kernel k[8];
+    size_t n;
+} fake_catalog;
+
+static kiln_kernel_desc *add_kernel(fake_catalog *c, const char *name, kiln_op op,
+                                    const char *family, int tm, int tn)
+{
+    size_t i = c->n++;
+    kiln_desc_init(&c->d[i]);
+    memset(&c->l[i], 0, sizeof c->l[i]);
+    snprintf(c->d[i].name, sizeof c->d[i].name, "%s", name);
+    snprintf(c->d[i].family, sizeof c->d[i].family, "%s", family);
+    c->d[i].op = op;
+    c->d[i].tile_m = tm;
+    c->d[i].tile_n = tn;
+    c->k[i].arch = "sm_90a";
+    c->k[i].desc = &c->d[i];
+    c->k[i].launch = &c->l[i];
+    return &c->d[i];
+}
+
+static kiln_status run_dispatch(fake_catalog *c, const kiln_problem *p, unsigned allowed,
+                                kiln_dispatch_choice *out, kiln_error *err)
+{
+    kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, allowed, NULL};
+    kiln_error_clear(err);
+    return kiln_dispatch(&in, out, err);
+}
+
+static void full_epilogue(kiln_kernel_desc *d)
+{
+    d->epilogue.bias = KILN_BIAS_PER_GROUP;
+    d->epilogue.row_scale = 1;
+    d->epilogue.scale_bias = 1;
+    d->epilogue.alpha = KILN_ALPHA_PER_GROUP;
+    d->epilogue.beta = 1;
+}
+
+static void test_dispatch_prefers_sm90_and_tiles(void **state)
+{
+    (void)state;
+    fake_catalog c;
+    memset(&c, 0, sizeof c);
+    kiln_kernel_desc *s = add_kernel(&c, "simple_fprop", KILN_OP_FPROP, "simple", 64, 64);
+    full_epilogue(s);
+    kiln_kernel_desc *big = add_kernel(&c, "sm90_big", KILN_OP_FPROP, "sm90", 128, 256);
+    big->weights = KILN_WEIGHTS_CONTIGUOUS;
+    kiln_kernel_desc *small = add_kernel(&c, "sm90_small", KILN_OP_FPROP, "sm90", 64, 128);
+    small->weights = KILN_WEIGHTS_CONTIGUOUS;
+    add_kernel(&c, "sm90_dgrad", KILN_OP_DGRAD, "sm90", 128, 128);
+
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    kiln_dispatch_choice ch;
+    kiln_error err;
+    p.capacity = 4 * 1024; /* 1024 rows per group: large */
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_GENERATED);
+    assert_string_equal(c.d[ch.kernel].name, "sm90_big");
+    p.capacity = 4 * 100; /* 100 rows per group: small */
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "sm90_small");
+    assert_non_null(strstr(ch.reason, "small"));
+
+    /* Pointer-array weights: only the simple kernel takes them. */
+    p.d_b = NULL;
+    p.d_b_ptrs = FAKE(0x600000);
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "simple_fprop");
+
+    /* An epilogue the sm90 kernels lack goes to simple too. */
+    base_problem(&p, KILN_OP_FPROP);
+    p.epilogue.d_bias = FAKE(0x700000);
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "simple_fprop");
+
+    /* More groups than sm90's schedule holds. */
+    base_problem(&p, KILN_OP_FPROP);
+    p.groups = 2048;
+    p.capacity = 2048 * 512;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "simple_fprop");
+}
+
+static void test_dispatch_scale_bias_and_family(void **state)
+{
+    (void)state;
+    fake_catalog c;
+    memset(&c, 0, sizeof c);
+    kiln_kernel_desc *sm = add_kernel(&c, "sm90_epi", KILN_OP_FPROP, "sm90", 128, 128);
+    full_epilogue(sm);
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    p.epilogue.d_bias = FAKE(0x700000);
+    p.epilogue.d_row_scale = FAKE(0x800000);
+    p.epilogue.scale_bias = 0;
+    kiln_dispatch_choice ch;
+    kiln_error err;
+    /* sm90 always scales the bias when compiled with scale_bias. */
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_GENERATED, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "always scales the bias"));
+    /* simple switches it at run time. */
+    kiln_kernel_desc *s = add_kernel(&c, "simple_epi", KILN_OP_FPROP, "simple", 64, 64);
+    full_epilogue(s);
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_GENERATED, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "simple_epi");
+    p.epilogue.scale_bias = 1;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_GENERATED, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "sm90_epi");
+}
+
+static void test_dispatch_refusals(void **state)
+{
+    (void)state;
+    fake_catalog c;
+    memset(&c, 0, sizeof c);
+    kiln_kernel_desc *w = add_kernel(&c, "simple_wgrad_dense", KILN_OP_WGRAD, "simple", 64, 64);
+    w->a_type = w->b_type = KILN_DTYPE_F16;
+    w->out_type = KILN_DTYPE_F32;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_WGRAD);
+    p.a_type = p.b_type = KILN_DTYPE_F16;
+    p.out_type = KILN_DTYPE_F32;
+    p.wgrad_output = KILN_WGRAD_DISCRETE;
+    p.d_out = NULL;
+    p.d_out_ptrs = FAKE(0x500000);
+    kiln_dispatch_choice ch;
+    kiln_error err;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "no generated kernel for fp16→f32 wgrad (discrete) on sm_90a"));
+    assert_non_null(strstr(err.msg, "simple_wgrad_dense writes dense output"));
+    assert_non_null(strstr(err.msg, "no host sizes for cuBLASLt"));
+
+    /* With host sizes, cuBLASLt takes it. */
+    int32_t hs[4] = {1, 2, 3, 4};
+    p.host_sizes = hs;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_CUBLASLT);
+    assert_int_equal(ch.kernel, -1);
+    /* ... unless only generated kernels are allowed. */
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_GENERATED, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "cuBLASLt is not allowed"));
+
+    /* Forcing cuBLASLt skips a kernel that would serve the call. */
+    p.wgrad_output = KILN_WGRAD_DENSE;
+    p.d_out = FAKE(0x400000);
+    p.d_out_ptrs = NULL;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_GENERATED);
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_CUBLASLT, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_CUBLASLT);
+
+    /* Other arch. */
+    kiln_dispatch_input in = {&p, "sm_80", c.k, c.n, KILN_ALLOW_GENERATED, "KILN_BACKEND=generated"};
+    assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "built for sm_90a"));
+    assert_non_null(strstr(err.msg, "not allowed by KILN_BACKEND=generated"));
+
+    /* cuBLASLt has no bf16→fp16 product. */
+    base_problem(&p, KILN_OP_FPROP);
+    p.out_type = KILN_DTYPE_F16;
+    p.host_sizes = hs;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "cuBLASLt has no bf16→fp16 product"));
+
+    /* Accumulate must match. */
+    base_problem(&p, KILN_OP_WGRAD);
+    p.a_type = p.b_type = KILN_DTYPE_F16;
+    p.out_type = KILN_DTYPE_F32;
+    p.accumulate = 1;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "does not accumulate"));
+}
+
+static void test_arch_and_shape(void **state)
+{
+    (void)state;
+    char a[16];
+    kiln_dispatch_arch_name(9, 0, a, sizeof a);
+    assert_string_equal(a, "sm_90a");
+    kiln_dispatch_arch_name(8, 6, a, sizeof a);
+    assert_string_equal(a, "sm_86");
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    p.groups = 8;
+    p.capacity = 8 * 127;
+    assert_int_equal(kiln_dispatch_shape_class(&p), 0);
+    p.capacity = 8 * 128;
+    assert_int_equal(kiln_dispatch_shape_class(&p), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid_problems),
+        cmocka_unit_test(test_null_pointers),
+        cmocka_unit_test(test_alignment),
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_leading_dims),
+        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_wgrad_rules),
+        cmocka_unit_test(test_host_sizes),
+        cmocka_unit_test(test_dispatch_prefers_sm90_and_tiles),
+        cmocka_unit_test(test_dispatch_scale_bias_and_family),
+        cmocka_unit_test(test_dispatch_refusals),
+        cmocka_unit_test(test_arch_and_shape),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
