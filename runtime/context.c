@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundles.h"
 #include "context.h"
 #include "cublaslt.h"
 #include "jit.h"
@@ -154,9 +155,6 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     kiln_status st;
     if ((st = read_backend_env(ctx, &err))) return fail(ctx, &err);
     if ((st = parse_catalog(ctx, &err))) return fail(ctx, &err);
-    if (opts.bundle_paths && opts.bundle_paths[0])
-        kiln_ctx_log(ctx, KILN_LOG_WARNING, "bundles are not supported by this runtime yet; %s ignored",
-                     opts.bundle_paths[0]);
     if (opts.tuning_tables && opts.tuning_tables[0])
         kiln_ctx_log(ctx, KILN_LOG_WARNING,
                      "tuning tables are not supported by this runtime yet; %s ignored",
@@ -171,6 +169,7 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     if ((st = kiln_driver_load(&ctx->drv, &err))) return fail(ctx, &err);
     ctx->driver_ok = 1;
     if ((st = open_device(ctx, opts.device, &err))) return fail(ctx, &err);
+    kiln_ctx_open_bundles(ctx, opts.bundle_paths);
     kiln_ctx_log(ctx, KILN_LOG_INFO, "kiln %s on device %d (%s, %d SMs), %zu default kernels, cache %s",
                  kiln_version(), opts.device, ctx->arch, ctx->num_sms, ctx->n_kernels,
                  ctx->cache ? kiln_cache_path(ctx->cache) : "off");
@@ -193,6 +192,7 @@ void kiln_context_destroy(kiln_context *ctx)
     }
     if (ctx->driver_ok) kiln_driver_unload(&ctx->drv);
     if (ctx->cache) kiln_cache_close(ctx->cache);
+    kiln_ctx_close_bundles(ctx);
     free(ctx->kernels);
     free(ctx->candidates);
     pthread_mutex_destroy(&ctx->lock);
@@ -215,7 +215,13 @@ kiln_status kiln_ctx_load_module(kiln_context *ctx, const char *name, const char
     kiln_error warning;
     kiln_error_clear(&warning);
     double t0 = kiln_now();
-    kiln_status st = kiln_jit_get(ctx->cache, name, ctx->arch, desc, source, &ce, &origin, &warning, err);
+    kiln_status st = KILN_OK;
+    if (kiln_ctx_bundle_lookup(ctx, name, desc, source, &ce)) {
+        ctx->stats.bundle_hits++;
+        kiln_ctx_log(ctx, KILN_LOG_DEBUG, "loaded %s for %s from a bundle", name, ctx->arch);
+        goto load;
+    }
+    st = kiln_jit_get(ctx->cache, name, ctx->arch, desc, source, &ce, &origin, &warning, err);
     if (st) return st;
     if (warning.status)
         kiln_ctx_log(ctx, KILN_LOG_WARNING, "kernel cache not written for %s: %s", name, warning.msg);
@@ -227,6 +233,7 @@ kiln_status kiln_ctx_load_module(kiln_context *ctx, const char *name, const char
         ctx->stats.cache_hits++;
         kiln_ctx_log(ctx, KILN_LOG_DEBUG, "loaded %s for %s from the cache", name, ctx->arch);
     }
+load:;
     CUresult r = ctx->drv.cuModuleLoadData(module, ce.cubin);
     kiln_cache_entry_free(&ce);
     char what[192];

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "bundle.h"
 #include "cache.h"
 #include "catalog.h"
 #include "dispatch.h"
@@ -49,6 +50,8 @@ struct kiln_context {
     char arch[16];
 
     kiln_cache *cache;            /* may be NULL (no cache) */
+    kiln_bundle **bundles;        /* read-only, searched before the cache */
+    size_t n_bundles;
 
     kiln_rt_kernel *kernels;      /* the catalog, parsed */
     kiln_dispatch_kernel *candidates; /* views of kernels for dispatch */

@@ -591,6 +591,21 @@ int main(void)
         cmocka_unit_test(test_generated_vs_cublaslt),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
+    /* Run with a bundle ($KILN_BUNDLE_PATH) and an empty cache, the
+     * generated path must do no NVRTC work at all: every kernel comes from
+     * the bundle. */
+    kiln_context_stats st;
+    kiln_context_stats_get(g_gen, &st);
+    printf("generated path: %llu NVRTC compiles, %llu cache hits, %llu bundle hits, %llu launches\n",
+           (unsigned long long)st.nvrtc_compiles, (unsigned long long)st.cache_hits,
+           (unsigned long long)st.bundle_hits, (unsigned long long)st.launches);
+    const char *expect = getenv("KILN_TEST_EXPECT_NO_NVRTC");
+    if (expect && *expect == '1' && (st.nvrtc_compiles != 0 || st.bundle_hits == 0)) {
+        printf("FAIL: KILN_TEST_EXPECT_NO_NVRTC=1 but NVRTC compiled %llu kernels "
+               "(%llu from bundles)\n", (unsigned long long)st.nvrtc_compiles,
+               (unsigned long long)st.bundle_hits);
+        rc = 1;
+    }
     kiln_context_destroy(g_gen);
     kiln_context_destroy(g_lt);
     return rc;

@@ -1,0 +1,167 @@
+/* test_pack.c — `kiln pack` of every shipped spec for sm_90a (what CI
+ * ships), `kiln bundle verify|ls`, determinism, refusal of damaged bundles,
+ * and moving kernels between bundles and caches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "common.h"
+
+static char *g_dir;       /* scratch */
+static char g_bundle[4096];
+static char g_cache[4096];
+
+static int kiln(char **out, const char *fmt, ...) KILN_PRINTF(2, 3);
+static int kiln(char **out, const char *fmt, ...)
+{
+    char cmd[8192];
+    int n = snprintf(cmd, sizeof cmd, "%s ", kiln_test_kiln_bin());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+    va_end(ap);
+    return kiln_test_run(cmd, out);
+}
+
+static size_t kernels_in(const char *out)
+{
+    const char *p = strstr(out, "kernels");
+    while (p > out && p[-1] == ' ') p--;
+    while (p > out && p[-1] >= '0' && p[-1] <= '9') p--;
+    return (size_t)strtoul(p, NULL, 10);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_dir = kiln_test_mkdtemp("pack");
+    snprintf(g_cache, sizeof g_cache, "%s/cache", g_dir);
+    /* The bundle is left in the build folder: the GPU run uses it. */
+    const char *build = getenv("KILN_TEST_BUILD_DIR");
+    snprintf(g_bundle, sizeof g_bundle, "%s/kiln-sm_90a.kbundle", build ? build : g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kiln_test_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+static void test_pack_all_shipped_specs(void **state)
+{
+    (void)state;
+    char *out;
+    int rc = kiln(&out, "pack specs --arch sm_90a -o %s --cache-dir %s", g_bundle, g_cache);
+    if (rc != 0) fail_msg("kiln pack failed (%d):\n%s", rc, out);
+    size_t n = kernels_in(out);
+    assert_true(n >= 20);
+    free(out);
+    assert_int_equal(kiln(&out, "bundle verify %s", g_bundle), 0);
+    assert_non_null(strstr(out, "all checksums good"));
+    free(out);
+    assert_int_equal(kiln(&out, "bundle ls %s", g_bundle), 0);
+    assert_non_null(strstr(out, "simple_fprop_bf16_bf16"));
+    assert_non_null(strstr(out, "sm_90a"));
+    free(out);
+}
+
+static void test_pack_is_deterministic(void **state)
+{
+    (void)state;
+    char again[4200], *out;
+    snprintf(again, sizeof again, "%s/again.kbundle", g_dir);
+    assert_int_equal(kiln(&out, "pack specs --arch sm_90a -o %s --cache-dir %s", again, g_cache), 0);
+    free(out);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cmp %s %s", g_bundle, again);
+    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    free(out);
+}
+
+/* Copies the bundle with one change made by a shell snippet on $f. */
+static void damaged_copy(const char *name, const char *snippet, char *path, size_t size)
+{
+    snprintf(path, size, "%s/%s.kbundle", g_dir, name);
+    char cmd[9000], *out;
+    snprintf(cmd, sizeof cmd, "cp %s %s && f=%s && %s", g_bundle, path, path, snippet);
+    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    free(out);
+}
+
+static void test_damaged_bundles_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *snippet, *reason;
+    } cases[] = {
+        {"truncated", "truncate -s 5000 \"$f\"", "checksum"},
+        {"tiny", "truncate -s 40 \"$f\"", "truncated"},
+        {"flipped", "printf '\\377' | dd of=\"$f\" bs=1 seek=3000 conv=notrunc status=none",
+         "checksum"},
+        {"version", "printf '\\007' | dd of=\"$f\" bs=1 seek=8 conv=notrunc status=none",
+         "format version 7"},
+        {"foreign", "printf 'NOTKILN!' | dd of=\"$f\" bs=1 seek=0 conv=notrunc status=none",
+         "bad magic"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[4200], *out;
+        damaged_copy(cases[i].name, cases[i].snippet, path, sizeof path);
+        int rc = kiln(&out, "bundle verify %s", path);
+        if (rc != 1 || !strstr(out, "refused") || !strstr(out, cases[i].reason) ||
+            !strstr(out, path))
+            fail_msg("%s: exit %d, output:\n%s", cases[i].name, rc, out);
+        free(out);
+        /* Importing it writes nothing into a cache. */
+        char cache[4300];
+        snprintf(cache, sizeof cache, "%s/import-%s", g_dir, cases[i].name);
+        assert_int_equal(kiln(&out, "cache import %s --cache-dir %s", path, cache), 1);
+        free(out);
+        assert_int_equal(kiln(&out, "cache verify --cache-dir %s", cache), 0);
+        assert_non_null(strstr(out, " 0 entries"));
+        free(out);
+    }
+}
+
+static void test_import_export(void **state)
+{
+    (void)state;
+    char cache[4200], back[4200], *out;
+    snprintf(cache, sizeof cache, "%s/imported", g_dir);
+    snprintf(back, sizeof back, "%s/exported.kbundle", g_dir);
+    assert_int_equal(kiln(&out, "bundle ls %s", g_bundle), 0);
+    size_t n = kernels_in(out);
+    free(out);
+    assert_int_equal(kiln(&out, "cache import %s --cache-dir %s", g_bundle, cache), 0);
+    free(out);
+    assert_int_equal(kiln(&out, "cache verify --cache-dir %s", cache), 0);
+    char want[64];
+    snprintf(want, sizeof want, "%zu entries, 0 damaged", n);
+    if (!strstr(out, want)) fail_msg("expected '%s' in:\n%s", want, out);
+    free(out);
+    /* An imported cache serves compiles: all hits, no NVRTC. */
+    assert_int_equal(kiln(&out, "compile specs/default --arch sm_90a --cache-dir %s", cache), 0);
+    assert_non_null(strstr(out, " 0 compiled,"));
+    free(out);
+    /* Export it again: the same kernels, the same bytes. */
+    assert_int_equal(kiln(&out, "cache export %s %s", cache, back), 0);
+    free(out);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cmp %s %s", g_bundle, back);
+    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pack_all_shipped_specs),
+        cmocka_unit_test(test_pack_is_deterministic),
+        cmocka_unit_test(test_damaged_bundles_refused),
+        cmocka_unit_test(test_import_export),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
