@@ -1,0 +1,3 @@
+local spec = ...
+
+return "__global__ void k() {}", {entry = "k", threads = 256, persistent = true, ctas_per_sm = 1}

@@ -1,0 +1,3 @@
+local spec = ...
+return "__global__ void k() {}", {entry = "k", threads = 256, smem = 0, persistent = true, ctas_per_sm = 1,
+  tmap = {a = {box_inner = 64, box_outer = 128, swizzle = 48}}}

@@ -1,0 +1,3 @@
+local spec = ...
+
+error("an error without position", 0)

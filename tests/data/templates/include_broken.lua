@@ -1,0 +1,3 @@
+local spec = ...
+local h = include("helper_broken")
+return "k", {entry = "k", threads = 1, smem = 0, persistent = false, ctas_per_sm = 1}

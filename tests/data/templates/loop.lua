@@ -1,0 +1,3 @@
+local spec = ...
+local n = 0
+while true do n = n + 1 end

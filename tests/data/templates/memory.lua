@@ -1,0 +1,3 @@
+local spec = ...
+local parts = {}
+for i = 1, 100000 do parts[i] = string.rep("x", 1 << 20) .. i end

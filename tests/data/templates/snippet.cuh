@@ -1,0 +1,1 @@
+// snippet from the override directory

@@ -1,0 +1,4 @@
+-- a syntax error on line 3
+local spec, arch = ...
+local x = = 1
+return "x", {}
