@@ -63,11 +63,38 @@ int kiln_cmd_pack(const kiln_cli_options *o, int n, char **args)
     return rc;
 }
 
+/* Writes each cubin of b as DIR/<name>.<arch>.cubin (for cuobjdump). */
+static int extract(kiln_bundle *b, const char *dir)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_mkdirs(dir, &err) != KILN_OK) {
+        fprintf(stderr, "kiln bundle extract: %s\n", err.msg);
+        return KILN_EXIT_COMPILE;
+    }
+    for (size_t i = 0; i < kiln_bundle_count(b); i++) {
+        const kiln_bundle_record *r = kiln_bundle_record_at(b, i);
+        kiln_cache_entry e;
+        char path[KILN_PATH_MAX + 128];
+        snprintf(path, sizeof path, "%s/%s.%s.cubin", dir, r->name, r->arch);
+        if (kiln_bundle_load(b, i, &e, &err) != KILN_OK ||
+            kiln_file_write_atomic(path, e.cubin, e.cubin_size, &err) != KILN_OK) {
+            fprintf(stderr, "kiln bundle extract: %s\n", err.msg);
+            kiln_cache_entry_free(&e);
+            return KILN_EXIT_COMPILE;
+        }
+        kiln_cache_entry_free(&e);
+    }
+    printf("%zu cubins written to %s\n", kiln_bundle_count(b), dir);
+    return KILN_EXIT_OK;
+}
+
 int kiln_cmd_bundle(const kiln_cli_options *o, int n, char **args)
 {
-    (void)o;
-    if (n != 2 || (strcmp(args[0], "ls") && strcmp(args[0], "verify"))) {
-        fprintf(stderr, "kiln bundle: usage: kiln bundle ls|verify BUNDLE\n");
+    int is_extract = n == 3 && !strcmp(args[0], "extract");
+    if (!is_extract && (n != 2 || (strcmp(args[0], "ls") && strcmp(args[0], "verify")))) {
+        fprintf(stderr, "kiln bundle: usage: kiln bundle ls|verify BUNDLE, or kiln bundle "
+                        "extract BUNDLE DIR\n");
         return KILN_EXIT_USAGE;
     }
     kiln_bundle *b = NULL;
@@ -80,7 +107,9 @@ int kiln_cmd_bundle(const kiln_cli_options *o, int n, char **args)
     int rc = KILN_EXIT_OK;
     size_t table_len = 0;
     kiln_bundle_table(b, &table_len);
-    if (!strcmp(args[0], "ls")) {
+    if (is_extract) {
+        rc = extract(b, args[2]);
+    } else if (!strcmp(args[0], "ls")) {
         printf("%-16s %-8s %5s %6s %9s  %s\n", "id", "arch", "regs", "spills", "cubin", "kernel");
         for (size_t i = 0; i < kiln_bundle_count(b); i++) {
             const kiln_bundle_record *r = kiln_bundle_record_at(b, i);

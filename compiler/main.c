@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tune.h"
 
 static void usage(FILE *f)
 {
@@ -25,10 +26,14 @@ static void usage(FILE *f)
             "  pack SPEC_OR_DIR... --arch LIST -o BUNDLE [--table FILE] [-j N]\n"
             "        compile (or take from the cache) every kernel for every arch and\n"
             "        write one bundle file; deterministic\n"
-            "  bundle ls|verify BUNDLE\n"
-            "        list or check a bundle\n"
+            "  bundle ls|verify BUNDLE | bundle extract BUNDLE DIR\n"
+            "        list or check a bundle; write its cubins to DIR (for cuobjdump)\n"
             "  catalog -o FILE SPEC_OR_DIR...\n"
             "        write the runtime's built-in kernel table (a build step)\n"
+            "  tune SWEEP... --shapes FILE [-o TABLE] [--journal FILE] [-j N]\n"
+            "       [--timer fake|gpu] [--plot FILE.svg] [--json]\n"
+            "        time every kernel of a sweep on every shape; write a tuning table\n"
+            "        (resumable: see kiln tune --help)\n"
             "\n"
             "Options common to all commands:\n"
             "  --cache-dir DIR     cache directory (default $KILN_CACHE_DIR,\n"
@@ -55,6 +60,8 @@ int main(int argc, char **argv)
         printf("kiln %s (nvrtc %s)\n", kiln_version(), kiln_nvrtc_version());
         return KILN_EXIT_OK;
     }
+    /* tune has options of its own; it parses the common ones itself. */
+    if (!strcmp(cmd, "tune")) return kiln_cmd_tune(argc - 2, argv + 2);
     kiln_cli_options opts;
     int rest = 0;
     char **args = NULL;
