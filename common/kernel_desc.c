@@ -67,6 +67,7 @@ void kiln_desc_init(kiln_kernel_desc *d)
     d->wgrad_output = KILN_WGRAD_DENSE;
     d->split = 1;
     snprintf(d->raster, sizeof d->raster, "group");
+    snprintf(d->schedule, sizeof d->schedule, "auto");
 }
 
 static const char *weights_name(kiln_weights_mode w)
@@ -89,9 +90,9 @@ void kiln_desc_format(const kiln_kernel_desc *d, const kiln_launch_desc *l, kiln
                        d->epilogue.row_scale, d->epilogue.scale_bias,
                        d->epilogue.alpha == KILN_ALPHA_PER_GROUP ? "per_group" : "scalar",
                        d->epilogue.beta);
-    kiln_strbuf_printf(out, " wgrad_output=%s accumulate=%d dbias=%d split=%d raster=%s",
+    kiln_strbuf_printf(out, " wgrad_output=%s accumulate=%d dbias=%d split=%d raster=%s schedule=%s",
                        d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense",
-                       d->accumulate, d->dbias, d->split, d->raster);
+                       d->accumulate, d->dbias, d->split, d->raster, d->schedule);
     if (l) {
         kiln_strbuf_printf(out, " entry=%s threads=%d smem=%d persistent=%d ctas_per_sm=%d "
                                 "launch_cluster=%dx%d",
@@ -167,6 +168,7 @@ static int set_field(kiln_kernel_desc *d, kiln_launch_desc *l, const char *k, co
     if (!strcmp(k, "dbias")) return parse_int(v, &d->dbias);
     if (!strcmp(k, "split")) return parse_int(v, &d->split);
     if (!strcmp(k, "raster")) return copy_str(d->raster, sizeof d->raster, v);
+    if (!strcmp(k, "schedule")) return copy_str(d->schedule, sizeof d->schedule, v);
     if (!l) return -1;
     if (!strcmp(k, "entry")) return copy_str(l->entry, sizeof l->entry, v);
     if (!strcmp(k, "threads")) return parse_int(v, &l->threads);

@@ -69,6 +69,9 @@ typedef struct kiln_kernel_desc {
     int dbias;                   /* wgrad: fused bias gradient */
     int split;                   /* wgrad: split the reduction across CTAs (1: off) */
     char raster[16];             /* tile order: "group" (default), "m", "n" */
+    char schedule[16];           /* sm90 consumer schedule: "auto" (the template
+                                    chooses), "cooperative" (warp groups split a
+                                    tile's rows), "pingpong" (each its own tile) */
 } kiln_kernel_desc;
 
 /* Static spellings: "bf16", "fp16", "f32", "e4m3", "e5m2"; "fprop", ... */

@@ -412,6 +412,8 @@ static void push_spec(lua_State *L, const kiln_spec *spec)
     set_int(L, "split", d->split);
     lua_setfield(L, -2, "wgrad");
     set_str(L, "raster", d->raster);
+    /* "auto" reaches templates as nil: the template picks the schedule. */
+    if (strcmp(d->schedule, "auto") != 0) set_str(L, "schedule", d->schedule);
     lua_newtable(L);
     for (int i = 0; i < d->n_archs && i < KILN_MAX_ARCHS; i++) {
         lua_pushstring(L, d->archs[i]);

@@ -30,6 +30,7 @@ static const char *const out_choices[] = {"bf16", "fp16", "f32", NULL};
 static const char *const accum_choices[] = {"f32", NULL};
 static const char *const weights_choices[] = {"any", "contiguous", NULL};
 static const char *const raster_choices[] = {"group", "m", "n", NULL};
+static const char *const schedule_choices[] = {"auto", "cooperative", "pingpong", NULL};
 static const char *const bias_choices[] = {"none", "per_group", NULL};
 static const char *const scale_choices[] = {"none", "per_row", NULL};
 static const char *const alpha_choices[] = {"scalar", "per_group", NULL};
@@ -58,6 +59,7 @@ const kiln_spec_field kiln_spec_fields[] = {
     {"warpgroups", KILN_VK_INT, NULL, 1},
     {"weights", KILN_VK_CHOICE, weights_choices, 1},
     {"raster", KILN_VK_CHOICE, raster_choices, 1},
+    {"schedule", KILN_VK_CHOICE, schedule_choices, 1},
     {"epilogue", KILN_VK_MAP, NULL, 0},
     {"epilogue.bias", KILN_VK_CHOICE, bias_choices, 1},
     {"epilogue.scale", KILN_VK_CHOICE, scale_choices, 1},
@@ -371,6 +373,7 @@ static void store_choice(kiln_kernel_desc *d, const char *key, const char *v)
     else if (!strcmp(key, "weights"))
         d->weights = !strcmp(v, "contiguous") ? KILN_WEIGHTS_CONTIGUOUS : KILN_WEIGHTS_ANY;
     else if (!strcmp(key, "raster")) snprintf(d->raster, sizeof d->raster, "%s", v);
+    else if (!strcmp(key, "schedule")) snprintf(d->schedule, sizeof d->schedule, "%s", v);
     else if (!strcmp(key, "epilogue.bias"))
         d->epilogue.bias = !strcmp(v, "per_group") ? KILN_BIAS_PER_GROUP : KILN_BIAS_NONE;
     else if (!strcmp(key, "epilogue.scale")) d->epilogue.row_scale = !strcmp(v, "per_row");
@@ -585,7 +588,13 @@ static kiln_status validate_tile(const kiln_kernel_desc *d, int sm90, kiln_error
         if (d->tile_m < 64 || d->tile_m > 256 || d->tile_m % 64)
             FAIL("tile.m", "tile.m must be a multiple of 64 from 64 to 256 for family sm90 "
                            "(wgmma works on 64 rows per warp group; got %d)", d->tile_m);
-        if ((d->tile_m / 64) % d->warpgroups)
+        /* Pingpong gives each warp group a whole tile of its own; the other
+         * schedules split a tile's rows among the warp groups. */
+        int pingpong = !strcmp(d->schedule, "pingpong");
+        int rows_per_wg = pingpong ? d->tile_m : d->tile_m / d->warpgroups;
+        if (pingpong && d->warpgroups != 2)
+            FAIL("schedule", "schedule pingpong needs warpgroups: 2 (got %d)", d->warpgroups);
+        if (!pingpong && (d->tile_m / 64) % d->warpgroups)
             FAIL("warpgroups", "tile.m %d cannot be split across %d warp groups (each needs a "
                                "multiple of 64 rows)", d->tile_m, d->warpgroups);
         if (d->tile_n < 8 || d->tile_n > 256 || d->tile_n % 8)
@@ -594,7 +603,7 @@ static kiln_status validate_tile(const kiln_kernel_desc *d, int sm90, kiln_error
         if (d->tile_k * esize != 128)
             FAIL("tile.k", "tile.k must be %d for %s with family sm90: one 128-byte swizzled row "
                            "(got %d)", 128 / esize, kiln_dtype_name(d->a_type), d->tile_k);
-        int regs = d->tile_m / d->warpgroups * d->tile_n / 128;
+        int regs = rows_per_wg * d->tile_n / 128;
         if (regs > 128)
             FAIL("tile", "tile %dx%d with %d warp group%s needs %d fp32 accumulator registers "
                          "per thread; at most 128 (use more warp groups or a smaller tile)",

@@ -255,6 +255,7 @@ static void fragment(const kiln_kernel_desc *d, const char *key, char *buf, size
     else if (!strcmp(key, "weights"))
         snprintf(buf, size, "w%s", d->weights == KILN_WEIGHTS_CONTIGUOUS ? "contiguous" : "any");
     else if (!strcmp(key, "raster")) snprintf(buf, size, "r%s", d->raster);
+    else if (!strcmp(key, "schedule")) snprintf(buf, size, "%s", d->schedule);
     else if (!strcmp(key, "family")) snprintf(buf, size, "%s", d->family);
     else if (!strcmp(key, "types.a")) snprintf(buf, size, "a%s", kiln_dtype_name(d->a_type));
     else if (!strcmp(key, "types.b")) snprintf(buf, size, "b%s", kiln_dtype_name(d->b_type));
