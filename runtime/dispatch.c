@@ -63,21 +63,24 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
         return NO("%s takes %s→%s", nm, kiln_dtype_name(d->a_type), kiln_dtype_name(d->out_type));
     if (d->accum_type != KILN_DTYPE_F32) return NO("%s accumulates in %s", nm, kiln_dtype_name(d->accum_type));
     const kiln_launch_desc *l = k->launch;
+    /* Family sm90 keeps its tile schedule in shared memory, sized for 1024
+     * groups (MAXG in the sm90 templates); it traps on more. */
+    if (!strcmp(d->family, "sm90") && p->groups > KILN_SM90_MAX_GROUPS)
+        return NO("%s handles at most %d groups", nm, KILN_SM90_MAX_GROUPS);
     if (p->op == KILN_OP_WGRAD) {
         if (d->wgrad_output != p->wgrad_output)
             return NO("%s writes %s output", nm, d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
         if (d->accumulate != (p->accumulate != 0))
             return NO("%s %s", nm, d->accumulate ? "only accumulates" : "does not accumulate");
         if (d->dbias) return NO("%s fuses a bias gradient the API does not ask for", nm);
-        if (d->split != 1) return NO("%s splits the reduction (needs a workspace)", nm);
+        /* A split reduction adds partial sums into the output, so it can
+         * only serve accumulating calls (the template refuses it otherwise). */
+        if (d->split != 1 && !d->accumulate)
+            return NO("%s splits the reduction without accumulating", nm);
         if (l && l->tmap[2].used && p->wgrad_output == KILN_WGRAD_DISCRETE)
             return NO("%s writes dW through a tensor map (dense only)", nm);
         return 1;
     }
-    /* Family sm90 keeps its tile schedule in shared memory, sized for 1024
-     * groups (MAXG in templates/sm90.lua); it traps on more. */
-    if (!strcmp(d->family, "sm90") && p->groups > KILN_SM90_MAX_GROUPS)
-        return NO("%s handles at most %d groups", nm, KILN_SM90_MAX_GROUPS);
     if (p->d_b_ptrs && (d->weights != KILN_WEIGHTS_ANY || (l && l->tmap[1].used)))
         return NO("%s needs contiguous weights", nm);
     const kiln_epilogue *e = &p->epilogue;
