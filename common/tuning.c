@@ -1,0 +1,657 @@
+/* tuning.c — shape classes, tuning keys, and the text tuning table. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tuning.h"
+
+/* ---- shape classes ------------------------------------------------------ */
+
+static const int64_t t_bounds[KILN_SHAPE_T_BUCKETS - 1] = {16, 64, 256, 1024};
+static const int64_t g_bounds[KILN_SHAPE_G_BUCKETS - 1] = {8, 32, 128};
+static const int64_t nk_bounds[KILN_SHAPE_NK_BUCKETS - 1] = {1024, 2048, 4096, 8192};
+
+static int bucket(int64_t v, const int64_t *bounds, int n_bounds)
+{
+    for (int i = 0; i < n_bounds; i++)
+        if (v <= bounds[i]) return i;
+    return n_bounds;
+}
+
+void kiln_shape_class_of(int64_t groups, int64_t capacity, int64_t n, int64_t k,
+                         kiln_shape_class *out)
+{
+    if (groups < 1) groups = 1;
+    if (capacity < 0) capacity = 0;
+    int64_t tpg = (capacity + groups - 1) / groups;
+    out->t = bucket(tpg, t_bounds, KILN_SHAPE_T_BUCKETS - 1);
+    out->g = bucket(groups, g_bounds, KILN_SHAPE_G_BUCKETS - 1);
+    out->n = bucket(n, nk_bounds, KILN_SHAPE_NK_BUCKETS - 1);
+    out->k = bucket(k, nk_bounds, KILN_SHAPE_NK_BUCKETS - 1);
+}
+
+int64_t kiln_shape_class_bound(char axis, int i)
+{
+    switch (axis) {
+    case 't': return i >= 0 && i < KILN_SHAPE_T_BUCKETS - 1 ? t_bounds[i] : -1;
+    case 'g': return i >= 0 && i < KILN_SHAPE_G_BUCKETS - 1 ? g_bounds[i] : -1;
+    case 'n':
+    case 'k': return i >= 0 && i < KILN_SHAPE_NK_BUCKETS - 1 ? nk_bounds[i] : -1;
+    }
+    return -1;
+}
+
+static int put_part(char *out, size_t size, size_t used, char axis, int i, int last)
+{
+    int64_t b = kiln_shape_class_bound(axis, i);
+    int n = b < 0 ? snprintf(out + used, size > used ? size - used : 0, "%cmax%s", axis,
+                             last ? "" : ".")
+                  : snprintf(out + used, size > used ? size - used : 0, "%c%lld%s", axis,
+                             (long long)b, last ? "" : ".");
+    return n < 0 ? 0 : n;
+}
+
+void kiln_shape_class_name(const kiln_shape_class *c, char *out, size_t size)
+{
+    if (!size) return;
+    out[0] = '\0';
+    size_t used = 0;
+    used += (size_t)put_part(out, size, used, 't', c->t, 0);
+    used += (size_t)put_part(out, size, used, 'g', c->g, 0);
+    used += (size_t)put_part(out, size, used, 'n', c->n, 0);
+    put_part(out, size, used, 'k', c->k, 1);
+}
+
+/* Reads "<axis><bound>" or "<axis>max" into a bucket index. */
+static int parse_part(const char **p, char axis, int n_buckets, int *out)
+{
+    const char *s = *p;
+    if (*s != axis) return 0;
+    s++;
+    const char *end = s;
+    while (*end && *end != '.') end++;
+    size_t len = (size_t)(end - s);
+    if (len == 3 && !strncmp(s, "max", 3)) {
+        *out = n_buckets - 1;
+    } else {
+        if (len == 0 || len > 12) return 0;
+        int64_t v = 0;
+        for (const char *q = s; q < end; q++) {
+            if (!isdigit((unsigned char)*q)) return 0;
+            v = v * 10 + (*q - '0');
+        }
+        int found = -1;
+        for (int i = 0; i < n_buckets - 1; i++)
+            if (kiln_shape_class_bound(axis, i) == v) found = i;
+        if (found < 0) return 0;
+        *out = found;
+    }
+    *p = end;
+    return 1;
+}
+
+int kiln_shape_class_parse(const char *s, kiln_shape_class *out)
+{
+    kiln_shape_class c;
+    const char *p = s;
+    if (!parse_part(&p, 't', KILN_SHAPE_T_BUCKETS, &c.t) || *p++ != '.') return 0;
+    if (!parse_part(&p, 'g', KILN_SHAPE_G_BUCKETS, &c.g) || *p++ != '.') return 0;
+    if (!parse_part(&p, 'n', KILN_SHAPE_NK_BUCKETS, &c.n) || *p++ != '.') return 0;
+    if (!parse_part(&p, 'k', KILN_SHAPE_NK_BUCKETS, &c.k) || *p) return 0;
+    *out = c;
+    return 1;
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+static const char *const sig_fwd[] = {"bias", "rowscale", "scalebias", "alphagroup", "beta",
+                                      "wptrs"};
+static const char *const sig_wgrad[] = {"discrete", "accumulate"};
+#define N_SIG_FWD (sizeof sig_fwd / sizeof sig_fwd[0])
+#define N_SIG_WGRAD (sizeof sig_wgrad / sizeof sig_wgrad[0])
+
+static void sig_join(const int *on, const char *const *names, size_t n, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (!on[i]) continue;
+        int w = snprintf(out + used, size > used ? size - used : 0, "%s%s", used ? "+" : "",
+                         names[i]);
+        if (w > 0) used += (size_t)w;
+    }
+    if (!used) snprintf(out, size, "plain");
+}
+
+void kiln_tuning_sig_from_problem(const kiln_problem *p, char *out, size_t size)
+{
+    if (!size) return;
+    if (p->op == KILN_OP_WGRAD) {
+        int on[N_SIG_WGRAD] = {p->wgrad_output == KILN_WGRAD_DISCRETE, p->accumulate != 0};
+        sig_join(on, sig_wgrad, N_SIG_WGRAD, out, size);
+        return;
+    }
+    const kiln_epilogue *e = &p->epilogue;
+    int on[N_SIG_FWD] = {
+        e->d_bias != NULL,
+        e->d_row_scale != NULL,
+        e->d_bias && e->d_row_scale && e->scale_bias,
+        e->d_alpha != NULL,
+        e->beta != 0.0f,
+        p->d_b_ptrs != NULL,
+    };
+    sig_join(on, sig_fwd, N_SIG_FWD, out, size);
+}
+
+void kiln_tuning_key_from_problem(const kiln_problem *p, const char *arch, kiln_tuning_key *key)
+{
+    memset(key, 0, sizeof *key);
+    snprintf(key->arch, sizeof key->arch, "%s", arch ? arch : "");
+    key->op = p->op;
+    key->a_type = p->a_type;
+    key->b_type = p->b_type;
+    key->out_type = p->out_type;
+    kiln_tuning_sig_from_problem(p, key->epilogue, sizeof key->epilogue);
+    kiln_shape_class_of(p->groups, p->capacity, p->n, p->k, &key->shape);
+}
+
+#define WHY(...) (snprintf(why, why_size, __VA_ARGS__), 0)
+
+int kiln_tuning_sig_valid(const char *sig, kiln_op op, char *why, size_t why_size)
+{
+    if (!strcmp(sig, "plain")) return 1;
+    const char *const *names = op == KILN_OP_WGRAD ? sig_wgrad : sig_fwd;
+    size_t n = op == KILN_OP_WGRAD ? N_SIG_WGRAD : N_SIG_FWD;
+    int on[8] = {0};
+    int last = -1;
+    const char *p = sig;
+    while (1) {
+        const char *end = strchr(p, '+');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int found = -1;
+        for (size_t i = 0; i < n; i++)
+            if (strlen(names[i]) == len && !strncmp(p, names[i], len)) found = (int)i;
+        if (found < 0) {
+            char list[160];
+            sig_join((int[8]){1, 1, 1, 1, 1, 1, 1, 1}, names, n, list, sizeof list);
+            return WHY("epilogue signature '%s': unknown term '%.*s' for %s (known: plain or "
+                       "%s)", sig, (int)(len > 40 ? 40 : len), p, kiln_op_name(op), list);
+        }
+        if (found <= last)
+            return WHY("epilogue signature '%s' is not canonical (terms once each, in the "
+                       "order of docs/tuning.md)", sig);
+        on[found] = 1;
+        last = found;
+        if (!end) break;
+        p = end + 1;
+    }
+    if (op != KILN_OP_WGRAD && on[2] && !(on[0] && on[1]))
+        return WHY("epilogue signature '%s': scalebias needs bias and rowscale", sig);
+    return 1;
+}
+
+int kiln_tuning_key_compare(const kiln_tuning_key *a, const kiln_tuning_key *b)
+{
+    int c = strcmp(a->arch, b->arch);
+    if (c) return c;
+    if (a->op != b->op) return a->op < b->op ? -1 : 1;
+    if (a->a_type != b->a_type) return a->a_type < b->a_type ? -1 : 1;
+    if (a->b_type != b->b_type) return a->b_type < b->b_type ? -1 : 1;
+    if (a->out_type != b->out_type) return a->out_type < b->out_type ? -1 : 1;
+    if ((c = strcmp(a->epilogue, b->epilogue))) return c;
+    const int x[4] = {a->shape.t, a->shape.g, a->shape.n, a->shape.k};
+    const int y[4] = {b->shape.t, b->shape.g, b->shape.n, b->shape.k};
+    for (int i = 0; i < 4; i++)
+        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
+    return 0;
+}
+
+void kiln_tuning_key_format(const kiln_tuning_key *k, kiln_strbuf *out)
+{
+    char cls[48];
+    kiln_shape_class_name(&k->shape, cls, sizeof cls);
+    kiln_strbuf_printf(out, "%s %s %s %s %s %s %s", k->arch, kiln_op_name(k->op),
+                       kiln_dtype_name(k->a_type), kiln_dtype_name(k->b_type),
+                       kiln_dtype_name(k->out_type), k->epilogue, cls);
+}
+
+/* ---- tables ------------------------------------------------------------- */
+
+struct kiln_tuning_table {
+    kiln_tuning_entry *items;    /* sorted by key */
+    size_t n, cap;
+};
+
+kiln_status kiln_tuning_table_create(kiln_tuning_table **out, kiln_error *err)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
+    return KILN_OK;
+}
+
+void kiln_tuning_table_destroy(kiln_tuning_table *t)
+{
+    if (!t) return;
+    for (size_t i = 0; i < t->n; i++) free(t->items[i].desc);
+    free(t->items);
+    free(t);
+}
+
+size_t kiln_tuning_table_count(const kiln_tuning_table *t) { return t ? t->n : 0; }
+
+const kiln_tuning_entry *kiln_tuning_table_at(const kiln_tuning_table *t, size_t i)
+{
+    return t && i < t->n ? &t->items[i] : NULL;
+}
+
+/* Index of key, or -(insertion point) - 1. */
+static long find(const kiln_tuning_table *t, const kiln_tuning_key *key)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = kiln_tuning_key_compare(&t->items[mid].key, key);
+        if (c == 0) return (long)mid;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -(long)lo - 1;
+}
+
+static int arch_valid(const char *a)
+{
+    if (strncmp(a, "sm_", 3) || !isdigit((unsigned char)a[3])) return 0;
+    const char *p = a + 3;
+    while (isdigit((unsigned char)*p)) p++;
+    if (*p == 'a' || *p == 'f') p++;
+    return *p == '\0' && strlen(a) < KILN_ARCH_MAX;
+}
+
+static int hex64(const char *s)
+{
+    if (strlen(s) != 64) return 0;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f')) return 0;
+    return 1;
+}
+
+/* Checks e and fills kdesc/launch; message without a location. */
+static kiln_status check_entry(const kiln_tuning_entry *e, kiln_kernel_desc *d, kiln_launch_desc *l,
+                               kiln_error *err)
+{
+    char why[256];
+    const kiln_tuning_key *k = &e->key;
+    if (!arch_valid(k->arch))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "bad arch '%s' (expected sm_<digits>, like sm_90a)", k->arch);
+    if ((unsigned)k->op > KILN_OP_WGRAD)
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "bad op %d", (int)k->op);
+    if (!kiln_tuning_sig_valid(k->epilogue, k->op, why, sizeof why))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s", why);
+    if (k->shape.t < 0 || k->shape.t >= KILN_SHAPE_T_BUCKETS || k->shape.g < 0 ||
+        k->shape.g >= KILN_SHAPE_G_BUCKETS || k->shape.n < 0 ||
+        k->shape.n >= KILN_SHAPE_NK_BUCKETS || k->shape.k < 0 || k->shape.k >= KILN_SHAPE_NK_BUCKETS)
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "bad shape class");
+    if (!e->kernel[0])
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "empty kernel name");
+    if (!hex64(e->bundle_id))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "bundle id '%.70s' is not 64 lowercase hex digits", e->bundle_id);
+    if (!hex64(e->cache_key))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "cache key '%.70s' is not 64 lowercase hex digits", e->cache_key);
+    if (!(e->median_ms > 0) || !isfinite(e->median_ms))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "time %g ms is not positive",
+                              e->median_ms);
+    if (e->runnerup[0] && (!(e->runnerup_ms > 0) || !isfinite(e->runnerup_ms)))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "runner-up time %g ms is not positive", e->runnerup_ms);
+    if (!e->desc || !e->desc[0])
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "missing kernel description");
+    kiln_error perr;
+    kiln_error_clear(&perr);
+    if (!kiln_desc_parse(e->desc, d, l, &perr))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s", perr.msg);
+    if (strcmp(d->name, e->kernel))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "kernel %s has the description of %s", e->kernel, d->name);
+    if (d->op != k->op || d->a_type != k->a_type || d->b_type != k->b_type ||
+        d->out_type != k->out_type)
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "kernel %s is %s %s/%s->%s, but the key says %s %s/%s->%s",
+                              e->kernel, kiln_op_name(d->op), kiln_dtype_name(d->a_type),
+                              kiln_dtype_name(d->b_type), kiln_dtype_name(d->out_type),
+                              kiln_op_name(k->op), kiln_dtype_name(k->a_type),
+                              kiln_dtype_name(k->b_type), kiln_dtype_name(k->out_type));
+    if (!l->entry[0])
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "kernel %s: the description has no launch part (entry=...)",
+                              e->kernel);
+    return KILN_OK;
+}
+
+kiln_status kiln_tuning_table_add(kiln_tuning_table *t, const kiln_tuning_entry *e,
+                                  kiln_error *err)
+{
+    kiln_tuning_entry copy = *e;
+    kiln_status st = check_entry(e, &copy.kdesc, &copy.launch, err);
+    if (st) return st;
+    long at = find(t, &e->key);
+    if (at >= 0) {
+        kiln_strbuf k;
+        kiln_strbuf_init(&k);
+        kiln_tuning_key_format(&e->key, &k);
+        if (t->items[at].line)
+            st = kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                                "duplicate key '%s' (first on line %d)", k.data ? k.data : "",
+                                t->items[at].line);
+        else
+            st = kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "duplicate key '%s'",
+                                k.data ? k.data : "");
+        kiln_strbuf_free(&k);
+        return st;
+    }
+    size_t pos = (size_t)(-at - 1);
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        kiln_tuning_entry *q = realloc(t->items, cap * sizeof *q);
+        if (!q) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
+        t->items = q;
+        t->cap = cap;
+    }
+    copy.desc = strdup(e->desc);
+    if (!copy.desc) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
+    memmove(&t->items[pos + 1], &t->items[pos], (t->n - pos) * sizeof *t->items);
+    t->items[pos] = copy;
+    t->n++;
+    return KILN_OK;
+}
+
+kiln_status kiln_tuning_table_merge(kiln_tuning_table *dst, const kiln_tuning_table *src,
+                                    size_t *added, kiln_error *err)
+{
+    if (added) *added = 0;
+    for (size_t i = 0; src && i < src->n; i++) {
+        if (find(dst, &src->items[i].key) >= 0) continue;
+        kiln_status st = kiln_tuning_table_add(dst, &src->items[i], err);
+        if (st) return st;
+        if (added) (*added)++;
+    }
+    return KILN_OK;
+}
+
+/* Splits the next whitespace-separated token off *p (modifies the line). */
+static char *next_token(char **p)
+{
+    char *s = *p;
+    while (*s == ' ' || *s == '\t') s++;
+    if (!*s) {
+        *p = s;
+        return NULL;
+    }
+    char *e = s;
+    while (*e && *e != ' ' && *e != '\t') e++;
+    if (*e) *e++ = '\0';
+    *p = e;
+    return s;
+}
+
+static int parse_ms(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v) || !(v > 0)) return 0;
+    *out = v;
+    return 1;
+}
+
+static int copy_field(char *dst, size_t size, const char *v)
+{
+    size_t n = strlen(v);
+    if (n >= size) return 0;
+    memcpy(dst, v, n + 1);
+    return 1;
+}
+
+#define LINE_ERR(...)                                                                              \
+    do {                                                                                           \
+        char m_[KILN_ERROR_MAX];                                                                   \
+        snprintf(m_, sizeof m_, __VA_ARGS__);                                                      \
+        st = kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s:%d: %s", path, lineno, m_);     \
+        goto done;                                                                                 \
+    } while (0)
+
+static const char *const field_names[] = {"arch", "op", "a type", "b type", "out type",
+                                          "epilogue signature", "shape class", "'->'",
+                                          "kernel name", "bundle id", "cache key", "time (ms)",
+                                          "runner-up name", "runner-up time (ms)",
+                                          "kernel description"};
+
+kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *path,
+                                    kiln_tuning_table **out, kiln_error *err)
+{
+    *out = NULL;
+    if (!path) path = "<tuning table>";
+    kiln_tuning_table *t = NULL;
+    kiln_status st = kiln_tuning_table_create(&t, err);
+    if (st) return st;
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        kiln_tuning_table_destroy(t);
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+    }
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    int lineno = 0;
+    int header = 0;
+    char *line = buf;
+    if (memchr(text, '\0', len)) {
+        lineno = 1;
+        for (const char *q = text; *q; q++) lineno += *q == '\n';
+        LINE_ERR("NUL byte in the table (damaged or binary file)");
+    }
+    while (line && *line) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        lineno++;
+        size_t ll = strlen(line);
+        if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
+        char *next = nl ? nl + 1 : NULL;
+        if (!header) {
+            char *p = line;
+            char *magic = next_token(&p), *ver = next_token(&p), *extra = next_token(&p);
+            if (!magic || strcmp(magic, KILN_TUNING_MAGIC))
+                LINE_ERR("not a kiln tuning table (the first line must be '%s %d', got '%.60s')",
+                         KILN_TUNING_MAGIC, KILN_TUNING_FORMAT, line);
+            char *end;
+            long v = ver ? strtol(ver, &end, 10) : 0;
+            if (!ver || *end || v < 1 || extra)
+                LINE_ERR("bad header '%.60s' (expected '%s %d')", line, KILN_TUNING_MAGIC,
+                         KILN_TUNING_FORMAT);
+            if (v != KILN_TUNING_FORMAT)
+                LINE_ERR("tuning table format %ld; this kiln (%s) reads format %d only — "
+                         "re-run kiln tune", v, kiln_version(), KILN_TUNING_FORMAT);
+            header = 1;
+            line = next;
+            continue;
+        }
+        char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p || *p == '#') {
+            line = next;
+            continue;
+        }
+        char *tok[14];
+        for (int i = 0; i < 14; i++) {
+            tok[i] = next_token(&p);
+            if (!tok[i])
+                LINE_ERR("missing %s (field %d); a line reads ARCH OP A B OUT EPILOGUE CLASS -> "
+                         "KERNEL BUNDLE_ID CACHE_KEY MS RUNNERUP RUNNERUP_MS DESC",
+                         field_names[i], i + 1);
+        }
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) LINE_ERR("missing %s (field 15, the rest of the line)", field_names[14]);
+        kiln_tuning_entry e;
+        memset(&e, 0, sizeof e);
+        e.line = lineno;
+        if (!copy_field(e.key.arch, sizeof e.key.arch, tok[0]) || !arch_valid(tok[0]))
+            LINE_ERR("bad arch '%.40s' (expected sm_<digits>, like sm_90a)", tok[0]);
+        if (!kiln_op_parse(tok[1], &e.key.op))
+            LINE_ERR("unknown op '%.40s' (fprop, dgrad or wgrad)", tok[1]);
+        kiln_dtype *types[3] = {&e.key.a_type, &e.key.b_type, &e.key.out_type};
+        for (int i = 0; i < 3; i++)
+            if (!kiln_dtype_parse(tok[2 + i], types[i]))
+                LINE_ERR("unknown %s '%.40s' (bf16, fp16, f32, e4m3 or e5m2)", field_names[2 + i],
+                         tok[2 + i]);
+        char why[256];
+        if (!copy_field(e.key.epilogue, sizeof e.key.epilogue, tok[5]))
+            LINE_ERR("epilogue signature too long");
+        if (!kiln_tuning_sig_valid(tok[5], e.key.op, why, sizeof why)) LINE_ERR("%s", why);
+        if (!kiln_shape_class_parse(tok[6], &e.key.shape))
+            LINE_ERR("bad shape class '%.60s' (like t1024.g32.n4096.k8192; see docs/tuning.md)",
+                     tok[6]);
+        if (strcmp(tok[7], "->")) LINE_ERR("expected '->' after the key, got '%.40s'", tok[7]);
+        if (!copy_field(e.kernel, sizeof e.kernel, tok[8]))
+            LINE_ERR("kernel name too long (at most %d characters)", KILN_NAME_MAX - 1);
+        if (!hex64(tok[9])) LINE_ERR("bundle id '%.70s' is not 64 lowercase hex digits", tok[9]);
+        memcpy(e.bundle_id, tok[9], 65);
+        if (!hex64(tok[10])) LINE_ERR("cache key '%.70s' is not 64 lowercase hex digits", tok[10]);
+        memcpy(e.cache_key, tok[10], 65);
+        if (!parse_ms(tok[11], &e.median_ms))
+            LINE_ERR("time '%.40s' is not a positive number of milliseconds", tok[11]);
+        if (!strcmp(tok[12], "-") != !strcmp(tok[13], "-"))
+            LINE_ERR("runner-up name and time must both be '-' or both be given");
+        if (strcmp(tok[12], "-")) {
+            if (!copy_field(e.runnerup, sizeof e.runnerup, tok[12]))
+                LINE_ERR("runner-up name too long");
+            if (!parse_ms(tok[13], &e.runnerup_ms))
+                LINE_ERR("runner-up time '%.40s' is not a positive number of milliseconds",
+                         tok[13]);
+        }
+        e.desc = p;
+        kiln_error aerr;
+        kiln_error_clear(&aerr);
+        if (kiln_tuning_table_add(t, &e, &aerr) != KILN_OK) {
+            if (aerr.status == KILN_ERROR_OUT_OF_MEMORY) {
+                st = kiln_error_set(err, aerr.status, "%s: %s", path, aerr.msg);
+                goto done;
+            }
+            LINE_ERR("%s", aerr.msg);
+        }
+        line = next;
+    }
+    if (!header) {
+        lineno = 1;
+        LINE_ERR("empty file: not a kiln tuning table (expected '%s %d')", KILN_TUNING_MAGIC,
+                 KILN_TUNING_FORMAT);
+    }
+    st = KILN_OK;
+done:
+    free(buf);
+    if (st) {
+        kiln_tuning_table_destroy(t);
+        return st;
+    }
+    *out = t;
+    return KILN_OK;
+}
+
+kiln_status kiln_tuning_table_load(const char *path, kiln_tuning_table **out, kiln_error *err)
+{
+    *out = NULL;
+    char *data = NULL;
+    size_t len = 0;
+    kiln_status st = kiln_file_read(path, &data, &len, err);
+    if (st) return st;
+    st = kiln_tuning_table_parse(data, len, path, out, err);
+    free(data);
+    return st;
+}
+
+static void format_ms(kiln_strbuf *out, double ms) { kiln_strbuf_printf(out, "%.6g", ms); }
+
+void kiln_tuning_table_format(const kiln_tuning_table *t, const char *const *comments,
+                              kiln_strbuf *out)
+{
+    kiln_strbuf_printf(out, "%s %d\n", KILN_TUNING_MAGIC, KILN_TUNING_FORMAT);
+    for (size_t i = 0; comments && comments[i]; i++) {
+        /* One comment line per line of text, so a comment cannot end a line early. */
+        const char *c = comments[i];
+        while (1) {
+            const char *nl = strchr(c, '\n');
+            size_t n = nl ? (size_t)(nl - c) : strlen(c);
+            kiln_strbuf_puts(out, "# ");
+            kiln_strbuf_append(out, c, n);
+            kiln_strbuf_puts(out, "\n");
+            if (!nl) break;
+            c = nl + 1;
+        }
+    }
+    for (size_t i = 0; i < t->n; i++) {
+        const kiln_tuning_entry *e = &t->items[i];
+        kiln_tuning_key_format(&e->key, out);
+        kiln_strbuf_printf(out, " -> %s %s %s ", e->kernel, e->bundle_id, e->cache_key);
+        format_ms(out, e->median_ms);
+        if (e->runnerup[0]) {
+            kiln_strbuf_printf(out, " %s ", e->runnerup);
+            format_ms(out, e->runnerup_ms);
+        } else {
+            kiln_strbuf_puts(out, " - -");
+        }
+        kiln_strbuf_printf(out, " %s\n", e->desc);
+    }
+}
+
+kiln_status kiln_tuning_table_save(const kiln_tuning_table *t, const char *const *comments,
+                                   const char *path, kiln_error *err)
+{
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    kiln_tuning_table_format(t, comments, &sb);
+    kiln_status st;
+    if (sb.oom) st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+    else st = kiln_file_write_atomic(path, sb.data, sb.len, err);
+    kiln_strbuf_free(&sb);
+    return st;
+}
+
+const kiln_tuning_entry *kiln_tuning_lookup(const kiln_tuning_table *t, const kiln_tuning_key *key)
+{
+    if (!t || !key) return NULL;
+    long i = find(t, key);
+    return i >= 0 ? &t->items[i] : NULL;
+}
+
+const kiln_tuning_entry *kiln_tuning_lookup_nearest(const kiln_tuning_table *t,
+                                                    const kiln_tuning_key *key, int *distance)
+{
+    if (distance) *distance = -1;
+    if (!t || !key) return NULL;
+    const kiln_tuning_entry *hit = kiln_tuning_lookup(t, key);
+    if (hit) {
+        if (distance) *distance = 0;
+        return hit;
+    }
+    const kiln_tuning_entry *best = NULL;
+    int best_d = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const kiln_tuning_key *k = &t->items[i].key;
+        if (strcmp(k->arch, key->arch) || k->op != key->op || k->a_type != key->a_type ||
+            k->b_type != key->b_type || k->out_type != key->out_type ||
+            strcmp(k->epilogue, key->epilogue))
+            continue;
+        /* Tokens per group decides the tile shape most; then N and K; then G. */
+        int d = 8 * abs(k->shape.t - key->shape.t) + 2 * abs(k->shape.n - key->shape.n) +
+                2 * abs(k->shape.k - key->shape.k) + abs(k->shape.g - key->shape.g);
+        if (!best || d < best_d) {
+            best = &t->items[i];
+            best_d = d;
+        }
+    }
+    if (best && distance) *distance = best_d;
+    return best;
+}

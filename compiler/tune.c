@@ -1,0 +1,838 @@
+/*
+ * tune.c — shapes files, timing configs, the fake timer, the journal,
+ * choosing the winners and the SVG plot for `kiln tune` (cmd_tune.c).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tune.h"
+
+/* ------------------------------------------------------------------------ */
+/* Shapes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (!*s || !isdigit((unsigned char)*s)) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+static int name_ok(const char *s)
+{
+    if (!*s) return 0;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.') return 0;
+    return 1;
+}
+
+#define SHAPE_ERR(...)                                                                             \
+    do {                                                                                           \
+        char m_[512];                                                                              \
+        snprintf(m_, sizeof m_, __VA_ARGS__);                                                      \
+        st = kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s:%d: %s", path, lineno, m_);     \
+        goto done;                                                                                 \
+    } while (0)
+
+kiln_status kiln_tune_shapes_parse(const char *text, size_t len, const char *path,
+                                   kiln_tune_shape **out, size_t *n, kiln_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    kiln_status st = KILN_OK;
+    char *buf = malloc(len + 1);
+    kiln_tune_shape *items = NULL;
+    size_t count = 0, cap = 0;
+    int lineno = 0;
+    if (!buf) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    char *line = buf;
+    while (line && *line) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        char *next = nl ? nl + 1 : NULL;
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash) *hash = '\0';
+        char *tok[7];
+        int nt = 0;
+        for (char *p = line; nt < 7;) {
+            while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+            if (!*p) break;
+            tok[nt++] = p;
+            while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
+            if (*p) *p++ = '\0';
+        }
+        line = next;
+        if (nt == 0) continue;
+        if (nt != 6)
+            SHAPE_ERR("expected 6 fields (name groups tokens_per_group K N sizes), found %s%d",
+                      nt == 7 ? "more than " : "", nt == 7 ? 6 : nt);
+        kiln_tune_shape s;
+        memset(&s, 0, sizeof s);
+        s.line = lineno;
+        if (!name_ok(tok[0]) || strlen(tok[0]) >= sizeof s.name)
+            SHAPE_ERR("bad shape name '%.60s' (letters, digits, _ - . ; at most %zu)", tok[0],
+                      sizeof s.name - 1);
+        snprintf(s.name, sizeof s.name, "%s", tok[0]);
+        int64_t v;
+        if (!parse_i64(tok[1], 1, KILN_MAX_GROUPS, &v))
+            SHAPE_ERR("%s: groups '%.30s' must be a whole number from 1 to %d", s.name, tok[1],
+                      KILN_MAX_GROUPS);
+        s.groups = (int)v;
+        if (!parse_i64(tok[2], 1, 1 << 24, &s.tokens_per_group))
+            SHAPE_ERR("%s: tokens_per_group '%.30s' must be a whole number from 1 to %d", s.name,
+                      tok[2], 1 << 24);
+        if (!parse_i64(tok[3], 8, 1 << 20, &s.k) || s.k % 8)
+            SHAPE_ERR("%s: K '%.30s' must be a multiple of 8 from 8 to %d", s.name, tok[3], 1 << 20);
+        if (!parse_i64(tok[4], 8, 1 << 20, &s.n) || s.n % 8)
+            SHAPE_ERR("%s: N '%.30s' must be a multiple of 8 from 8 to %d", s.name, tok[4], 1 << 20);
+        if (strcmp(tok[5], "uniform") && strcmp(tok[5], "skew") && strcmp(tok[5], "mod64_1"))
+            SHAPE_ERR("%s: sizes '%.30s' must be uniform, skew or mod64_1", s.name, tok[5]);
+        snprintf(s.sizes, sizeof s.sizes, "%s", tok[5]);
+        if (!strcmp(s.sizes, "mod64_1") && s.tokens_per_group % 64 != 1)
+            SHAPE_ERR("%s: sizes mod64_1 needs tokens_per_group ≡ 1 (mod 64), not %lld", s.name,
+                      (long long)s.tokens_per_group);
+        if ((int64_t)s.groups * s.tokens_per_group > (int64_t)1 << 31)
+            SHAPE_ERR("%s: %lld tokens in all; at most 2^31", s.name,
+                      (long long)s.groups * s.tokens_per_group);
+        for (size_t i = 0; i < count; i++)
+            if (!strcmp(items[i].name, s.name))
+                SHAPE_ERR("shape '%s' is named twice (first on line %d)", s.name, items[i].line);
+        if (count == cap) {
+            cap = cap ? cap * 2 : 16;
+            kiln_tune_shape *q = realloc(items, cap * sizeof *q);
+            if (!q) {
+                st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
+                goto done;
+            }
+            items = q;
+        }
+        items[count++] = s;
+    }
+    if (count == 0) {
+        lineno = lineno ? lineno : 1;
+        SHAPE_ERR("no shapes (lines of: name groups tokens_per_group K N sizes)");
+    }
+done:
+    free(buf);
+    if (st) {
+        free(items);
+        return st;
+    }
+    *out = items;
+    *n = count;
+    return KILN_OK;
+}
+
+kiln_status kiln_tune_shapes_load(const char *path, kiln_tune_shape **out, size_t *n,
+                                  kiln_error *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    *out = NULL;
+    *n = 0;
+    kiln_status st = kiln_file_read(path, &data, &len, err);
+    if (st) return st;
+    st = kiln_tune_shapes_parse(data, len, path, out, n, err);
+    free(data);
+    return st;
+}
+
+int64_t kiln_tune_shape_total(const kiln_tune_shape *s)
+{
+    return (int64_t)s->groups * s->tokens_per_group;
+}
+
+int64_t kiln_tune_shape_sizes(const kiln_tune_shape *s, int32_t *sizes)
+{
+    int64_t total = kiln_tune_shape_total(s);
+    if (strcmp(s->sizes, "skew")) {
+        for (int g = 0; g < s->groups; g++) sizes[g] = (int32_t)s->tokens_per_group;
+        return total;
+    }
+    /* bench/torch_peer.py's rule: share ∝ 1/(g+1)^1.2, groups 16 and 17
+     * empty, the remainder to group 0. */
+    double sum = 0;
+    for (int g = 0; g < s->groups; g++) sum += (g == 16 || g == 17) ? 0.0 : pow(g + 1.0, -1.2);
+    int64_t used = 0;
+    for (int g = 0; g < s->groups; g++) {
+        double w = (g == 16 || g == 17) ? 0.0 : pow(g + 1.0, -1.2);
+        sizes[g] = (int32_t)((double)total * w / sum);
+        used += sizes[g];
+    }
+    sizes[0] += (int32_t)(total - used);
+    return total;
+}
+
+void kiln_tune_shape_id(const kiln_tune_shape *s, char *out, size_t size)
+{
+    snprintf(out, size, "%s:%d:%lld:%lld:%lld:%s", s->name, s->groups,
+             (long long)s->tokens_per_group, (long long)s->k, (long long)s->n, s->sizes);
+}
+
+double kiln_tune_shape_flops(const kiln_tune_shape *s)
+{
+    return 2.0 * (double)kiln_tune_shape_total(s) * (double)s->n * (double)s->k;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Configs                                                                  */
+/* ------------------------------------------------------------------------ */
+
+void kiln_tune_problem_of(const kiln_tune_config *cfg, const kiln_tune_shape *s, kiln_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    p->op = cfg->op;
+    p->a_type = cfg->a_type;
+    p->b_type = cfg->b_type;
+    p->out_type = cfg->out_type;
+    p->epilogue.alpha = 1.0f;
+    p->groups = s ? s->groups : 1;
+    p->n = s ? s->n : 0;
+    p->k = s ? s->k : 0;
+    p->capacity = s ? kiln_tune_shape_total(s) : 0;
+    p->wgrad_output = cfg->wgrad_output;
+    p->accumulate = cfg->accumulate;
+    if (cfg->op != KILN_OP_WGRAD) {
+        /* Non-NULL markers: this problem only feeds the key, never a launch. */
+        static const float marker[1] = {0};
+        const kiln_epilogue_desc *e = &cfg->epilogue;
+        if (e->bias == KILN_BIAS_PER_GROUP) p->epilogue.d_bias = marker;
+        if (e->row_scale) p->epilogue.d_row_scale = marker;
+        p->epilogue.scale_bias = e->scale_bias && e->row_scale && e->bias == KILN_BIAS_PER_GROUP;
+        if (e->alpha == KILN_ALPHA_PER_GROUP) p->epilogue.d_alpha = marker;
+        if (e->beta) {
+            p->epilogue.beta = 0.5f;
+            p->epilogue.d_c = marker;
+        }
+    }
+}
+
+void kiln_tune_config_of(const kiln_kernel_desc *d, kiln_tune_config *out)
+{
+    memset(out, 0, sizeof *out);
+    out->op = d->op;
+    out->a_type = d->a_type;
+    out->b_type = d->b_type;
+    out->out_type = d->out_type;
+    if (d->op == KILN_OP_WGRAD) {
+        out->wgrad_output = d->wgrad_output;
+        out->accumulate = d->accumulate;
+    } else {
+        out->epilogue = d->epilogue;
+        if (!(d->epilogue.row_scale && d->epilogue.bias == KILN_BIAS_PER_GROUP))
+            out->epilogue.scale_bias = 0;
+    }
+    kiln_problem p;
+    kiln_tune_problem_of(out, NULL, &p);
+    kiln_tuning_sig_from_problem(&p, out->sig, sizeof out->sig);
+}
+
+int kiln_tune_config_equal(const kiln_tune_config *a, const kiln_tune_config *b)
+{
+    return a->op == b->op && a->a_type == b->a_type && a->b_type == b->b_type &&
+           a->out_type == b->out_type && a->wgrad_output == b->wgrad_output &&
+           a->accumulate == b->accumulate && !strcmp(a->sig, b->sig);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The fake timer                                                           */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+double kiln_tune_fake_ms(const kiln_kernel_desc *d, const kiln_launch_desc *l,
+                         const kiln_tune_shape *s, const int32_t *sizes)
+{
+    const double sms = 132.0;
+    int64_t tm = d->tile_m > 0 ? d->tile_m : 64, tn = d->tile_n > 0 ? d->tile_n : 64;
+    int64_t tk = d->tile_k > 0 ? d->tile_k : 32;
+    int64_t total = kiln_tune_shape_total(s);
+    double padded = 0; /* FLOPs including the padding of partial tiles */
+    int64_t tiles = 0;
+    if (d->op == KILN_OP_WGRAD) {
+        int64_t per = cdiv(s->n, tm) * cdiv(s->k, tn);
+        tiles = per * s->groups;
+        for (int g = 0; g < s->groups; g++)
+            padded += 2.0 * (double)(per * tm * tn) * (double)(cdiv(sizes[g], tk) * tk);
+    } else {
+        int64_t out_cols = d->op == KILN_OP_DGRAD ? s->k : s->n;
+        int64_t red = d->op == KILN_OP_DGRAD ? s->n : s->k;
+        int64_t rows = 0;
+        for (int g = 0; g < s->groups; g++) rows += cdiv(sizes[g], tm);
+        tiles = rows * cdiv(out_cols, tn);
+        padded = 2.0 * (double)(rows * tm) * (double)(cdiv(out_cols, tn) * tn) *
+                 (double)(cdiv(red, tk) * tk);
+    }
+    int sm90 = !strcmp(d->family, "sm90");
+    double peak = sm90 ? 800.0 : 60.0; /* TFLOP/s */
+    double inten = (double)(tm * tn) / (double)(tm + tn);
+    double eff = inten / (inten + 24.0) * ((double)tk / (double)(tk + 16));
+    if (sm90) eff *= (double)d->stages / (d->stages + 1.0) * (d->warpgroups > 1 ? 1.05 : 1.0);
+    double slots = sms * (l && l->ctas_per_sm > 0 ? l->ctas_per_sm : 1);
+    double waves = ceil((double)tiles / slots);
+    double wave_eff = waves > 0 ? (double)tiles / (waves * slots) : 1.0;
+    double compute_ms = padded / (peak * 1e9 * eff * wave_eff);
+    double a_bytes = (double)total * (double)(d->op == KILN_OP_FPROP ? s->k : s->n) *
+                     kiln_dtype_size(d->a_type);
+    double b_bytes = d->op == KILN_OP_WGRAD
+                         ? (double)total * (double)s->k * kiln_dtype_size(d->b_type)
+                         : (double)s->groups * (double)s->n * (double)s->k * kiln_dtype_size(d->b_type);
+    double o_bytes = d->op == KILN_OP_WGRAD
+                         ? (double)s->groups * (double)s->n * (double)s->k * kiln_dtype_size(d->out_type)
+                         : (double)total * (double)(d->op == KILN_OP_FPROP ? s->n : s->k) *
+                               kiln_dtype_size(d->out_type);
+    double mem_ms = (a_bytes + b_bytes + o_bytes) / 3.3e9;
+    double ms = (compute_ms > mem_ms ? compute_ms : mem_ms) + 0.004;
+    /* ±2 % of deterministic noise, so that equal formulas still order. */
+    uint64_t h = fnv1a(s->name, fnv1a(d->name, 1469598103934665603ull));
+    return ms * (0.98 + 0.04 * (double)(h % 10007) / 10007.0);
+}
+
+typedef struct fake_state {
+    const kiln_tune_shape *shape;
+    int32_t *sizes;
+    const char *bad;
+} fake_state;
+
+static kiln_status fake_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
+                                const kiln_tune_shape *shape, const int32_t *sizes, int64_t total,
+                                kiln_error *err)
+{
+    (void)cfg;
+    (void)total;
+    fake_state *f = t->self;
+    free(f->sizes);
+    f->sizes = malloc((size_t)shape->groups * sizeof *f->sizes);
+    if (!f->sizes) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "fake timer: out of memory");
+    memcpy(f->sizes, sizes, (size_t)shape->groups * sizeof *sizes);
+    f->shape = shape;
+    return KILN_OK;
+}
+
+static kiln_status fake_time(kiln_tune_timer *t, const kiln_tune_variant *v, kiln_tune_measure *m,
+                             kiln_error *err)
+{
+    fake_state *f = t->self;
+    memset(m, 0, sizeof *m);
+    if (!f->shape) return kiln_error_set(err, KILN_ERROR_INTERNAL, "fake timer: not prepared");
+    double ms = kiln_tune_fake_ms(v->desc, v->launch, f->shape, f->sizes);
+    m->median_ms = ms;
+    m->min_ms = ms * 0.99;
+    m->max_ms = ms * 1.02;
+    m->runs = 30;
+    if (f->bad && *f->bad && strstr(v->desc->name, f->bad)) {
+        m->ok = 0;
+        m->rel_err = 1.0;
+        snprintf(m->note, sizeof m->note, "wrong result: relative error 1 vs the reference "
+                                          "(KILN_TUNE_FAKE_BAD=%s)", f->bad);
+        return KILN_OK;
+    }
+    m->ok = 1;
+    return KILN_OK;
+}
+
+static void fake_cleanup(kiln_tune_timer *t)
+{
+    fake_state *f = t->self;
+    free(f->sizes);
+    f->sizes = NULL;
+    f->shape = NULL;
+}
+
+static void fake_destroy(kiln_tune_timer *t)
+{
+    fake_cleanup(t);
+    free(t->self);
+    free(t);
+}
+
+static const kiln_tune_timer_ops fake_ops = {fake_prepare, fake_time, fake_cleanup, fake_destroy};
+
+kiln_status kiln_tune_fake_create(int device_index, kiln_tune_timer **out, kiln_error *err)
+{
+    kiln_tune_timer *t = calloc(1, sizeof *t);
+    fake_state *f = calloc(1, sizeof *f);
+    if (!t || !f) {
+        free(t);
+        free(f);
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "fake timer: out of memory");
+    }
+    f->bad = getenv("KILN_TUNE_FAKE_BAD");
+    t->ops = &fake_ops;
+    t->self = f;
+    t->device_index = device_index;
+    snprintf(t->id, sizeof t->id, "fake");
+    snprintf(t->device, sizeof t->device, "fake device %d (formula, no GPU)", device_index);
+    *out = t;
+    return KILN_OK;
+}
+
+void kiln_tune_timer_destroy(kiln_tune_timer *t)
+{
+    if (t) t->ops->destroy(t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Journal                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define JOURNAL_MAGIC "kiln-tune-journal 1"
+
+struct kiln_tune_journal {
+    char *path;
+    int fd;
+    kiln_tune_record *items;
+    size_t n, cap;
+    size_t skipped;
+    int repaired;
+};
+
+static int journal_push(kiln_tune_journal *j, const kiln_tune_record *r)
+{
+    if (j->n == j->cap) {
+        size_t cap = j->cap ? j->cap * 2 : 64;
+        kiln_tune_record *q = realloc(j->items, cap * sizeof *q);
+        if (!q) return 0;
+        j->items = q;
+        j->cap = cap;
+    }
+    j->items[j->n++] = *r;
+    return 1;
+}
+
+static int copy_tok(char *dst, size_t size, const char *s)
+{
+    size_t n = strlen(s);
+    if (n >= size) return 0;
+    memcpy(dst, s, n + 1);
+    return 1;
+}
+
+/* Parses one line (tabs between fields, modified in place). */
+static int journal_parse_line(char *line, kiln_tune_record *r)
+{
+    char *f[9];
+    int n = 0;
+    char *p = line;
+    while (n < 9) {
+        f[n++] = p;
+        char *tab = strchr(p, '\t');
+        if (!tab) break;
+        *tab = '\0';
+        p = tab + 1;
+    }
+    if (n < 8) return 0;
+    memset(r, 0, sizeof *r);
+    char *end;
+    if (strlen(f[0]) != 64 || !copy_tok(r->bundle_id, sizeof r->bundle_id, f[0])) return 0;
+    if (!copy_tok(r->shape_id, sizeof r->shape_id, f[1]) || !f[1][0]) return 0;
+    if (!copy_tok(r->timer_id, sizeof r->timer_id, f[2]) || !f[2][0]) return 0;
+    if (strcmp(f[3], "ok") && strcmp(f[3], "bad")) return 0;
+    r->m.ok = !strcmp(f[3], "ok");
+    r->m.median_ms = strtod(f[4], &end);
+    if (*end || !isfinite(r->m.median_ms) || r->m.median_ms < 0) return 0;
+    if (r->m.ok && !(r->m.median_ms > 0)) return 0;
+    r->m.rel_err = strtod(f[5], &end);
+    if (*end) return 0;
+    r->m.runs = (int)strtol(f[6], &end, 10);
+    if (*end) return 0;
+    if (!copy_tok(r->name, sizeof r->name, f[7])) return 0;
+    if (n == 9) snprintf(r->m.note, sizeof r->m.note, "%s", f[8]);
+    r->m.min_ms = r->m.max_ms = r->m.median_ms;
+    return 1;
+}
+
+kiln_status kiln_tune_journal_open(const char *path, kiln_tune_journal **out, kiln_error *err)
+{
+    *out = NULL;
+    kiln_tune_journal *j = calloc(1, sizeof *j);
+    if (!j || !(j->path = strdup(path))) {
+        free(j);
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "journal: out of memory");
+    }
+    j->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (j->fd < 0) {
+        kiln_status st = kiln_error_set(err, KILN_ERROR_IO, "%s: %s", path, strerror(errno));
+        kiln_tune_journal_close(j);
+        return st;
+    }
+    char *data = NULL;
+    size_t len = 0;
+    kiln_status st = kiln_file_read(path, &data, &len, err);
+    if (st) {
+        kiln_tune_journal_close(j);
+        return st;
+    }
+    if (len == 0) {
+        const char *h = JOURNAL_MAGIC "\n";
+        if (write(j->fd, h, strlen(h)) != (ssize_t)strlen(h) || fsync(j->fd) != 0) {
+            st = kiln_error_set(err, KILN_ERROR_IO, "%s: %s", path, strerror(errno));
+            free(data);
+            kiln_tune_journal_close(j);
+            return st;
+        }
+        free(data);
+        *out = j;
+        return KILN_OK;
+    }
+    size_t hl = strlen(JOURNAL_MAGIC);
+    if (len < hl + 1 || memcmp(data, JOURNAL_MAGIC, hl) || data[hl] != '\n') {
+        st = kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                            "%s:1: not a kiln tune journal (expected '%s'); remove it or name "
+                            "another with --journal", path, JOURNAL_MAGIC);
+        free(data);
+        kiln_tune_journal_close(j);
+        return st;
+    }
+    /* A kill in mid-write leaves a line without its newline: cut it off so
+     * that the next record starts on a line of its own. */
+    size_t keep = len;
+    while (keep > 0 && data[keep - 1] != '\n') keep--;
+    if (keep < len) {
+        if (ftruncate(j->fd, (off_t)keep) != 0) {
+            st = kiln_error_set(err, KILN_ERROR_IO, "%s: %s", path, strerror(errno));
+            free(data);
+            kiln_tune_journal_close(j);
+            return st;
+        }
+        j->repaired = 1;
+    }
+    char *line = data + hl + 1;
+    data[keep] = '\0';
+    while (*line) {
+        char *nl = strchr(line, '\n');
+        *nl = '\0';
+        kiln_tune_record r;
+        if (*line && journal_parse_line(line, &r)) {
+            if (!journal_push(j, &r)) {
+                free(data);
+                kiln_tune_journal_close(j);
+                return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "journal: out of memory");
+            }
+        } else if (*line) {
+            j->skipped++;
+        }
+        line = nl + 1;
+    }
+    free(data);
+    if (lseek(j->fd, 0, SEEK_END) < 0) {
+        st = kiln_error_set(err, KILN_ERROR_IO, "%s: %s", path, strerror(errno));
+        kiln_tune_journal_close(j);
+        return st;
+    }
+    *out = j;
+    return KILN_OK;
+}
+
+void kiln_tune_journal_close(kiln_tune_journal *j)
+{
+    if (!j) return;
+    if (j->fd >= 0) close(j->fd);
+    free(j->items);
+    free(j->path);
+    free(j);
+}
+
+size_t kiln_tune_journal_count(const kiln_tune_journal *j) { return j->n; }
+const kiln_tune_record *kiln_tune_journal_at(const kiln_tune_journal *j, size_t i)
+{
+    return i < j->n ? &j->items[i] : NULL;
+}
+size_t kiln_tune_journal_skipped(const kiln_tune_journal *j) { return j->skipped; }
+int kiln_tune_journal_repaired(const kiln_tune_journal *j) { return j->repaired; }
+
+const kiln_tune_record *kiln_tune_journal_find(const kiln_tune_journal *j, const char *bundle_id,
+                                               const char *shape_id, const char *timer_id)
+{
+    /* The latest record wins (a later run may have re-timed). */
+    for (size_t i = j->n; i-- > 0;) {
+        const kiln_tune_record *r = &j->items[i];
+        if (!strcmp(r->bundle_id, bundle_id) && !strcmp(r->shape_id, shape_id) &&
+            !strcmp(r->timer_id, timer_id))
+            return r;
+    }
+    return NULL;
+}
+
+/* Fields never hold a tab or a newline. */
+static void clean_field(char *dst, size_t size, const char *s)
+{
+    snprintf(dst, size, "%s", s);
+    for (char *p = dst; *p; p++)
+        if (*p == '\t' || *p == '\n' || *p == '\r') *p = ' ';
+}
+
+kiln_status kiln_tune_journal_append(kiln_tune_journal *j, const kiln_tune_record *r,
+                                     kiln_error *err)
+{
+    char shape[160], timer[96], name[KILN_NAME_MAX], note[256];
+    clean_field(shape, sizeof shape, r->shape_id);
+    clean_field(timer, sizeof timer, r->timer_id);
+    clean_field(name, sizeof name, r->name);
+    clean_field(note, sizeof note, r->m.note);
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%s\t%s\t%s\t%s\t%.9g\t%.3g\t%d\t%s\t%s\n", r->bundle_id,
+                     shape, timer, r->m.ok ? "ok" : "bad", r->m.median_ms, r->m.rel_err, r->m.runs,
+                     name, note);
+    if (n < 0 || (size_t)n >= sizeof line)
+        return kiln_error_set(err, KILN_ERROR_INTERNAL, "%s: journal line too long", j->path);
+    /* One write of one line: O_APPEND is not needed with a single writer,
+     * and a kill leaves at worst a torn last line, which open cuts off. */
+    ssize_t w = write(j->fd, line, (size_t)n);
+    if (w != n || fsync(j->fd) != 0)
+        return kiln_error_set(err, KILN_ERROR_IO, "%s: %s", j->path,
+                              w != n ? "short write" : strerror(errno));
+    if (!journal_push(j, r)) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "journal: out of memory");
+    return KILN_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Choosing                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct key_slot {
+    kiln_tuning_key key;
+    unsigned char *shapes;       /* [n_shapes]: shape belongs to this key */
+} key_slot;
+
+static void key_of(const kiln_tune_entry *v, const kiln_tune_shape *s, kiln_tuning_key *k)
+{
+    kiln_problem p;
+    kiln_tune_problem_of(&v->cfg, s, &p);
+    kiln_tuning_key_from_problem(&p, v->arch, k);
+}
+
+kiln_status kiln_tune_choose(const kiln_tune_entry *v, size_t n_variants,
+                             const kiln_tune_shape *shapes, size_t n_shapes,
+                             kiln_tuning_table *table, kiln_error *err)
+{
+    key_slot *slots = NULL;
+    size_t n_slots = 0, cap = 0;
+    kiln_status st = KILN_OK;
+    /* Every key some usable variant could serve, with its shapes. */
+    for (size_t i = 0; i < n_variants && !st; i++) {
+        if (!v[i].usable) continue;
+        for (size_t s = 0; s < n_shapes; s++) {
+            kiln_tuning_key k;
+            key_of(&v[i], &shapes[s], &k);
+            size_t at = 0;
+            while (at < n_slots && kiln_tuning_key_compare(&slots[at].key, &k)) at++;
+            if (at == n_slots) {
+                if (n_slots == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    key_slot *q = realloc(slots, cap * sizeof *q);
+                    if (!q) {
+                        st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
+                        break;
+                    }
+                    slots = q;
+                }
+                slots[n_slots].key = k;
+                slots[n_slots].shapes = calloc(n_shapes, 1);
+                if (!slots[n_slots].shapes) {
+                    st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
+                    break;
+                }
+                n_slots++;
+            }
+            slots[at].shapes[s] = 1;
+        }
+    }
+    for (size_t k = 0; k < n_slots && !st; k++) {
+        long best = -1, second = -1;
+        double best_score = 0, second_score = 0;
+        for (size_t i = 0; i < n_variants; i++) {
+            if (!v[i].usable) continue;
+            double logsum = 0;
+            int count = 0, qualifies = 1;
+            for (size_t s = 0; s < n_shapes && qualifies; s++) {
+                if (!slots[k].shapes[s]) continue;
+                kiln_tuning_key vk;
+                key_of(&v[i], &shapes[s], &vk);
+                if (kiln_tuning_key_compare(&vk, &slots[k].key)) {
+                    qualifies = 0;
+                    break;
+                }
+                const kiln_tune_cell *c = &v[i].cells[s];
+                if (c->state != KILN_TUNE_TIMED || !(c->m.median_ms > 0)) {
+                    qualifies = 0;
+                    break;
+                }
+                logsum += log(c->m.median_ms);
+                count++;
+            }
+            if (!qualifies || !count) continue;
+            double score = exp(logsum / count);
+            /* Ties go to the name that sorts first, so reruns agree. */
+            if (best < 0 || score < best_score ||
+                (score == best_score && strcmp(v[i].name, v[best].name) < 0)) {
+                second = best;
+                second_score = best_score;
+                best = (long)i;
+                best_score = score;
+            } else if (second < 0 || score < second_score ||
+                       (score == second_score && strcmp(v[i].name, v[second].name) < 0)) {
+                second = (long)i;
+                second_score = score;
+            }
+        }
+        if (best < 0) continue; /* no variant timed on every shape of the class */
+        kiln_tuning_entry e;
+        memset(&e, 0, sizeof e);
+        e.key = slots[k].key;
+        snprintf(e.kernel, sizeof e.kernel, "%s", v[best].name);
+        snprintf(e.bundle_id, sizeof e.bundle_id, "%s", v[best].bundle_id);
+        snprintf(e.cache_key, sizeof e.cache_key, "%s", v[best].cache_key);
+        e.median_ms = best_score;
+        if (second >= 0) {
+            snprintf(e.runnerup, sizeof e.runnerup, "%s", v[second].name);
+            e.runnerup_ms = second_score;
+        }
+        e.desc = (char *)v[best].desc_text;
+        st = kiln_tuning_table_add(table, &e, err);
+    }
+    for (size_t k = 0; k < n_slots; k++) free(slots[k].shapes);
+    free(slots);
+    return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Plot                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static void xml_text(kiln_strbuf *out, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': kiln_strbuf_puts(out, "&amp;"); break;
+        case '<': kiln_strbuf_puts(out, "&lt;"); break;
+        case '>': kiln_strbuf_puts(out, "&gt;"); break;
+        case '"': kiln_strbuf_puts(out, "&quot;"); break;
+        default: kiln_strbuf_append(out, s, 1);
+        }
+    }
+}
+
+void kiln_tune_plot_svg(const kiln_tune_entry *v, size_t n_variants,
+                        const kiln_tune_shape *shapes, size_t n_shapes, const char *title,
+                        kiln_strbuf *out)
+{
+    const int cell_w = 112, cell_h = 22, top = 86, char_w = 7;
+    size_t longest = 10;
+    for (size_t i = 0; i < n_variants; i++)
+        if (strlen(v[i].name) > longest) longest = strlen(v[i].name);
+    int left = (int)longest * char_w + 24;
+    int width = left + (int)n_shapes * cell_w + 20;
+    int height = top + (int)n_variants * cell_h + 60;
+    double *best = calloc(n_shapes ? n_shapes : 1, sizeof *best);
+    long *winner = calloc(n_shapes ? n_shapes : 1, sizeof *winner);
+    if (!best || !winner) {
+        free(best);
+        free(winner);
+        out->oom = 1;
+        return;
+    }
+    for (size_t s = 0; s < n_shapes; s++) {
+        winner[s] = -1;
+        double f = kiln_tune_shape_flops(&shapes[s]);
+        for (size_t i = 0; i < n_variants; i++) {
+            const kiln_tune_cell *c = &v[i].cells[s];
+            if (c->state != KILN_TUNE_TIMED) continue;
+            double tf = f / (c->m.median_ms * 1e9);
+            if (tf > best[s]) {
+                best[s] = tf;
+                winner[s] = (long)i;
+            }
+        }
+    }
+    kiln_strbuf_printf(out,
+                       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                       "viewBox=\"0 0 %d %d\" font-family=\"monospace\" font-size=\"11\">\n"
+                       "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+                       width, height, width, height);
+    kiln_strbuf_puts(out, "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">");
+    xml_text(out, title ? title : "kiln tune");
+    kiln_strbuf_puts(out, "</text>\n<text x=\"10\" y=\"38\">TFLOP/s (2·T·N·K per call) per "
+                          "variant and shape; colour: fraction of the column's best; outlined: "
+                          "the winner</text>\n");
+    for (size_t s = 0; s < n_shapes; s++) {
+        int x = left + (int)s * cell_w + cell_w / 2;
+        kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+                                "font-weight=\"bold\">", x, top - 26);
+        xml_text(out, shapes[s].name);
+        kiln_strbuf_printf(out, "</text>\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+                                "font-size=\"9\">G%d T/G%lld K%lld N%lld</text>\n", x, top - 12,
+                           shapes[s].groups, (long long)shapes[s].tokens_per_group,
+                           (long long)shapes[s].k, (long long)shapes[s].n);
+    }
+    for (size_t i = 0; i < n_variants; i++) {
+        int y = top + (int)i * cell_h;
+        kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 8,
+                           y + cell_h / 2 + 4);
+        xml_text(out, v[i].name);
+        kiln_strbuf_puts(out, "</text>\n");
+        for (size_t s = 0; s < n_shapes; s++) {
+            int x = left + (int)s * cell_w;
+            const kiln_tune_cell *c = &v[i].cells[s];
+            char label[64];
+            const char *fill, *ink = "black";
+            char colour[16];
+            if (c->state == KILN_TUNE_TIMED && best[s] > 0) {
+                double tf = kiln_tune_shape_flops(&shapes[s]) / (c->m.median_ms * 1e9);
+                double r = tf / best[s];
+                if (r < 0) r = 0;
+                if (r > 1) r = 1;
+                /* White to deep blue. */
+                int R = (int)(247 - r * (247 - 8)), G = (int)(251 - r * (251 - 48)),
+                    B = (int)(255 - r * (255 - 107));
+                snprintf(colour, sizeof colour, "#%02x%02x%02x", R, G, B);
+                fill = colour;
+                if (r > 0.55) ink = "white";
+                snprintf(label, sizeof label, "%.1f", tf);
+            } else if (c->state == KILN_TUNE_BAD) {
+                fill = "#f4a582";
+                snprintf(label, sizeof label, "failed");
+            } else {
+                fill = "#e0e0e0";
+                snprintf(label, sizeof label, "%s", v[i].usable ? "—" : "n/a");
+            }
+            kiln_strbuf_printf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+                                    "fill=\"%s\" stroke=\"white\"/>\n",
+                               x, y, cell_w, cell_h, fill);
+            if (winner[s] == (long)i)
+                kiln_strbuf_printf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+                                        "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
+                                   x + 1, y + 1, cell_w - 2, cell_h - 2);
+            kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"%s\">"
+                                    "%s</text>\n",
+                               x + cell_w / 2, y + cell_h / 2 + 4, ink, label);
+        }
+    }
+    int ly = top + (int)n_variants * cell_h + 24;
+    kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\">grey: not timed (failed to compile, "
+                            "spills, or another arch); orange: failed at run time or wrong "
+                            "result</text>\n</svg>\n", ly);
+    free(best);
+    free(winner);
+}

@@ -1,0 +1,685 @@
+/*
+ * tune_gpu.c — the GPU timer of `kiln tune`, on the runtime's own pieces:
+ * the dlopen'd driver (runtime/driver.h), a kiln_context per device, the
+ * launcher (runtime/launch.h: arguments, grid, clusters, tensor maps) and
+ * kiln_gemm for the reference.
+ *
+ * Per (config, shape): several sets of inputs and outputs (enough that
+ * together they exceed the L2 a few times, so small problems are not timed
+ * from a warm cache), random data, and the reference result.  Per variant:
+ * load its cubin, run once and compare with the reference (relative
+ * Frobenius error over sampled rows; unwritten outputs show as NaN), then
+ * warm up and time each launch with CUDA events, rotating the sets; the
+ * median is the result.
+ *
+ * The `kiln` executable cannot link kiln_runtime, whose catalog this very
+ * executable generates at build time, so it compiles the runtime's sources
+ * in (compiler/CMakeLists.txt) and the empty catalog below stands in: the
+ * reference of kiln_gemm is then cuBLASLt (host sizes are given), which is
+ * independent of every generated kernel.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "context.h"
+#include "launch.h"
+#include "tune.h"
+
+const kiln_catalog_entry kiln_catalog[] = {{0, 0, 0, 0}};
+const size_t kiln_catalog_count = 0;
+
+#define MAX_SETS 8
+#define MAX_RUNS 200
+#define SAMPLE_ROWS 2048
+
+typedef struct gpu_set {
+    CUdeviceptr a, b, d, c, bias, row_scale, alpha, d_ptrs;
+} gpu_set;
+
+typedef struct gpu_state {
+    kiln_context *ctx;
+    CUstream stream;
+    int l2_bytes;
+    int warmup, runs;
+    double budget_ms;            /* time one measurement may take, roughly */
+    CUevent ev[2 * MAX_RUNS];
+    int n_ev;
+
+    /* Prepared for one (config, shape). */
+    int prepared;
+    kiln_tune_config cfg;
+    const kiln_tune_shape *shape;
+    int64_t total;
+    int32_t *host_sizes;
+    CUdeviceptr sizes;
+    gpu_set sets[MAX_SETS];
+    int n_sets;
+    int64_t out_rows, out_cols;
+    size_t out_bytes;
+    void *host_out;              /* out_bytes, for read-back */
+    float *ref;                  /* sampled rows of the reference */
+    int64_t *rows;               /* which rows */
+    size_t n_rows;
+    int have_ref;
+    char ref_note[200];
+    double tol;
+} gpu_state;
+
+/* ---- host conversions --------------------------------------------------- */
+
+static uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint16_t f32_to_f16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
+    uint32_t man = u & 0x7fffffu;
+    if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        man |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t h = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1))) h++;
+        return (uint16_t)(sign | h);
+    }
+    uint32_t h = ((uint32_t)exp << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+static float f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    int exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0) {
+        if (!man) u = sign;
+        else {
+            int e = -1;
+            do {
+                e++;
+                man <<= 1;
+            } while (!(man & 0x400u));
+            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else {
+        u = sign | ((uint32_t)(exp - 15 + 127) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float load_elem(const void *base, kiln_dtype t, size_t i)
+{
+    switch (t) {
+    case KILN_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)base)[i]);
+    case KILN_DTYPE_F16: return f16_to_f32(((const uint16_t *)base)[i]);
+    case KILN_DTYPE_F32: return ((const float *)base)[i];
+    default: return NAN;
+    }
+}
+
+/* Random values in [lo, hi) of type t into host memory. */
+static void fill_random(void *dst, kiln_dtype t, size_t n, uint64_t *seed, float lo, float hi)
+{
+    uint64_t x = *seed;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        float r = (float)((x * 2685821657736338717ull) >> 40) / (float)(1u << 24);
+        float v = lo + (hi - lo) * r;
+        if (t == KILN_DTYPE_BF16) ((uint16_t *)dst)[i] = f32_to_bf16(v);
+        else if (t == KILN_DTYPE_F16) ((uint16_t *)dst)[i] = f32_to_f16(v);
+        else ((float *)dst)[i] = v;
+    }
+    *seed = x;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+#define DRV(st) (&(st)->ctx->drv)
+
+static kiln_status check(gpu_state *g, CUresult r, const char *what, kiln_error *err)
+{
+    return kiln_driver_check(DRV(g), r, what, err);
+}
+
+static int push(gpu_state *g)
+{
+    return DRV(g)->cuCtxPushCurrent(g->ctx->cu) == CUDA_SUCCESS;
+}
+
+static void pop(gpu_state *g)
+{
+    CUcontext dummy;
+    DRV(g)->cuCtxPopCurrent(&dummy);
+}
+
+static void free_ptr(gpu_state *g, CUdeviceptr *p)
+{
+    if (*p) DRV(g)->cuMemFree(*p);
+    *p = 0;
+}
+
+static void free_buffers(gpu_state *g)
+{
+    for (int s = 0; s < MAX_SETS; s++) {
+        gpu_set *x = &g->sets[s];
+        CUdeviceptr *all[] = {&x->a, &x->b, &x->d, &x->c, &x->bias, &x->row_scale, &x->alpha,
+                              &x->d_ptrs};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_ptr(g, all[i]);
+    }
+    free_ptr(g, &g->sizes);
+    g->n_sets = 0;
+    free(g->host_sizes);
+    free(g->host_out);
+    free(g->ref);
+    free(g->rows);
+    g->host_sizes = NULL;
+    g->host_out = NULL;
+    g->ref = NULL;
+    g->rows = NULL;
+    g->have_ref = 0;
+    g->prepared = 0;
+}
+
+/* The problem on set s, every term of the config in use. */
+static void problem_on(const gpu_state *g, int s, kiln_problem *p)
+{
+    const gpu_set *x = &g->sets[s];
+    kiln_problem_init(p, g->cfg.op);
+    p->a_type = g->cfg.a_type;
+    p->b_type = g->cfg.b_type;
+    p->out_type = g->cfg.out_type;
+    p->groups = g->shape->groups;
+    p->n = g->shape->n;
+    p->k = g->shape->k;
+    p->capacity = g->total;
+    p->d_sizes = (const int32_t *)(uintptr_t)g->sizes;
+    p->sizes_kind = KILN_SIZES_COUNTS;
+    p->host_sizes = g->host_sizes;
+    p->d_a = (const void *)(uintptr_t)x->a;
+    p->d_b = (const void *)(uintptr_t)x->b;
+    p->d_out = (void *)(uintptr_t)x->d;
+    if (g->cfg.op == KILN_OP_WGRAD) {
+        p->wgrad_output = g->cfg.wgrad_output;
+        p->accumulate = g->cfg.accumulate;
+        if (g->cfg.wgrad_output == KILN_WGRAD_DISCRETE) { /* into slices of d, by pointer */
+            p->d_out = NULL;
+            p->d_out_ptrs = (void *const *)(uintptr_t)x->d_ptrs;
+        }
+        return;
+    }
+    const kiln_epilogue_desc *e = &g->cfg.epilogue;
+    if (e->bias == KILN_BIAS_PER_GROUP) p->epilogue.d_bias = (const void *)(uintptr_t)x->bias;
+    if (e->row_scale) p->epilogue.d_row_scale = (const float *)(uintptr_t)x->row_scale;
+    p->epilogue.scale_bias = e->scale_bias && e->row_scale && e->bias == KILN_BIAS_PER_GROUP;
+    if (e->alpha == KILN_ALPHA_PER_GROUP) p->epilogue.d_alpha = (const float *)(uintptr_t)x->alpha;
+    else p->epilogue.alpha = 1.0f;
+    if (e->beta) {
+        p->epilogue.beta = 0.5f;
+        p->epilogue.d_c = (const void *)(uintptr_t)x->c;
+    }
+}
+
+static kiln_status alloc_upload(gpu_state *g, CUdeviceptr *dst, const void *host, size_t bytes,
+                                const char *what, kiln_error *err)
+{
+    kiln_status st = check(g, DRV(g)->cuMemAlloc(dst, bytes ? bytes : 16), what, err);
+    if (st) return st;
+    if (host && bytes)
+        st = check(g, DRV(g)->cuMemcpyHtoD(*dst, host, bytes), what, err);
+    return st;
+}
+
+/* Resets the output of set s before a checked run: NaN bytes (so rows a
+ * kernel forgets stand out), zeros when accumulating. */
+static kiln_status reset_out(gpu_state *g, int s, kiln_error *err)
+{
+    unsigned char v = g->cfg.op == KILN_OP_WGRAD && g->cfg.accumulate ? 0 : 0xff;
+    return check(g, DRV(g)->cuMemsetD8(g->sets[s].d, v, g->out_bytes), "cuMemsetD8(output)", err);
+}
+
+/* Relative Frobenius error of the output of set 0 against the reference. */
+static double compare(gpu_state *g, kiln_error *err, kiln_status *st)
+{
+    *st = check(g, DRV(g)->cuMemcpyDtoH(g->host_out, g->sets[0].d, g->out_bytes),
+                "cuMemcpyDtoH(output)", err);
+    if (*st) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < g->n_rows; i++)
+        for (int64_t c = 0; c < g->out_cols; c++) {
+            float y = load_elem(g->host_out, g->cfg.out_type, (size_t)(g->rows[i] * g->out_cols + c));
+            float r = g->ref[i * (size_t)g->out_cols + (size_t)c];
+            if (!isfinite(y)) return NAN;
+            num += ((double)y - r) * ((double)y - r);
+            den += (double)r * r;
+        }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* ---- the timer ---------------------------------------------------------- */
+
+static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
+                               const kiln_tune_shape *shape, const int32_t *sizes, int64_t total,
+                               kiln_error *err)
+{
+    gpu_state *g = t->self;
+    if (!push(g)) return kiln_error_set(err, KILN_ERROR_DRIVER, "cuCtxPushCurrent failed");
+    free_buffers(g);
+    g->cfg = *cfg;
+    g->shape = shape;
+    g->total = total;
+    kiln_status st = KILN_OK;
+    const int64_t G = shape->groups, N = shape->n, K = shape->k, T = total;
+    int sa = kiln_dtype_size(cfg->a_type), sb = kiln_dtype_size(cfg->b_type),
+        so = kiln_dtype_size(cfg->out_type);
+    int64_t a_cols = cfg->op == KILN_OP_FPROP ? K : N;
+    size_t a_bytes = (size_t)(T * a_cols * sa);
+    size_t b_bytes = cfg->op == KILN_OP_WGRAD ? (size_t)(T * K * sb) : (size_t)(G * N * K * sb);
+    if (cfg->op == KILN_OP_WGRAD) {
+        g->out_rows = G * N;
+        g->out_cols = K;
+    } else {
+        g->out_rows = T;
+        g->out_cols = cfg->op == KILN_OP_FPROP ? N : K;
+    }
+    g->out_bytes = (size_t)(g->out_rows * g->out_cols * so);
+    int fwd = cfg->op != KILN_OP_WGRAD;
+    const kiln_epilogue_desc *e = &cfg->epilogue;
+    size_t bias_bytes = fwd && e->bias == KILN_BIAS_PER_GROUP ? (size_t)(G * g->out_cols * so) : 0;
+    size_t scale_bytes = fwd && e->row_scale ? (size_t)T * 4 : 0;
+    size_t alpha_bytes = fwd && e->alpha == KILN_ALPHA_PER_GROUP ? (size_t)G * 4 : 0;
+    size_t c_bytes = fwd && e->beta ? g->out_bytes : 0;
+    size_t set_bytes = a_bytes + b_bytes + g->out_bytes + bias_bytes + scale_bytes + alpha_bytes +
+                       c_bytes;
+    int want = (int)((3.0 * g->l2_bytes) / (double)(set_bytes ? set_bytes : 1)) + 1;
+    if (want > MAX_SETS) want = MAX_SETS;
+    if (want < 1) want = 1;
+
+    g->host_sizes = malloc((size_t)G * sizeof *g->host_sizes);
+    g->host_out = malloc(g->out_bytes ? g->out_bytes : 16);
+    size_t biggest = a_bytes > b_bytes ? a_bytes : b_bytes;
+    if (g->out_bytes > biggest) biggest = g->out_bytes;
+    void *host = malloc(biggest ? biggest : 16);
+    if (!g->host_sizes || !g->host_out || !host) {
+        free(host);
+        pop(g);
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory for %s", shape->name);
+    }
+    memcpy(g->host_sizes, sizes, (size_t)G * sizeof *sizes);
+    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)(T * 31 + N * 7 + K);
+    if ((st = alloc_upload(g, &g->sizes, sizes, (size_t)G * 4, "cuMemAlloc(sizes)", err))) goto out;
+
+    /* Set 0 from the host. */
+    gpu_set *x = &g->sets[0];
+    fill_random(host, cfg->a_type, a_bytes / (size_t)sa, &seed, -1.0f, 1.0f);
+    if ((st = alloc_upload(g, &x->a, host, a_bytes, "cuMemAlloc(A)", err))) goto out;
+    fill_random(host, cfg->b_type, b_bytes / (size_t)sb, &seed, -1.0f, 1.0f);
+    if ((st = alloc_upload(g, &x->b, host, b_bytes, "cuMemAlloc(B)", err))) goto out;
+    if ((st = alloc_upload(g, &x->d, NULL, g->out_bytes, "cuMemAlloc(D)", err))) goto out;
+    if (bias_bytes) {
+        fill_random(host, cfg->out_type, bias_bytes / (size_t)so, &seed, -1.0f, 1.0f);
+        if ((st = alloc_upload(g, &x->bias, host, bias_bytes, "cuMemAlloc(bias)", err))) goto out;
+    }
+    if (scale_bytes) {
+        fill_random(host, KILN_DTYPE_F32, scale_bytes / 4, &seed, 0.5f, 1.5f);
+        if ((st = alloc_upload(g, &x->row_scale, host, scale_bytes, "cuMemAlloc(row_scale)", err)))
+            goto out;
+    }
+    if (alpha_bytes) {
+        fill_random(host, KILN_DTYPE_F32, alpha_bytes / 4, &seed, 0.5f, 1.5f);
+        if ((st = alloc_upload(g, &x->alpha, host, alpha_bytes, "cuMemAlloc(alpha)", err))) goto out;
+    }
+    if (c_bytes) {
+        fill_random(host, cfg->out_type, c_bytes / (size_t)so, &seed, -1.0f, 1.0f);
+        if ((st = alloc_upload(g, &x->c, host, c_bytes, "cuMemAlloc(C)", err))) goto out;
+    }
+    g->n_sets = 1;
+    /* More sets, copies of the first on the device, while memory lasts. */
+    for (int s = 1; s < want; s++) {
+        gpu_set *y = &g->sets[s];
+        struct { CUdeviceptr *dst, src; size_t bytes; } parts[] = {
+            {&y->a, x->a, a_bytes}, {&y->b, x->b, b_bytes}, {&y->d, 0, g->out_bytes},
+            {&y->bias, x->bias, bias_bytes}, {&y->row_scale, x->row_scale, scale_bytes},
+            {&y->alpha, x->alpha, alpha_bytes}, {&y->c, x->c, c_bytes}};
+        int ok = 1;
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0] && ok; i++) {
+            if (!parts[i].bytes) continue;
+            if (DRV(g)->cuMemAlloc(parts[i].dst, parts[i].bytes) != CUDA_SUCCESS) ok = 0;
+            else if (parts[i].src &&
+                     DRV(g)->cuMemcpyDtoD(*parts[i].dst, parts[i].src, parts[i].bytes) != CUDA_SUCCESS)
+                ok = 0;
+        }
+        if (!ok) { /* out of memory: time with the sets we have */
+            CUdeviceptr *all[] = {&y->a, &y->b, &y->d, &y->bias, &y->row_scale, &y->alpha, &y->c};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_ptr(g, all[i]);
+            break;
+        }
+        g->n_sets++;
+    }
+    /* Discrete wgrad outputs: G pointers into each set's dense buffer. */
+    if (cfg->op == KILN_OP_WGRAD && cfg->wgrad_output == KILN_WGRAD_DISCRETE) {
+        CUdeviceptr *ptrs = malloc((size_t)G * sizeof *ptrs);
+        if (!ptrs) {
+            st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
+            goto out;
+        }
+        for (int s = 0; s < g->n_sets && !st; s++) {
+            for (int64_t gi = 0; gi < G; gi++)
+                ptrs[gi] = g->sets[s].d + (CUdeviceptr)(gi * N * K * so);
+            st = alloc_upload(g, &g->sets[s].d_ptrs, ptrs, (size_t)G * sizeof *ptrs,
+                              "cuMemAlloc(output pointers)", err);
+        }
+        free(ptrs);
+        if (st) goto out;
+    }
+
+    /* Sampled rows: all of them for small outputs, evenly spaced otherwise
+     * (always the first and the last). */
+    g->n_rows = g->out_rows <= SAMPLE_ROWS ? (size_t)g->out_rows : SAMPLE_ROWS;
+    g->rows = malloc((g->n_rows ? g->n_rows : 1) * sizeof *g->rows);
+    g->ref = malloc((g->n_rows ? g->n_rows : 1) * (size_t)g->out_cols * sizeof *g->ref);
+    if (!g->rows || !g->ref) {
+        st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
+        goto out;
+    }
+    for (size_t i = 0; i < g->n_rows; i++)
+        g->rows[i] = g->n_rows == (size_t)g->out_rows || g->n_rows < 2
+                         ? (int64_t)i
+                         : (int64_t)((double)i * (double)(g->out_rows - 1) / (double)(g->n_rows - 1));
+
+    /* The reference, through the runtime (cuBLASLt: the catalog is empty). */
+    g->ref_note[0] = '\0';
+    kiln_problem p;
+    problem_on(g, 0, &p);
+    if ((st = check(g, DRV(g)->cuMemsetD8(g->sets[0].d, 0, g->out_bytes), "cuMemsetD8(output)",
+                    err)))
+        goto out;
+    if (kiln_gemm(g->ctx, &p, g->stream) != KILN_OK) {
+        snprintf(g->ref_note, sizeof g->ref_note, "not checked: no reference (%s)",
+                 kiln_last_error(g->ctx));
+    } else if ((st = check(g, DRV(g)->cuStreamSynchronize(g->stream), "reference run", err)) ||
+               (st = check(g, DRV(g)->cuMemcpyDtoH(g->host_out, g->sets[0].d, g->out_bytes),
+                           "cuMemcpyDtoH(reference)", err))) {
+        goto out;
+    } else {
+        for (size_t i = 0; i < g->n_rows; i++)
+            for (int64_t c = 0; c < g->out_cols; c++)
+                g->ref[i * (size_t)g->out_cols + (size_t)c] =
+                    load_elem(g->host_out, cfg->out_type, (size_t)(g->rows[i] * g->out_cols + c));
+        g->have_ref = 1;
+    }
+    const char *tol = getenv("KILN_TUNE_TOL");
+    g->tol = tol && *tol ? atof(tol)
+             : cfg->out_type == KILN_DTYPE_F32 ? 1e-3
+             : cfg->out_type == KILN_DTYPE_F16 ? 5e-3
+                                               : 1e-2;
+    g->prepared = 1;
+out:
+    free(host);
+    if (st) free_buffers(g);
+    pop(g);
+    return st;
+}
+
+/* 1 if the context still works after a failure (errors like an illegal
+ * address are sticky: every later call fails). */
+static int context_alive(gpu_state *g)
+{
+    return DRV(g)->cuCtxSynchronize() == CUDA_SUCCESS;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static kiln_status gpu_time(kiln_tune_timer *t, const kiln_tune_variant *v, kiln_tune_measure *m,
+                            kiln_error *err)
+{
+    gpu_state *g = t->self;
+    memset(m, 0, sizeof *m);
+    if (!g->prepared) return kiln_error_set(err, KILN_ERROR_INTERNAL, "gpu timer: not prepared");
+    if (!push(g)) return kiln_error_set(err, KILN_ERROR_DRIVER, "cuCtxPushCurrent failed");
+    const kiln_driver *d = DRV(g);
+    kiln_rt_kernel k;
+    memset(&k, 0, sizeof k);
+    k.desc = *v->desc;
+    k.launch = *v->launch;
+    kiln_error e;
+    kiln_error_clear(&e);
+    CUresult r = d->cuModuleLoadData(&k.module, v->cubin);
+    if (r == CUDA_SUCCESS) r = d->cuModuleGetFunction(&k.function, k.module, k.launch.entry);
+    if (r != CUDA_SUCCESS) {
+        kiln_driver_check(d, r, "loading the cubin", &e);
+        goto failed;
+    }
+    k.loaded = 1;
+    if (kiln_launch_prepare(g->ctx, &k, &e) != KILN_OK) goto failed;
+
+    /* Correctness on set 0. */
+    kiln_problem p;
+    problem_on(g, 0, &p);
+    kiln_status st;
+    if ((st = reset_out(g, 0, &e)) ||
+        (st = kiln_driver_check(d, d->cuEventRecord(g->ev[0], g->stream), "cuEventRecord", &e)) ||
+        (st = kiln_launch_generated(g->ctx, &k, &p, g->stream, &e)) ||
+        (st = kiln_driver_check(d, d->cuEventRecord(g->ev[1], g->stream), "cuEventRecord", &e)) ||
+        (st = kiln_driver_check(d, d->cuStreamSynchronize(g->stream), "checked run", &e)))
+        goto failed;
+    float first_ms = 0;
+    d->cuEventElapsedTime(&first_ms, g->ev[0], g->ev[1]);
+    if (g->have_ref) {
+        double rel = compare(g, &e, &st);
+        if (st) goto failed;
+        m->rel_err = rel;
+        if (!(rel <= g->tol)) {
+            snprintf(m->note, sizeof m->note, "wrong result: relative error %.3g vs the "
+                                              "reference (tolerance %.3g)%s",
+                     rel, g->tol, isnan(rel) ? "; outputs left unwritten or NaN" : "");
+            goto done;
+        }
+    } else {
+        m->rel_err = -1;
+        snprintf(m->note, sizeof m->note, "%s", g->ref_note);
+    }
+
+    /* Warm-up, then one event pair per launch, rotating the sets.  Slow
+     * variants get fewer runs (at least 5) so that one measurement takes
+     * about $KILN_TUNE_BUDGET_MS (2000) at most. */
+    int runs = g->runs, warmup = g->warmup;
+    if (first_ms > 0) {
+        double fit = g->budget_ms / first_ms;
+        if (fit < runs) runs = fit < 5 ? 5 : (int)fit;
+        if (runs > g->runs) runs = g->runs;
+        if (warmup > 1 && first_ms * warmup > 0.25 * g->budget_ms)
+            warmup = (int)(0.25 * g->budget_ms / first_ms) > 1 ? (int)(0.25 * g->budget_ms / first_ms) : 1;
+    }
+    for (int i = 0; i < warmup; i++) {
+        problem_on(g, i % g->n_sets, &p);
+        if ((st = kiln_launch_generated(g->ctx, &k, &p, g->stream, &e))) goto failed;
+    }
+    for (int i = 0; i < runs; i++) {
+        problem_on(g, (i + 1) % g->n_sets, &p);
+        if ((r = d->cuEventRecord(g->ev[2 * i], g->stream)) != CUDA_SUCCESS) {
+            kiln_driver_check(d, r, "cuEventRecord", &e);
+            goto failed;
+        }
+        if ((st = kiln_launch_generated(g->ctx, &k, &p, g->stream, &e))) goto failed;
+        if ((r = d->cuEventRecord(g->ev[2 * i + 1], g->stream)) != CUDA_SUCCESS) {
+            kiln_driver_check(d, r, "cuEventRecord", &e);
+            goto failed;
+        }
+    }
+    if ((st = kiln_driver_check(d, d->cuStreamSynchronize(g->stream), "timed runs", &e)))
+        goto failed;
+    double ms[MAX_RUNS];
+    for (int i = 0; i < runs; i++) {
+        float f = 0;
+        if ((r = d->cuEventElapsedTime(&f, g->ev[2 * i], g->ev[2 * i + 1])) != CUDA_SUCCESS) {
+            kiln_driver_check(d, r, "cuEventElapsedTime", &e);
+            goto failed;
+        }
+        ms[i] = f;
+    }
+    qsort(ms, (size_t)runs, sizeof *ms, cmp_double);
+    m->runs = runs;
+    m->min_ms = ms[0];
+    m->max_ms = ms[runs - 1];
+    m->median_ms = runs % 2 ? ms[runs / 2] : 0.5 * (ms[runs / 2 - 1] + ms[runs / 2]);
+    if (!(m->median_ms > 0)) {
+        snprintf(m->note, sizeof m->note, "timer read %g ms", m->median_ms);
+        goto done;
+    }
+    m->ok = 1;
+    goto done;
+failed:
+    snprintf(m->note, sizeof m->note, "%s", e.msg);
+    m->ok = 0;
+    if (!context_alive(g)) m->fatal = 1;
+done:
+    if (k.module) d->cuModuleUnload(k.module);
+    pop(g);
+    return KILN_OK;
+}
+
+static void gpu_cleanup(kiln_tune_timer *t)
+{
+    gpu_state *g = t->self;
+    if (!push(g)) return;
+    free_buffers(g);
+    pop(g);
+}
+
+static void gpu_destroy(kiln_tune_timer *t)
+{
+    gpu_state *g = t->self;
+    if (g) {
+        if (g->ctx && g->ctx->driver_ok && g->ctx->cu && push(g)) {
+            free_buffers(g);
+            for (int i = 0; i < g->n_ev; i++) DRV(g)->cuEventDestroy(g->ev[i]);
+            if (g->stream) DRV(g)->cuStreamDestroy(g->stream);
+            pop(g);
+        }
+        kiln_context_destroy(g->ctx);
+        free(g);
+    }
+    free(t);
+}
+
+static const kiln_tune_timer_ops gpu_ops = {gpu_prepare, gpu_time, gpu_cleanup, gpu_destroy};
+
+kiln_status kiln_tune_gpu_count(int *devices, kiln_error *err)
+{
+    kiln_driver d;
+    memset(&d, 0, sizeof d);
+    *devices = 0;
+    kiln_status st = kiln_driver_load(&d, err);
+    if (st) return st;
+    int n = 0;
+    st = kiln_driver_check(&d, d.cuDeviceGetCount(&n), "cuDeviceGetCount", err);
+    kiln_driver_unload(&d);
+    if (st) return st;
+    if (n < 1) return kiln_error_set(err, KILN_ERROR_DRIVER, "no CUDA device found");
+    *devices = n;
+    return KILN_OK;
+}
+
+static int env_int(const char *name, int def, int lo, int hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    int x = atoi(v);
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+kiln_status kiln_tune_gpu_create(int device_index, const char *cache_dir, kiln_tune_timer **out,
+                                 kiln_error *err)
+{
+    *out = NULL;
+    kiln_tune_timer *t = calloc(1, sizeof *t);
+    gpu_state *g = calloc(1, sizeof *g);
+    if (!t || !g) {
+        free(t);
+        free(g);
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "gpu timer: out of memory");
+    }
+    t->ops = &gpu_ops;
+    t->self = g;
+    t->device_index = device_index;
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    o.device = device_index;
+    o.cache_dir = cache_dir;
+    o.allowed_backends = KILN_ALLOW_CUBLASLT;
+    kiln_status st = kiln_context_create(&o, &g->ctx);
+    if (st) {
+        kiln_error_set(err, st, "%s", kiln_last_error(g->ctx));
+        gpu_destroy(t);
+        return st;
+    }
+    g->warmup = env_int("KILN_TUNE_WARMUP", 5, 0, 1000);
+    g->runs = env_int("KILN_TUNE_RUNS", 30, 1, MAX_RUNS);
+    g->budget_ms = env_int("KILN_TUNE_BUDGET_MS", 2000, 10, 600000);
+    if (!push(g)) {
+        gpu_destroy(t);
+        return kiln_error_set(err, KILN_ERROR_DRIVER, "cuCtxPushCurrent failed");
+    }
+    const kiln_driver *d = DRV(g);
+    char name[100] = "";
+    d->cuDeviceGetName(name, (int)sizeof name, g->ctx->device);
+    st = check(g, d->cuDeviceGetAttribute(&g->l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                                          g->ctx->device), "cuDeviceGetAttribute(L2_CACHE_SIZE)", err);
+    if (!st) st = check(g, d->cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", err);
+    for (int i = 0; !st && i < 2 * g->runs; i++) {
+        st = check(g, d->cuEventCreate(&g->ev[i], CU_EVENT_DEFAULT), "cuEventCreate", err);
+        if (!st) g->n_ev++;
+    }
+    pop(g);
+    if (st) {
+        gpu_destroy(t);
+        return st;
+    }
+    snprintf(t->arch, sizeof t->arch, "%s", g->ctx->arch);
+    snprintf(t->device, sizeof t->device, "GPU %d (%s, %s, %d SMs)", device_index, name,
+             g->ctx->arch, g->ctx->num_sms);
+    /* The id names the model, not the ordinal: measurements of one H200 are
+     * as good as another's, so a resumed run may land on any of them. */
+    snprintf(t->id, sizeof t->id, "gpu:%s", name);
+    for (char *p = t->id; *p; p++)
+        if (*p == ' ' || *p == '\t') *p = '_';
+    *out = t;
+    return KILN_OK;
+}

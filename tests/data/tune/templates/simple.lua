@@ -1,0 +1,53 @@
+-- simple.lua (test override for tests/test_tune.c): stands in for the real
+-- family "simple" so that `kiln tune` sees the three fates of a variant
+-- quickly.  The kernels only need to compile (the fake timer never runs them):
+--   tile 32x32   emits CUDA that NVRTC rejects   -> "failed to compile"
+--   tile 128x32  emits a kernel that spills      -> "spills"
+--   otherwise    emits an empty kernel           -> timed
+local spec, arch = ...
+local entry = tostring(spec.name):gsub("[^%w_]", "_")
+local m, n = spec.tile.m, spec.tile.n
+local body
+if m == 32 and n == 32 then
+  body = "this is not CUDA;"
+elseif m == 128 and n == 32 then
+  -- 32 registers per thread at most (1024 threads, 2 blocks per SM) and
+  -- 128 live values: ptxas must spill.
+  body = [[
+__device__ float sink[1 << 16];
+extern "C" __global__ void __launch_bounds__(1024, 2) ENTRY(const __grid_constant__ kiln_kernel_args args,
+   const __grid_constant__ kiln_tmap ta, const __grid_constant__ kiln_tmap tb,
+   const __grid_constant__ kiln_tmap td)
+{
+    float v[128];
+    const float *p = (const float *)args.a;
+#pragma unroll
+    for (int i = 0; i < 128; i++) v[i] = p[threadIdx.x * 131 + i * 7];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int i = 0; i < 128; i++) v[i] = v[i] * v[(i + 37) & 127] + v[(i + r) & 127];
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < 128; i++) s += v[i] * (float)(i + 1);
+    sink[threadIdx.x] = s;
+}
+]]
+else
+  body = [[
+extern "C" __global__ void ENTRY(const __grid_constant__ kiln_kernel_args args,
+   const __grid_constant__ kiln_tmap ta, const __grid_constant__ kiln_tmap tb,
+   const __grid_constant__ kiln_tmap td)
+{
+    if (args.d && threadIdx.x == 0) ((float *)args.d)[blockIdx.x] = args.alpha;
+}
+]]
+end
+body = body:gsub("ENTRY", entry)
+return "// test kernel " .. spec.name .. " for " .. arch .. "\n" .. kiln.abi .. "\n" .. body, {
+  entry = entry,
+  threads = 128,
+  smem = 0,
+  persistent = true,
+  ctas_per_sm = 2,
+}

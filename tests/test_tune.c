@@ -1,0 +1,431 @@
+/* test_tune.c — `kiln tune` end to end with the fake timer: the whole flow
+ * on a small sweep of real family "simple" kernels (dropped points counted,
+ * table written and loaded back, plot, JSON), a run killed halfway and
+ * resumed (only the rest is timed, the same table comes out), a torn
+ * journal line, several workers, variants that fail to compile, spill or
+ * give wrong results, and bad input. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bundle.h"
+#include "testutil.h"
+#include "tuning.h"
+
+#define SWEEP "tests/data/tune/sweep.yaml"
+#define SHAPES "tests/data/tune/shapes.tsv"
+#define FATES "tests/data/tune/fates.yaml"
+#define FATE_TEMPLATES "tests/data/tune/templates"
+
+static char *g_dir;   /* scratch for the whole file */
+static char *g_cache; /* one cache, so each kernel compiles once */
+
+static int setup(void **state)
+{
+    (void)state;
+    g_dir = kiln_test_mkdtemp("tune");
+    size_t n = strlen(g_dir) + 16;
+    g_cache = malloc(n);
+    snprintf(g_cache, n, "%s/cache", g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    kiln_test_rmtree(g_dir);
+    free(g_dir);
+    free(g_cache);
+    return 0;
+}
+
+/* Runs `ENV kiln tune ARGS --cache-dir CACHE`. */
+static int tune(char **out, const char *env, const char *fmt, ...) KILN_PRINTF(3, 4);
+static int tune(char **out, const char *env, const char *fmt, ...)
+{
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "env -u KILN_TUNE_TIMER -u KILN_TUNE_STOP_AFTER -u KILN_TUNE_FAKE_BAD "
+                              "-u KILN_TUNE_FAKE_DEVICES %s %s tune %s --cache-dir '%s'",
+             env ? env : "", kiln_test_kiln_bin(), args, g_cache);
+    return kiln_test_run(cmd, out);
+}
+
+static char *path_in(const char *sub, const char *name)
+{
+    char *p = malloc(4200);
+    snprintf(p, 4200, "%s/%s", g_dir, sub);
+    mkdir(p, 0755);
+    snprintf(p, 4200, "%s/%s/%s", g_dir, sub, name);
+    return p;
+}
+
+static char *slurp(const char *path)
+{
+    char *data = NULL;
+    size_t len = 0;
+    kiln_error err;
+    if (kiln_file_read(path, &data, &len, &err) != KILN_OK) return NULL;
+    return data;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Journal records (lines after the header). */
+static int journal_records(const char *path)
+{
+    char *j = slurp(path);
+    if (!j) return -1;
+    int n = 0;
+    for (char *p = j; *p; p++) n += *p == '\n';
+    assert_true(!strncmp(j, "kiln-tune-journal 1\n", 20));
+    free(j);
+    return n - 1;
+}
+
+/* Every (bundle id, shape) pair appears at most once in the journal. */
+static void assert_no_repeats(const char *path)
+{
+    char *j = slurp(path);
+    assert_non_null(j);
+    char *lines[256];
+    int n = 0;
+    for (char *p = strchr(j, '\n') + 1; *p && n < 256;) {
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        /* keep "bundle\tshape" */
+        char *t1 = strchr(p, '\t');
+        char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (t2) *t2 = '\0';
+        lines[n++] = p;
+        p = nl + 1;
+    }
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++)
+            if (!strcmp(lines[a], lines[b])) fail_msg("timed twice: %s", lines[a]);
+    free(j);
+}
+
+static kiln_tuning_table *load_table(const char *path)
+{
+    kiln_tuning_table *t = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_tuning_table_load(path, &t, &err) != KILN_OK) fail_msg("table: %s", err.msg);
+    return t;
+}
+
+static void test_flow_and_resume(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    /* A whole run, the timer chosen by the environment. */
+    char *table_a = path_in("a", "table.txt"), *plot = path_in("a", "plot.svg");
+    int rc = tune(&out, "KILN_TUNE_TIMER=fake", SWEEP " --shapes " SHAPES " -o '%s' --plot '%s' -j 2",
+                  table_a, plot);
+    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    assert_non_null(strstr(out, "timer: fake"));
+    assert_non_null(strstr(out, "4 variants: 4 timed, 0 failed to compile, 0 spill registers"));
+    assert_non_null(strstr(out, "2 sweep points dropped by validation"));
+    assert_non_null(strstr(out, "tile.m must be 32, 64 or 128"));
+    assert_non_null(strstr(out, "12 measurements: 12 now, 0 from the journal, 0 failed"));
+    free(out);
+    char journal_a[4200];
+    snprintf(journal_a, sizeof journal_a, "%s.journal", table_a);
+    assert_int_equal(journal_records(journal_a), 12);
+
+    /* The table loads; one entry per shape class (the three shapes differ). */
+    kiln_tuning_table *t = load_table(table_a);
+    assert_int_equal(kiln_tuning_table_count(t), 3);
+    for (size_t i = 0; i < 3; i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
+        assert_true(!strncmp(e->kernel, "tswp_", 5));
+        assert_string_equal(e->key.arch, "sm_90a");
+        assert_string_equal(e->key.epilogue, "bias");
+        assert_true(e->runnerup[0] != '\0');
+        assert_true(e->runnerup_ms >= e->median_ms);
+        assert_string_equal(e->launch.entry, e->kernel);
+    }
+    /* The decode shape (64 groups of 16) is in class t16.g128.n1024.k2048. */
+    kiln_tuning_key k;
+    memset(&k, 0, sizeof k);
+    snprintf(k.arch, sizeof k.arch, "sm_90a");
+    k.op = KILN_OP_FPROP;
+    snprintf(k.epilogue, sizeof k.epilogue, "bias");
+    assert_int_equal(kiln_shape_class_parse("t16.g128.n1024.k2048", &k.shape), 1);
+    assert_non_null(kiln_tuning_lookup(t, &k));
+    kiln_tuning_table_destroy(t);
+
+    /* The plot is SVG with a cell per variant and shape. */
+    char *svg = slurp(plot);
+    assert_non_null(svg);
+    assert_true(!strncmp(svg, "<?xml", 5));
+    assert_non_null(strstr(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert_non_null(strstr(svg, "</svg>\n"));
+    assert_non_null(strstr(svg, ">skewed<"));
+    assert_non_null(strstr(svg, ">tswp__m128_k16<"));
+    int rects = 0;
+    for (char *p = svg; (p = strstr(p, "<rect x=")); p++) rects++;
+    assert_true(rects >= 4 * 3 + 3); /* cells plus a winner outline per shape */
+    free(svg);
+
+    /* Killed after 5 measurements (SIGKILL, as a real kill): no table. */
+    char *table_b = path_in("b", "table.txt"), *journal_b = path_in("b", "journal");
+    rc = tune(&out, "KILN_TUNE_STOP_AFTER=5", SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' "
+                                              "--timer fake", table_b, journal_b);
+    assert_int_not_equal(rc, 0);
+    free(out);
+    assert_int_equal(journal_records(journal_b), 5);
+    assert_false(exists(table_b));
+
+    /* Resumed: times only the other 7, and gives the same table. */
+    rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake", table_b,
+              journal_b);
+    if (rc != 0) fail_msg("resume failed (%d):\n%s", rc, out);
+    assert_non_null(strstr(out, "resuming from"));
+    assert_non_null(strstr(out, "5 measurements done, 7 to go"));
+    assert_non_null(strstr(out, "12 measurements: 7 now, 5 from the journal"));
+    free(out);
+    assert_int_equal(journal_records(journal_b), 12);
+    assert_no_repeats(journal_b);
+    char *ta = slurp(table_a), *tb = slurp(table_b);
+    assert_non_null(tb);
+    assert_string_equal(ta, tb);
+    free(tb);
+
+    /* Again: nothing left to time. */
+    rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake --json",
+              table_b, journal_b);
+    if (rc != 0) fail_msg("third run failed (%d):\n%s", rc, out);
+    assert_non_null(strstr(out, "\"measured\": 0, \"from_journal\": 12"));
+    assert_non_null(strstr(out, "\"table_entries\": 3"));
+    assert_non_null(strstr(out, "\"dropped\": 2"));
+    free(out);
+
+    /* A torn last line (a kill in mid-write) is cut off, not misread. */
+    FILE *f = fopen(journal_b, "a");
+    assert_non_null(f);
+    fputs("0123456789abcdef\tdecode:64:16", f);
+    fclose(f);
+    rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake", table_b,
+              journal_b);
+    if (rc != 0) fail_msg("torn journal run failed (%d):\n%s", rc, out);
+    assert_non_null(strstr(out, "torn last line"));
+    assert_non_null(strstr(out, "0 now, 12 from the journal"));
+    free(out);
+    assert_int_equal(journal_records(journal_b), 12);
+    tb = slurp(table_b);
+    assert_string_equal(ta, tb);
+    free(tb);
+
+    /* Several workers (fake devices): the same table. */
+    char *table_c = path_in("c", "table.txt");
+    rc = tune(&out, "KILN_TUNE_FAKE_DEVICES=3", SWEEP " --shapes " SHAPES " -o '%s' --timer fake",
+              table_c);
+    if (rc != 0) fail_msg("3 workers failed (%d):\n%s", rc, out);
+    assert_non_null(strstr(out, "timing on 3 devices, one worker each"));
+    free(out);
+    char *tc = slurp(table_c);
+    assert_non_null(tc);
+    assert_string_equal(ta, tc);
+    free(tc);
+
+    /* Shipping: `kiln pack --table` carries the table, and every winner is
+     * found in that bundle by the bundle id the table names. */
+    char *bundle = path_in("a", "sweep.kbundle");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s pack " SWEEP " --arch sm_90a -o '%s' --table '%s' --cache-dir '%s'",
+             kiln_test_kiln_bin(), bundle, table_a, g_cache);
+    rc = kiln_test_run(cmd, &out);
+    if (rc != 0) fail_msg("kiln pack failed (%d):\n%s", rc, out);
+    free(out);
+    kiln_bundle *b = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_bundle_open(bundle, &b, &err) != KILN_OK) fail_msg("bundle: %s", err.msg);
+    size_t len = 0;
+    const char *text = kiln_bundle_table(b, &len);
+    assert_non_null(text);
+    t = NULL;
+    if (kiln_tuning_table_parse(text, len, "bundle table", &t, &err) != KILN_OK)
+        fail_msg("bundle table: %s", err.msg);
+    assert_int_equal(kiln_tuning_table_count(t), 3);
+    for (size_t i = 0; i < kiln_tuning_table_count(t); i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
+        long at = kiln_bundle_find(b, e->bundle_id);
+        if (at < 0) fail_msg("%s (%s) is not in the bundle", e->kernel, e->bundle_id);
+        assert_string_equal(kiln_bundle_record_at(b, (size_t)at)->name, e->kernel);
+        assert_string_equal(kiln_bundle_record_at(b, (size_t)at)->key, e->cache_key);
+    }
+    kiln_tuning_table_destroy(t);
+    kiln_bundle_close(b);
+    free(bundle);
+
+    free(ta);
+    free(table_a);
+    free(plot);
+    free(table_b);
+    free(journal_b);
+    free(table_c);
+}
+
+static void test_fates(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    char *table = path_in("fates", "table.txt");
+    int rc = tune(&out, NULL, FATES " --shapes " SHAPES " -o '%s' --timer fake --template-dir "
+                              FATE_TEMPLATES, table);
+    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    assert_non_null(strstr(out, "4 variants: 2 timed, 1 failed to compile, 1 spill registers"));
+    assert_non_null(strstr(out, "2 sweep points dropped"));
+    assert_non_null(strstr(out, "not timed: fate__m32_n32 (sm_90a): failed to compile"));
+    assert_non_null(strstr(out, "not timed: fate__m128_n32 (sm_90a): spills ("));
+    free(out);
+    kiln_tuning_table *t = load_table(table);
+    assert_int_equal(kiln_tuning_table_count(t), 3);
+    for (size_t i = 0; i < kiln_tuning_table_count(t); i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
+        if (strcmp(e->kernel, "fate__m32_n64") && strcmp(e->kernel, "fate__m128_n64"))
+            fail_msg("a variant that was not timed won: %s", e->kernel);
+    }
+    kiln_tuning_table_destroy(t);
+
+    /* A variant giving wrong results is marked, journaled, never chosen. */
+    char *table2 = path_in("fates2", "table.txt");
+    rc = tune(&out, "KILN_TUNE_FAKE_BAD=m128_n64", FATES " --shapes " SHAPES " -o '%s' --timer fake "
+              "--template-dir " FATE_TEMPLATES, table2);
+    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    assert_non_null(strstr(out, "failed: fate__m128_n64 on decode: wrong result"));
+    assert_non_null(strstr(out, "6 measurements: 6 now, 0 from the journal, 3 failed"));
+    free(out);
+    t = load_table(table2);
+    assert_int_equal(kiln_tuning_table_count(t), 3);
+    for (size_t i = 0; i < 3; i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
+        assert_string_equal(e->kernel, "fate__m32_n64");
+        assert_string_equal(e->runnerup, ""); /* the only correct one */
+    }
+    kiln_tuning_table_destroy(t);
+    /* Resumed, the failure is remembered rather than re-timed. */
+    rc = tune(&out, NULL, FATES " --shapes " SHAPES " -o '%s' --timer fake --template-dir "
+              FATE_TEMPLATES, table2);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "0 now, 6 from the journal, 3 failed"));
+    free(out);
+    free(table);
+    free(table2);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    char *table = path_in("bad", "table.txt");
+    char *shapes = path_in("bad", "shapes.tsv");
+
+    assert_int_equal(tune(&out, NULL, SWEEP " -o '%s' --timer fake", table), 2);
+    assert_non_null(strstr(out, "--shapes FILE is required"));
+    free(out);
+    assert_int_equal(tune(&out, NULL, "--shapes " SHAPES " -o '%s' --timer fake", table), 2);
+    assert_non_null(strstr(out, "name at least one sweep spec"));
+    free(out);
+    assert_int_equal(tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --timer slow", table), 2);
+    assert_non_null(strstr(out, "--timer takes fake or gpu (got 'slow')"));
+    free(out);
+    assert_int_equal(tune(&out, NULL, SWEEP " --shapes " SHAPES " --plot"), 2);
+    assert_non_null(strstr(out, "--plot needs a value (got the option '--cache-dir')"));
+    free(out);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s tune " SWEEP " --timer fake --shapes", kiln_test_kiln_bin());
+    assert_int_equal(kiln_test_run(cmd, &out), 2);
+    assert_non_null(strstr(out, "--shapes needs a value\n"));
+    free(out);
+    assert_int_equal(tune(&out, NULL, "--help"), 0);
+    assert_non_null(strstr(out, "usage: kiln tune"));
+    free(out);
+
+    struct { const char *text; const char *what; } bad[] = {
+        {"# nothing\n\n", "shapes.tsv:2: no shapes"},
+        {"a 8 16 4096 4096\n", "shapes.tsv:1: expected 6 fields"},
+        {"a 8 16 4096 4096 uniform extra\n", "shapes.tsv:1: expected 6 fields"},
+        {"ok 8 16 4096 4096 uniform\nb 0 16 4096 4096 uniform\n", "shapes.tsv:2: b: groups '0'"},
+        {"b 8 16 4100 4096 uniform\n", "shapes.tsv:1: b: K '4100' must be a multiple of 8"},
+        {"b 8 16 4096 -8 uniform\n", "shapes.tsv:1: b: N '-8'"},
+        {"b 8 x 4096 4096 uniform\n", "shapes.tsv:1: b: tokens_per_group 'x'"},
+        {"b 8 16 4096 4096 zipf\n", "shapes.tsv:1: b: sizes 'zipf' must be uniform, skew or mod64_1"},
+        {"b 8 1024 4096 4096 mod64_1\n", "shapes.tsv:1: b: sizes mod64_1 needs"},
+        {"b 8 16 4096 4096 uniform\n# c\nb 8 16 4096 4096 skew\n", "shapes.tsv:3: shape 'b' is named twice (first on line 1)"},
+        {"b/c 8 16 4096 4096 uniform\n", "shapes.tsv:1: bad shape name 'b/c'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kiln_test_write_file(shapes, bad[i].text);
+        int rc = tune(&out, NULL, SWEEP " --shapes '%s' -o '%s' --timer fake", shapes, table);
+        if (rc != 2 || !strstr(out, bad[i].what))
+            fail_msg("shapes %zu: rc %d, want 2 and '%s':\n%s", i, rc, bad[i].what, out);
+        free(out);
+        assert_false(exists(table));
+    }
+
+    /* A file that is not a journal is not overwritten. */
+    char *journal = path_in("bad", "journal");
+    kiln_test_write_file(journal, "precious data\n");
+    assert_int_equal(tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake",
+                          table, journal), 2);
+    assert_non_null(strstr(out, "not a kiln tune journal"));
+    free(out);
+    char *j = slurp(journal);
+    assert_string_equal(j, "precious data\n");
+    free(j);
+    assert_false(exists(table));
+
+    /* A bad sweep spec: its one-line error, nothing written. */
+    char *spec = path_in("bad", "bad.yaml");
+    kiln_test_write_file(spec, "kernel: k\nop: fprop\ntypes: {a: bf16}\nsweep:\n  stages: []\n");
+    assert_int_equal(tune(&out, NULL, "'%s' --shapes " SHAPES " -o '%s' --timer fake", spec, table), 2);
+    assert_non_null(strstr(out, "bad.yaml:5:"));
+    free(out);
+    assert_false(exists(table));
+
+    /* The GPU timer where there is no GPU (this machine), or a real run. */
+    char *gpu_journal = path_in("bad", "gpu.journal");
+    int rc = tune(&out, "KILN_TUNE_RUNS=3", SWEEP " --shapes " SHAPES " -o '%s' --journal '%s'",
+                  table, gpu_journal);
+    if (rc != 0 || !strstr(out, "timer: gpu:")) {
+        if (rc != 1 || !strstr(out, "no GPU to time on") || !strstr(out, "--timer fake"))
+            fail_msg("gpu timer: rc %d:\n%s", rc, out);
+        assert_false(exists(table));
+    } else {
+        /* A GPU: the real timer ran, checked every variant against cuBLASLt
+         * and wrote a table for the three shape classes. */
+        assert_non_null(strstr(out, "4 variants: 4 timed"));
+        assert_non_null(strstr(out, "12 measurements: 12 now, 0 from the journal, 0 failed"));
+        kiln_tuning_table *t = load_table(table);
+        assert_int_equal(kiln_tuning_table_count(t), 3);
+        kiln_tuning_table_destroy(t);
+    }
+    free(out);
+    free(gpu_journal);
+    free(spec);
+    free(journal);
+    free(table);
+    free(shapes);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flow_and_resume),
+        cmocka_unit_test(test_fates),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
