@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The main job: set up and build, compile every shipped spec for sm_90a into
-# the cache, and, where a GPU is present, run the GPU suite and the benchmark.
+# one bundle (build/kiln-sm_90a.kbundle; no GPU needed), and where a GPU is
+# present run the GPU suite and the benchmark with kernels from that bundle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-build/compiler/kiln compile specs/ --arch sm_90a
+build/compiler/kiln pack specs --arch sm_90a -o build/kiln-sm_90a.kbundle
+build/compiler/kiln bundle verify build/kiln-sm_90a.kbundle
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-  scripts/gpu_suite.sh build
+  scripts/gpu_all.sh build
 else
-  echo "run: no GPU here; kernels are compiled and cached (the GPU suite needs a GPU)"
+  echo "run: no GPU here; the bundle is built and verified (the suite and benchmark need a GPU)"
 fi

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# gpu_all.sh — everything kiln runs on a GPU, in one go, from a build folder
+# made elsewhere (this script builds nothing) that holds the bundle of the
+# shipped specs (build/kiln-sm_90a.kbundle, made by `kiln pack`):
+#   1. the GPU suite with kernels served from the bundle and an empty cache,
+#      asserting that NVRTC compiled nothing for the generated path;
+#   2. the cold first-call latency, from the bundle and from an empty cache;
+#   3. the SASS of the sm90 kernels (HGMMA in the main loop);
+#   4. torch._grouped_mm on the benchmark cases (the peer), then kiln's
+#      benchmark in the same call.
+# A short table comes last.  Logs go to $OUT (or /tmp/kiln-gpu).
+#
+#   scripts/gpu_all.sh [BUILD_DIR] [--quick]
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$here/$build ;; esac
+quick=0; [ "${2:-}" = --quick ] && quick=1
+out=${OUT:-/tmp/kiln-gpu}; mkdir -p "$out"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+cd "$here"
+bundle=$build/kiln-sm_90a.kbundle
+summary=()
+
+echo "== 1. GPU suite from the bundle, empty cache"
+if [ -f "$bundle" ]; then
+  KILN_BUNDLE_PATH=$bundle KILN_TEST_EXPECT_NO_NVRTC=1 scripts/gpu_suite.sh "$build" \
+    > "$out/suite.log" 2>&1
+  rc=$?
+else
+  echo "no bundle at $bundle: running the suite on the JIT path"
+  scripts/gpu_suite.sh "$build" > "$out/suite.log" 2>&1
+  rc=$?
+fi
+tail -n 12 "$out/suite.log"
+grep -h "generated path:" "$out/suite.log" | head -2
+summary+=("gpu suite: $([ $rc -eq 0 ] && echo PASS || echo "FAIL ($rc)")")
+
+echo "== 2. first-call latency"
+for mode in bundle empty-cache; do
+  cache=$(mktemp -d /tmp/kiln-first.XXXXXX)
+  t0=$(date +%s.%N)
+  if [ $mode = bundle ]; then
+    line=$(KILN_CACHE_DIR=$cache KILN_BUNDLE_PATH=$bundle "$build/examples/first_call")
+  else
+    line=$(KILN_CACHE_DIR=$cache "$build/examples/first_call")
+  fi
+  t1=$(date +%s.%N)
+  wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", (b - a) * 1000 }')
+  echo "$mode: process wall ${wall} ms; $line"
+  summary+=("first call ($mode): process ${wall} ms; ${line#first call of }")
+  rm -rf "$cache"
+done
+
+echo "== 3. SASS of the sm90 kernels"
+if command -v cuobjdump >/dev/null && [ -f "$bundle" ]; then
+  rm -rf "$out/cubins"; "$build/compiler/kiln" bundle extract "$bundle" /tmp/kiln-cubins >/dev/null
+  for c in /tmp/kiln-cubins/*sm90*.cubin; do
+    [ -f "$c" ] || continue
+    n=$(cuobjdump --dump-sass "$c" | grep -c HGMMA)
+    l=$(cuobjdump --dump-sass "$c" | grep -cE '\b(LDL|STL)\b')
+    echo "$(basename "$c"): $n HGMMA, $l local loads/stores"
+  done | tee "$out/sass.txt" | head -n 40
+  summary+=("sass: $(awk '$2 > 0' "$out/sass.txt" | wc -l) of $(wc -l < "$out/sass.txt") sm90 kernels show HGMMA; $(awk '$4 > 0' "$out/sass.txt" | wc -l) use local memory")
+fi
+
+echo "== 4. benchmark: torch._grouped_mm peer, then kiln"
+reps=30; [ $quick = 1 ] && reps=10
+only=${KILN_BENCH_ONLY:-}   # e.g. KILN_BENCH_ONLY=qwen3_30b_fc1,skew32
+PYTHONUNBUFFERED=1 python3 bench/torch_peer.py --reps $reps ${only:+--only $only} \
+  > "$out/torch.jsonl" 2> "$out/torch.err"
+echo "torch peer: $(grep -c tflops "$out/torch.jsonl") results ($(tail -n 1 "$out/torch.err"))"
+"$build/bench/kiln_bench" --reps $reps ${only:+--only $only} --peer "$out/torch.jsonl" --json "$out/bench.json" \
+  > "$out/bench.log" 2>&1
+rc=$?
+summary+=("benchmark: exit $rc")
+
+echo
+echo "==================== summary ===================="
+printf '%s\n' "${summary[@]}"
+sed -n '/^TFLOP/,$p' "$out/bench.log"
+[ $rc -ne 0 ] && tail -n 20 "$out/bench.log"
+exit 0
