@@ -120,7 +120,7 @@ void kiln_cache_key(const char *arch, const char *desc, const char *source, char
         .nvrtc_options = kiln_nvrtc_options(),
         .arch = arch,
         .desc = desc,
-        .source = source,
+        .source = kiln_source_body(source),
     };
     kiln_cache_key_parts(&f, out);
 }

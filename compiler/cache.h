@@ -39,6 +39,7 @@ const char *kiln_cache_path(const kiln_cache *c);
 /* Where the default directory is, without opening it (buf of KILN_PATH_MAX). */
 void kiln_cache_default_dir(char *buf, size_t size);
 
+/* The source's provenance line is left out of the key (kiln_source_body). */
 void kiln_cache_key(const char *arch, const char *desc, const char *source, char out[65]);
 
 /* 1: hit (entry filled), 0: miss (absent or damaged; *damaged set when the

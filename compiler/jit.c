@@ -44,7 +44,7 @@ kiln_status kiln_jit_get(kiln_cache *c, const char *name, const char *arch,
                               name, arch);
     }
     memcpy(out->key, key, sizeof out->key);
-    kiln_sha256_hex(source, strlen(source), out->source_sha256);
+    kiln_source_sha256(source, out->source_sha256);
     snprintf(out->arch, sizeof out->arch, "%s", arch);
     out->desc = dcopy;
     out->cubin = r.cubin;          /* ownership moves to out */

@@ -63,7 +63,7 @@ int kiln_ctx_bundle_lookup(kiln_context *ctx, const char *name, const char *desc
 {
     if (ctx->n_bundles == 0) return 0;
     char sha[65], id[65];
-    kiln_sha256_hex(source, strlen(source), sha);
+    kiln_source_sha256(source, sha);
     kiln_bundle_id(ctx->arch, desc, sha, id);
     for (size_t i = 0; i < ctx->n_bundles; i++) {
         long at = kiln_bundle_find(ctx->bundles[i], id);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "common.h"
@@ -126,6 +127,32 @@ static void test_damaged_bundles_refused(void **state)
     }
 }
 
+/* The same kernels named through another path to their spec (an absolute
+ * one, as from another checkout) are the same cache entries and the same
+ * bundle bytes: no path goes into a key. */
+static void test_paths_do_not_change_keys(void **state)
+{
+    (void)state;
+    char rel[4200], abs_[4200], cwd[4096], *out;
+    snprintf(rel, sizeof rel, "%s/rel.kbundle", g_dir);
+    snprintf(abs_, sizeof abs_, "%s/abs.kbundle", g_dir);
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(kiln(&out, "pack specs/default --arch sm_90a -o %s --cache-dir %s", rel,
+                          g_cache), 0);
+    free(out);
+    assert_int_equal(kiln(&out, "compile %s/specs/default --arch sm_90a --cache-dir %s", cwd,
+                          g_cache), 0);
+    if (!strstr(out, " 0 compiled,")) fail_msg("absolute spec paths missed the cache:\n%s", out);
+    free(out);
+    assert_int_equal(kiln(&out, "pack %s/specs/default --arch sm_90a -o %s --cache-dir %s", cwd,
+                          abs_, g_cache), 0);
+    free(out);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cmp %s %s", rel, abs_);
+    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    free(out);
+}
+
 static void test_import_export(void **state)
 {
     (void)state;
@@ -161,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_pack_all_shipped_specs),
         cmocka_unit_test(test_pack_is_deterministic),
         cmocka_unit_test(test_damaged_bundles_refused),
+        cmocka_unit_test(test_paths_do_not_change_keys),
         cmocka_unit_test(test_import_export),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
