@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "tuning.h"
 
 static int need_value(int argc, char **argv, int i)
 {
@@ -438,6 +439,26 @@ int kiln_cmd_catalog(const kiln_cli_options *o, int n, char **args)
     }
     kiln_strbuf_printf(&sb, "  {0, 0, 0, 0}\n};\nconst size_t kiln_catalog_count = %zu;\n",
                        set.n_jobs);
+    /* The shipped default tuning table, checked now so that a broken one
+     * fails the build instead of every context. */
+    kiln_strbuf_puts(&sb, "const char *const kiln_catalog_tuning = ");
+    if (rc == KILN_EXIT_OK && o->table) {
+        char *text = NULL;
+        size_t len = 0;
+        kiln_tuning_table *t = NULL;
+        if (kiln_file_read(o->table, &text, &len, &err) != KILN_OK ||
+            kiln_tuning_table_parse(text, len, o->table, &t, &err) != KILN_OK) {
+            fprintf(stderr, "kiln catalog: %s\n", err.msg);
+            rc = KILN_EXIT_USAGE;
+        } else {
+            put_c_string(&sb, text);
+        }
+        kiln_tuning_table_destroy(t);
+        free(text);
+    } else {
+        kiln_strbuf_puts(&sb, "0");
+    }
+    kiln_strbuf_puts(&sb, ";\n");
     if (rc == KILN_EXIT_OK) {
         if (sb.oom) {
             fprintf(stderr, "kiln catalog: out of memory\n");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tuning.h"
 
 int kiln_cmd_pack(const kiln_cli_options *o, int n, char **args)
 {
@@ -19,9 +20,16 @@ int kiln_cmd_pack(const kiln_cli_options *o, int n, char **args)
     size_t table_len = 0;
     kiln_error err;
     kiln_error_clear(&err);
-    if (o->table && kiln_file_read(o->table, &table, &table_len, &err) != KILN_OK) {
-        fprintf(stderr, "kiln pack: %s\n", err.msg);
-        return KILN_EXIT_USAGE;
+    if (o->table) {
+        /* A table travels only if it parses: the runtime would refuse it. */
+        kiln_tuning_table *t = NULL;
+        if (kiln_file_read(o->table, &table, &table_len, &err) != KILN_OK ||
+            kiln_tuning_table_parse(table, table_len, o->table, &t, &err) != KILN_OK) {
+            fprintf(stderr, "kiln pack: %s\n", err.msg);
+            free(table);
+            return KILN_EXIT_USAGE;
+        }
+        kiln_tuning_table_destroy(t);
     }
     kiln_spec_set set;
     int rc = kiln_spec_set_load(&set, n, args, o->arch_list);

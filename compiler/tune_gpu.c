@@ -30,6 +30,7 @@
 
 const kiln_catalog_entry kiln_catalog[] = {{0, 0, 0, 0}};
 const size_t kiln_catalog_count = 0;
+const char *const kiln_catalog_tuning = NULL;
 
 #define MAX_SETS 8
 #define MAX_RUNS 200

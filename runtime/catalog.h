@@ -19,5 +19,7 @@ typedef struct kiln_catalog_entry {
 
 extern const kiln_catalog_entry kiln_catalog[];
 extern const size_t kiln_catalog_count;
+/* The shipped default tuning table's text (specs/tuning/), or NULL. */
+extern const char *const kiln_catalog_tuning;
 
 #endif /* KILN_CATALOG_H */

@@ -9,6 +9,7 @@
 #include "cublaslt.h"
 #include "jit.h"
 #include "launch.h"
+#include "tuned.h"
 #include "validate.h"
 
 void kiln_context_options_init(kiln_context_options *opts)
@@ -155,10 +156,6 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     kiln_status st;
     if ((st = read_backend_env(ctx, &err))) return fail(ctx, &err);
     if ((st = parse_catalog(ctx, &err))) return fail(ctx, &err);
-    if (opts.tuning_tables && opts.tuning_tables[0])
-        kiln_ctx_log(ctx, KILN_LOG_WARNING,
-                     "tuning tables are not supported by this runtime yet; %s ignored",
-                     opts.tuning_tables[0]);
 
     if ((st = kiln_cache_open(opts.cache_dir, &ctx->cache, &err))) {
         kiln_ctx_log(ctx, KILN_LOG_WARNING, "kernel cache unusable, compiling without it: %s", err.msg);
@@ -170,6 +167,7 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     ctx->driver_ok = 1;
     if ((st = open_device(ctx, opts.device, &err))) return fail(ctx, &err);
     kiln_ctx_open_bundles(ctx, opts.bundle_paths);
+    kiln_ctx_open_tuning(ctx, opts.tuning_tables);
     kiln_ctx_log(ctx, KILN_LOG_INFO, "kiln %s on device %d (%s, %d SMs), %zu default kernels, cache %s",
                  kiln_version(), opts.device, ctx->arch, ctx->num_sms, ctx->n_kernels,
                  ctx->cache ? kiln_cache_path(ctx->cache) : "off");
@@ -184,6 +182,7 @@ void kiln_context_destroy(kiln_context *ctx)
         for (size_t i = 0; i < ctx->n_kernels; i++)
             if (ctx->kernels[i].loaded) ctx->drv.cuModuleUnload(ctx->kernels[i].module);
         kiln_cublaslt_destroy(ctx);
+        kiln_ctx_close_tuning(ctx);
         if (pushed) {
             CUcontext dummy;
             ctx->drv.cuCtxPopCurrent(&dummy);
@@ -192,6 +191,7 @@ void kiln_context_destroy(kiln_context *ctx)
     }
     if (ctx->driver_ok) kiln_driver_unload(&ctx->drv);
     if (ctx->cache) kiln_cache_close(ctx->cache);
+    kiln_ctx_close_tuning(ctx); /* no-op when already closed above */
     kiln_ctx_close_bundles(ctx);
     free(ctx->kernels);
     free(ctx->candidates);
@@ -234,8 +234,16 @@ kiln_status kiln_ctx_load_module(kiln_context *ctx, const char *name, const char
         kiln_ctx_log(ctx, KILN_LOG_DEBUG, "loaded %s for %s from the cache", name, ctx->arch);
     }
 load:;
-    CUresult r = ctx->drv.cuModuleLoadData(module, ce.cubin);
+    st = kiln_ctx_module_from_cubin(ctx, name, ce.cubin, entry, module, function, err);
     kiln_cache_entry_free(&ce);
+    return st;
+}
+
+kiln_status kiln_ctx_module_from_cubin(kiln_context *ctx, const char *name, const void *cubin,
+                                       const char *entry, CUmodule *module, CUfunction *function,
+                                       kiln_error *err)
+{
+    CUresult r = ctx->drv.cuModuleLoadData(module, cubin);
     char what[192];
     if (r != CUDA_SUCCESS) {
         snprintf(what, sizeof what, "cuModuleLoadData(%s, %s)", name, ctx->arch);
@@ -251,7 +259,7 @@ load:;
     return KILN_OK;
 }
 
-static kiln_status load_kernel(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err)
+kiln_status kiln_ctx_load_catalog_kernel(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err)
 {
     if (k->loaded) return KILN_OK;
     kiln_status st = kiln_ctx_load_module(ctx, k->desc.name, k->entry->desc, k->entry->source,
@@ -277,7 +285,17 @@ static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstrea
     kiln_dispatch_input in = {p, ctx->arch, ctx->candidates, ctx->n_kernels, ctx->allowed,
                               ctx->forced_by[0] ? ctx->forced_by : NULL};
     kiln_dispatch_choice choice;
-    if ((st = kiln_dispatch(&in, &choice, err))) return st;
+    memset(&choice, 0, sizeof choice);
+    /* A tuned entry for this call's key comes first (generated path only). */
+    kiln_rt_kernel *tuned = NULL;
+    if (ctx->allowed & KILN_ALLOW_GENERATED)
+        tuned = kiln_ctx_tuned_kernel(ctx, p, choice.reason, sizeof choice.reason);
+    if (tuned) {
+        choice.backend = KILN_BACKEND_GENERATED;
+        choice.kernel = -1;
+    } else if ((st = kiln_dispatch(&in, &choice, err))) {
+        return st;
+    }
 
     kiln_driver *d = &ctx->drv;
     CUcontext cur = NULL;
@@ -289,10 +307,13 @@ static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstrea
         pushed = 1;
     }
     const char *kname = "cublasLt";
-    if (choice.backend == KILN_BACKEND_GENERATED) {
+    if (choice.backend == KILN_BACKEND_GENERATED && tuned) {
+        kname = tuned->desc.name;
+        st = kiln_launch_generated(ctx, tuned, p, stream, err);
+    } else if (choice.backend == KILN_BACKEND_GENERATED) {
         kiln_rt_kernel *k = &ctx->kernels[choice.kernel];
         kname = k->desc.name;
-        st = load_kernel(ctx, k, err);
+        st = kiln_ctx_load_catalog_kernel(ctx, k, err);
         if (!st) st = kiln_launch_generated(ctx, k, p, stream, err);
     } else {
         st = kiln_cublaslt_run(ctx, p, stream, err);

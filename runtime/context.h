@@ -27,6 +27,8 @@ typedef struct kiln_rt_kernel {
 } kiln_rt_kernel;
 
 typedef struct kiln_cublaslt kiln_cublaslt; /* cublaslt.c */
+typedef struct kiln_rt_tuned kiln_rt_tuned; /* tuned.c */
+typedef struct kiln_tuning_table kiln_tuning_table;
 
 struct kiln_context {
     pthread_mutex_t lock;
@@ -52,6 +54,8 @@ struct kiln_context {
     kiln_cache *cache;            /* may be NULL (no cache) */
     kiln_bundle **bundles;        /* read-only, searched before the cache */
     size_t n_bundles;
+    kiln_tuning_table *tuning;    /* merged tables, or NULL */
+    kiln_rt_tuned *tuned;         /* one per table entry, loaded on first use */
 
     kiln_rt_kernel *kernels;      /* the catalog, parsed */
     kiln_dispatch_kernel *candidates; /* views of kernels for dispatch */
@@ -66,6 +70,14 @@ void kiln_ctx_log(kiln_context *ctx, kiln_log_level level, const char *fmt, ...)
 /* Gets the cubin of an NVRTC-built kernel (the catalog's, or the runtime's
  * own helpers) through kiln_jit_get, counting compiles and cache hits and
  * logging a cache that cannot be written, then loads it. */
+/* Loads a cubin as a module and finds its entry function. */
+kiln_status kiln_ctx_module_from_cubin(kiln_context *ctx, const char *name, const void *cubin,
+                                       const char *entry, CUmodule *module, CUfunction *function,
+                                       kiln_error *err);
+
+/* Loads a catalog kernel (once) and prepares it for launch. */
+kiln_status kiln_ctx_load_catalog_kernel(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err);
+
 kiln_status kiln_ctx_load_module(kiln_context *ctx, const char *name, const char *desc,
                                  const char *source, const char *entry, CUmodule *module,
                                  CUfunction *function, kiln_error *err);

@@ -74,10 +74,17 @@ echo "torch peer: $(grep -c tflops "$out/torch.jsonl") results ($(tail -n 1 "$ou
   > "$out/bench.log" 2>&1
 rc=$?
 summary+=("benchmark: exit $rc")
+if [ "${KILN_BENCH_UNTUNED:-0}" = 1 ]; then
+  # The same benchmark with every tuning table ignored: what tuning changed.
+  KILN_TUNING=off "$build/bench/kiln_bench" --reps $reps ${only:+--only $only} --peer "$out/torch.jsonl" \
+    --json "$out/bench_untuned.json" > "$out/bench_untuned.log" 2>&1
+  summary+=("benchmark without tuning tables: exit $?")
+fi
 
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
 sed -n '/^TFLOP/,$p' "$out/bench.log"
+if [ -f "$out/bench_untuned.log" ]; then echo "--- untuned (KILN_TUNING=off)"; sed -n '/^case/,$p' "$out/bench_untuned.log"; fi
 [ $rc -ne 0 ] && tail -n 20 "$out/bench.log"
 exit 0
