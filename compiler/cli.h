@@ -16,7 +16,8 @@ typedef struct kiln_cli_options {
     const char *arch_list;       /* "sm_90a,sm_80"; NULL: each spec's own */
     const char *kernel;          /* emit: which kernel of a family */
     const char *output;          /* -o */
-    const char *table;           /* pack: --table FILE (a tuning table) */
+    const char *table;           /* pack, catalog: --table FILE (a tuning table) */
+    const char *tuned_specs;     /* catalog: --tuned-specs DIR (the table's sweeps) */
     int jobs;                    /* -j; 0: number of cores */
     int json;
     int help;

@@ -28,7 +28,7 @@
 #include "launch.h"
 #include "tune.h"
 
-const kiln_catalog_entry kiln_catalog[] = {{0, 0, 0, 0}};
+const kiln_catalog_entry kiln_catalog[] = {{0, 0, 0, 0, 0}};
 const size_t kiln_catalog_count = 0;
 const char *const kiln_catalog_tuning = NULL;
 

@@ -81,6 +81,9 @@ static kiln_status parse_catalog(kiln_context *ctx, kiln_error *err)
             continue;
         }
         k->entry = &kiln_catalog[i];
+        /* Defaults come first in the catalog; tuned-only kernels after them
+         * are served through tuning tables, never by the heuristic. */
+        if (!kiln_catalog[i].tuned_only) ctx->n_candidates = used + 1;
         ctx->candidates[used].arch = kiln_catalog[i].arch;
         ctx->candidates[used].desc = &k->desc;
         ctx->candidates[used].launch = &k->launch;
@@ -282,7 +285,7 @@ static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstrea
     if (!ctx->driver_ok || !ctx->cu)
         return kiln_error_set(err, KILN_ERROR_DRIVER, "the context has no CUDA device (creation failed)");
 
-    kiln_dispatch_input in = {p, ctx->arch, ctx->candidates, ctx->n_kernels, ctx->allowed,
+    kiln_dispatch_input in = {p, ctx->arch, ctx->candidates, ctx->n_candidates, ctx->allowed,
                               ctx->forced_by[0] ? ctx->forced_by : NULL};
     kiln_dispatch_choice choice;
     memset(&choice, 0, sizeof choice);

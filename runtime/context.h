@@ -60,6 +60,8 @@ struct kiln_context {
     kiln_rt_kernel *kernels;      /* the catalog, parsed */
     kiln_dispatch_kernel *candidates; /* views of kernels for dispatch */
     size_t n_kernels;
+    size_t n_candidates;          /* the defaults, a prefix of kernels: what the
+                                     heuristic chooses from */
 
     kiln_cublaslt *lt;            /* loaded at first use */
 };
