@@ -1,6 +1,8 @@
 /*
  * kiln_bench.c — the MoE benchmark suite (bench/cases.tsv, from BENCH.md).
  *
+ * Ops: fprop, dgrad, wgrad (bf16 out), and wgrad_acc (dW += ... into an fp32
+ * main-grad buffer; its cost over overwrite is printed).
  * For each case and op, in one process: kiln's generated kernel, cuBLASLt as
  * a per-group loop (kiln's cuBLASLt backend), and one dense cuBLASLt GEMM of
  * the same FLOPs (the same backend with one group of all the tokens).  Each
@@ -9,8 +11,12 @@
  * the median of --reps timed calls.  A torch._grouped_mm peer measured by
  * bench/torch_peer.py in the same call can be merged in with --peer FILE.
  *
- * usage: kiln_bench [--cases FILE] [--ops fprop,dgrad,wgrad] [--only a,b]
- *                   [--reps N] [--json FILE] [--peer FILE]
+ * usage: kiln_bench [--cases FILE] [--ops fprop,dgrad,wgrad,wgrad_acc] [--only a,b]
+ *                   [--reps N] [--json FILE] [--peer FILE] [--untuned]
+ *
+ * --untuned also times kiln with every tuning table ignored (KILN_TUNING=off),
+ * alternating with the tuned context call by call, so the two compare
+ * without drift between runs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -142,6 +148,28 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* 1 if the comma-separated list holds exactly this name. */
+static int has_op(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+/* Fills an fp32 buffer with count bf16 values widened (through the host;
+ * setup only). */
+static void upload_f32_from_bf16(CUdeviceptr dst, CUdeviceptr src_bf16, size_t count)
+{
+    uint16_t *h = malloc(count * 2);
+    float *f = malloc(count * 4);
+    CU(drv.cuMemcpyDtoH(h, src_bf16, count * 2));
+    for (size_t i = 0; i < count; i++) f[i] = from_bf16(h[i]);
+    CU(drv.cuMemcpyHtoD(dst, f, count * 4));
+    free(h);
+    free(f);
+}
+
 typedef struct runner {
     kiln_context *ctx;
     kiln_problem p;
@@ -179,16 +207,18 @@ static double time_call(runner *r, CUstream s)
     return med;
 }
 
-/* Relative error ||x - y|| / ||y|| over count bf16 values on the device;
- * NaN (an unwritten or poisoned element) makes it infinite. */
-static double rel_err(CUdeviceptr x, CUdeviceptr y, size_t count)
+/* Relative error ||x - y|| / ||y|| over count bf16 (or f32) values on the
+ * device; NaN (an unwritten or poisoned element) makes it infinite. */
+static double rel_err(CUdeviceptr x, CUdeviceptr y, size_t count, int f32)
 {
-    uint16_t *hx = malloc(count * 2), *hy = malloc(count * 2);
-    CU(drv.cuMemcpyDtoH(hx, x, count * 2));
-    CU(drv.cuMemcpyDtoH(hy, y, count * 2));
+    size_t es = f32 ? 4 : 2;
+    uint8_t *hx = malloc(count * es), *hy = malloc(count * es);
+    CU(drv.cuMemcpyDtoH(hx, x, count * es));
+    CU(drv.cuMemcpyDtoH(hy, y, count * es));
     double num = 0, den = 0;
     for (size_t i = 0; i < count; i++) {
-        double a = from_bf16(hx[i]), b = from_bf16(hy[i]);
+        double a = f32 ? ((float *)hx)[i] : from_bf16(((uint16_t *)hx)[i]);
+        double b = f32 ? ((float *)hy)[i] : from_bf16(((uint16_t *)hy)[i]);
         if (isnan(a) || isnan(b)) {
             num = INFINITY;
             break;
@@ -257,8 +287,9 @@ static double copy_bandwidth(CUstream s)
 
 int main(int argc, char **argv)
 {
-    const char *cases_path = "bench/cases.tsv", *ops = "fprop,dgrad,wgrad", *only = NULL;
+    const char *cases_path = "bench/cases.tsv", *ops = "fprop,dgrad,wgrad,wgrad_acc", *only = NULL;
     const char *json_path = NULL, *peer_path = NULL;
+    int untuned = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases_path = argv[++i];
         else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
@@ -266,6 +297,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer_path = argv[++i];
+        else if (!strcmp(argv[i], "--untuned")) untuned = 1;
         else {
             fprintf(stderr, "usage: %s [--cases FILE] [--ops LIST] [--only LIST] [--reps N] "
                             "[--json FILE] [--peer FILE]\n", argv[0]);
@@ -301,6 +333,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "kiln_context_create: %s\n", kiln_last_error(gen));
         return 1;
     }
+    kiln_context *plain = NULL; /* generated, tuning tables ignored */
+    if (untuned) {
+        setenv("KILN_TUNING", "off", 1);
+        kiln_status st = kiln_context_create(&o, &plain);
+        unsetenv("KILN_TUNING");
+        if (st != KILN_OK) {
+            fprintf(stderr, "kiln_context_create: %s\n", kiln_last_error(plain));
+            return 1;
+        }
+    }
     o.allowed_backends = KILN_ALLOW_CUBLASLT;
     if (kiln_context_create(&o, &lt) != KILN_OK) {
         fprintf(stderr, "kiln_context_create: %s\n", kiln_last_error(lt));
@@ -318,10 +360,15 @@ int main(int argc, char **argv)
                       devname, bw / 1e9);
     int first_row = 1;
     printf("device: %s, copy bandwidth %.0f GB/s, median of %d\n", devname, bw / 1e9, reps);
-    char table[16384];
+    char table[32768], cmp[16384];
+    size_t cl = 0;
+    cmp[0] = '\0';
+    if (untuned)
+        cl += (size_t)snprintf(cmp + cl, sizeof cmp - cl, "%-15s %-9s %9s %9s %7s  %s\n", "case",
+                               "op", "tuned", "untuned", "ratio", "tuned kernel / untuned kernel");
     size_t tl = 0;
     tl += (size_t)snprintf(table + tl, sizeof table - tl,
-                           "%-15s %-6s %9s %9s %9s %9s %7s %7s %7s  %s\n", "case", "op", "kiln",
+                           "%-15s %-9s %9s %9s %9s %9s %7s %7s %7s  %s\n", "case", "op", "kiln",
                            "lt_loop", "lt_dense", "torch", "vs_loop", "vs_dns", "vs_trch", "kernel");
     for (int ci = 0; ci < n_cases; ci++) {
         const bench_case *c = &cases[ci];
@@ -338,20 +385,26 @@ int main(int argc, char **argv)
         size_t wout_elems = (size_t)G * c->n * c->k;
         size_t big = out_elems > wout_elems ? out_elems : wout_elems;
         CUdeviceptr out_a, out_b, sizes, dense_sizes;
-        CU(drv.cuMemAlloc(&out_a, big * 2));
-        CU(drv.cuMemAlloc(&out_b, big * 2));
+        CU(drv.cuMemAlloc(&out_a, big * 4)); /* room for wgrad_acc's fp32 dW */
+        CU(drv.cuMemAlloc(&out_b, big * 4));
         CU(drv.cuMemAlloc(&sizes, (size_t)G * 4));
         CU(drv.cuMemAlloc(&dense_sizes, 4));
         CU(drv.cuMemcpyHtoD(sizes, m, (size_t)G * 4));
         int32_t tt = (int32_t)t;
         CU(drv.cuMemcpyHtoD(dense_sizes, &tt, 4));
         double flops = 2.0 * (double)t * (double)c->n * (double)c->k;
-        for (int op = 0; op < 3; op++) {
-            static const char *names[3] = {"fprop", "dgrad", "wgrad"};
-            if (!strstr(ops, names[op])) continue;
+        double wgrad_ms = 0;
+        for (int op = 0; op < 4; op++) {
+            static const char *names[4] = {"fprop", "dgrad", "wgrad", "wgrad_acc"};
+            int acc = op == 3;
+            if (!has_op(ops, names[op])) continue;
             kiln_problem p;
-            kiln_problem_init(&p, (kiln_op)op);
+            kiln_problem_init(&p, acc ? KILN_OP_WGRAD : (kiln_op)op);
             p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
+            if (acc) {
+                p.out_type = KILN_DTYPE_F32;
+                p.accumulate = 1;
+            }
             p.groups = G;
             p.n = c->n;
             p.k = c->k;
@@ -362,6 +415,7 @@ int main(int argc, char **argv)
             p.d_b = (const void *)(uintptr_t)(op == KILN_OP_WGRAD ? x : w);
             size_t n_out = op == KILN_OP_FPROP ? (size_t)t * c->n
                          : op == KILN_OP_DGRAD ? (size_t)t * c->k : wout_elems;
+            size_t es = acc ? 4 : 2;
             runner rg = {gen, p}, rl = {lt, p}, rd = {lt, p};
             rg.p.d_out = (void *)(uintptr_t)out_a;
             rl.p.d_out = (void *)(uintptr_t)out_b;
@@ -371,13 +425,22 @@ int main(int argc, char **argv)
             rd.p.groups = 1;
             rd.p.d_sizes = (const int32_t *)(uintptr_t)dense_sizes;
             rd.p.host_sizes = &one;
-            /* Correctness first: generated vs the cuBLASLt loop, every element. */
-            CU(drv.cuMemsetD8(out_a, 0xff, n_out * 2));
-            CU(drv.cuMemsetD8(out_b, 0xff, n_out * 2));
+            /* Correctness first: generated vs the cuBLASLt loop, every element.
+             * Outputs start poisoned (NaN), or, when accumulating, as the same
+             * random main-grad values. */
+            if (acc) {
+                CUdeviceptr init = random_bf16(n_out, 1.0f);
+                upload_f32_from_bf16(out_a, init, n_out);
+                CU(drv.cuMemcpyDtoD(out_b, out_a, n_out * 4));
+                CU(drv.cuMemFree(init));
+            } else {
+                CU(drv.cuMemsetD8(out_a, 0xff, n_out * es));
+                CU(drv.cuMemsetD8(out_b, 0xff, n_out * es));
+            }
             call(&rg, s);
             call(&rl, s);
             CU(drv.cuStreamSynchronize(s));
-            double e = rel_err(out_a, out_b, n_out);
+            double e = rel_err(out_a, out_b, n_out, acc);
             kiln_call_report rep;
             kiln_last_call(gen, &rep);
             if (!(e < 2e-2)) {
@@ -386,13 +449,38 @@ int main(int argc, char **argv)
                 continue;
             }
             double ms_g = time_call(&rg, s), ms_l = time_call(&rl, s), ms_d = time_call(&rd, s);
+            if (untuned) {
+                /* Tuned and untuned alternate, three rounds each, best median
+                 * of each: the same drift hits both. */
+                runner ru = rg;
+                ru.ctx = plain;
+                double best_t = ms_g, best_u = 1e30;
+                for (int round = 0; round < 3; round++) {
+                    double u = time_call(&ru, s), tg = round ? time_call(&rg, s) : ms_g;
+                    if (u < best_u) best_u = u;
+                    if (tg < best_t) best_t = tg;
+                }
+                kiln_call_report ur;
+                kiln_last_call(plain, &ur);
+                cl += (size_t)snprintf(cmp + cl, sizeof cmp - cl,
+                                       "%-15s %-9s %9.1f %9.1f %7.3f  %s / %s\n", c->name, names[op],
+                                       flops / best_t / 1e9, flops / best_u / 1e9, best_u / best_t,
+                                       rep.kernel, ur.kernel);
+            }
             double tf_g = flops / ms_g / 1e9, tf_l = flops / ms_l / 1e9, tf_d = flops / ms_d / 1e9;
             double tf_t = peer_tflops(peer, n_peer, c->name, names[op]);
             tl += (size_t)snprintf(table + tl, sizeof table - tl,
-                                   "%-15s %-6s %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f  %s\n",
+                                   "%-15s %-9s %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f  %s\n",
                                    c->name, names[op], tf_g, tf_l, tf_d, tf_t, tf_g / tf_l,
                                    tf_g / tf_d, tf_t > 0 ? tf_g / tf_t : 0.0, rep.kernel);
-            if (!strcmp(c->name, "small_decode")) {
+            if (op == 2) wgrad_ms = ms_g;
+            if (acc && wgrad_ms > 0)
+                tl += (size_t)snprintf(table + tl, sizeof table - tl,
+                                       "%-15s %-6s accumulating into fp32 costs %.1f%% over "
+                                       "overwriting bf16 (%.3f vs %.3f ms)\n",
+                                       c->name, "wgrad", (ms_g / wgrad_ms - 1) * 100, ms_g,
+                                       wgrad_ms);
+            if (!strcmp(c->name, "small_decode") && !acc) {
                 double floor_ms = (double)G * c->n * c->k * 2 / bw * 1e3;
                 tl += (size_t)snprintf(table + tl, sizeof table - tl,
                                        "%-15s %-6s %.3f ms; reading the weights once at the copy "
@@ -422,7 +510,11 @@ int main(int argc, char **argv)
         fclose(json);
     }
     printf("\nTFLOP/s (2·T·N·K per call); vs_* = kiln / peer\n%s", table);
+    if (untuned)
+        printf("\nWith the shipped tuning table vs without (KILN_TUNING=off), TFLOP/s, best of 3 "
+               "alternating medians; ratio > 1: tuned faster\n%s", cmp);
     kiln_context_destroy(gen);
+    kiln_context_destroy(plain);
     kiln_context_destroy(lt);
     CU(drv.cuStreamDestroy(s));
     drv.cuDevicePrimaryCtxRelease(dev);

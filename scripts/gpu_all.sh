@@ -70,21 +70,15 @@ only=${KILN_BENCH_ONLY:-}   # e.g. KILN_BENCH_ONLY=qwen3_30b_fc1,skew32
 PYTHONUNBUFFERED=1 python3 bench/torch_peer.py --reps $reps ${only:+--only $only} \
   > "$out/torch.jsonl" 2> "$out/torch.err"
 echo "torch peer: $(grep -c tflops "$out/torch.jsonl") results ($(tail -n 1 "$out/torch.err"))"
-"$build/bench/kiln_bench" --reps $reps ${only:+--only $only} --peer "$out/torch.jsonl" --json "$out/bench.json" \
-  > "$out/bench.log" 2>&1
+# The benchmark's kernels come from the bundle too (no NVRTC in the timed
+# process); it falls back to JIT where the bundle lacks one.
+KILN_BUNDLE_PATH=$bundle "$build/bench/kiln_bench" --reps $reps ${only:+--only $only} --untuned \
+  --peer "$out/torch.jsonl" --json "$out/bench.json" > "$out/bench.log" 2>&1
 rc=$?
 summary+=("benchmark: exit $rc")
-if [ "${KILN_BENCH_UNTUNED:-0}" = 1 ]; then
-  # The same benchmark with every tuning table ignored: what tuning changed.
-  KILN_TUNING=off "$build/bench/kiln_bench" --reps $reps ${only:+--only $only} --peer "$out/torch.jsonl" \
-    --json "$out/bench_untuned.json" > "$out/bench_untuned.log" 2>&1
-  summary+=("benchmark without tuning tables: exit $?")
-fi
-
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
 sed -n '/^TFLOP/,$p' "$out/bench.log"
-if [ -f "$out/bench_untuned.log" ]; then echo "--- untuned (KILN_TUNING=off)"; sed -n '/^case/,$p' "$out/bench_untuned.log"; fi
 [ $rc -ne 0 ] && tail -n 20 "$out/bench.log"
 exit 0

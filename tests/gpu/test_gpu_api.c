@@ -220,6 +220,105 @@ static void test_graph_replay(void **state)
     kiln_context_destroy(ctx);
 }
 
+
+/* wgrad captured in a graph, replayed after the group sizes changed in
+ * place: dW_g = dY_gᵀ·X_g for the new sizes, and an emptied group gets
+ * exact zeros. */
+static void check_wgrad(const float *dy, const float *x, CUdeviceptr ddw, const int32_t *m, int G,
+                        int N, int K, const char *what)
+{
+    uint16_t *dw = xmalloc((size_t)G * N * K * 2);
+    download(dw, ddw, (size_t)G * N * K * 2);
+    double num = 0, den = 0;
+    int64_t off = 0;
+    for (int g = 0; g < G; g++) {
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++) {
+                double acc = 0;
+                for (int64_t r = off; r < off + m[g]; r++) acc += (double)dy[r * N + n] * x[r * K + k];
+                uint16_t bits = dw[((size_t)g * N + n) * K + k];
+                if (m[g] == 0 && bits != 0)
+                    fail_msg("%s: group %d is empty but dW[%d,%d] = 0x%04x, not zero", what, g, n, k, bits);
+                double got = bf16_to_f32(bits);
+                if (got != got) fail_msg("%s: dW[%d,%d,%d] not written", what, g, n, k);
+                num += (got - acc) * (got - acc);
+                den += acc * acc;
+            }
+        off += m[g];
+    }
+    double rel = sqrt(num / den);
+    printf("  %-50s rel err %.2e\n", what, rel);
+    if (!(rel <= 1e-2)) fail_msg("%s: relative error %.3e", what, rel);
+    free(dw);
+}
+
+static void test_graph_replay_wgrad(void **state)
+{
+    (void)state;
+    enum { G = 4, N = 128, K = 64, CAP = 256 };
+    kiln_context *ctx = make_ctx(KILN_ALLOW_GENERATED, NULL);
+    int32_t s1[G] = {10, 50, 0, 100}, s2[G] = {70, 0, 120, 30};
+    void *edy, *ex;
+    float *dy = rand_matrix(CAP, N, N, KILN_DTYPE_BF16, &edy);
+    float *x = rand_matrix(CAP, K, K, KILN_DTYPE_BF16, &ex);
+    CUdeviceptr ddy = dev_alloc(CAP * N * 2), dx = dev_alloc(CAP * K * 2);
+    CUdeviceptr ddw = dev_alloc(G * N * K * 2), dsz = dev_alloc(sizeof s1);
+    upload(ddy, edy, CAP * N * 2);
+    upload(dx, ex, CAP * K * 2);
+    upload(dsz, s1, sizeof s1);
+    kiln_problem p;
+    kiln_problem_init(&p, KILN_OP_WGRAD);
+    p.groups = G;
+    p.n = N;
+    p.k = K;
+    p.capacity = CAP;
+    p.d_sizes = (const int32_t *)(uintptr_t)dsz;
+    p.d_a = (const void *)(uintptr_t)ddy;
+    p.d_b = (const void *)(uintptr_t)dx;
+    p.d_out = (void *)(uintptr_t)ddw;
+    CUstream stream;
+    CU(g_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CU(g_drv.cuCtxSynchronize());
+    assert_int_equal(kiln_gemm(ctx, &p, stream), KILN_OK); /* load outside the capture */
+    CU(g_drv.cuStreamSynchronize(stream));
+    kiln_call_report rep;
+    kiln_last_call(ctx, &rep);
+    printf("  wgrad served by %s\n", rep.kernel);
+
+    CU(g_drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    kiln_status st = kiln_gemm(ctx, &p, stream);
+    CUgraph graph;
+    CU(g_drv.cuStreamEndCapture(stream, &graph));
+    if (st != KILN_OK) fail_msg("kiln_gemm under capture: %s", kiln_last_error(ctx));
+    CUgraphExec exec;
+    CU(g_drv.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    poison(ddw, G * N * K * 2);
+    CU(g_drv.cuCtxSynchronize());
+    CU(g_drv.cuGraphLaunch(exec, stream));
+    CU(g_drv.cuStreamSynchronize(stream));
+    check_wgrad(dy, x, ddw, s1, G, N, K, "wgrad graph replay, sizes 10,50,0,100");
+
+    upload(dsz, s2, sizeof s2);
+    poison(ddw, G * N * K * 2);
+    CU(g_drv.cuCtxSynchronize());
+    CU(g_drv.cuGraphLaunch(exec, stream));
+    CU(g_drv.cuStreamSynchronize(stream));
+    check_wgrad(dy, x, ddw, s2, G, N, K, "wgrad graph replay, sizes changed to 70,0,120,30");
+
+    g_drv.cuGraphExecDestroy(exec);
+    g_drv.cuGraphDestroy(graph);
+    g_drv.cuStreamDestroy(stream);
+    free(dy);
+    free(x);
+    free(edy);
+    free(ex);
+    dev_free(ddy);
+    dev_free(dx);
+    dev_free(ddw);
+    dev_free(dsz);
+    kiln_context_destroy(ctx);
+}
+
 static char g_log[4096];
 
 static void log_hook(void *user, kiln_log_level level, const char *message)
@@ -402,6 +501,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_graph_replay),
+        cmocka_unit_test(test_graph_replay_wgrad),
         cmocka_unit_test(test_stats_and_cache),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_backend_env),
