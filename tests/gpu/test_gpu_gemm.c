@@ -428,18 +428,23 @@ static void test_group_patterns(void **state)
         case 7: G = 4; m = random_counts(4, 1, 50); n = k = 8; what = "N = K = 8"; break;
         default: G = 12; m = random_counts(12, 0, 60); offsets = 1; extra = 0; what = "sizes as offsets"; break;
         }
-        for (int op = 0; op < 3; op++) {
+        /* wgrad three ways: bf16 and fp32 overwrite, fp32 accumulate (the
+         * first and last are the sm90 defaults, the middle the simple one). */
+        for (int v = 0; v < 5; v++) {
+            int op = v < 3 ? v : KILN_OP_WGRAD;
             gcase c = {0};
             c.op = (kiln_op)op;
             c.in = KILN_DTYPE_BF16;
-            c.out = op == KILN_OP_WGRAD ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            c.out = v == 2 || v == 4 ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            c.accumulate = v == 4;
             c.groups = G;
             c.n = n;
             c.k = k;
             c.counts = m;
             c.capacity = sum_counts(m, G) + extra;
             c.offsets = offsets;
-            snprintf(label, sizeof label, "%s %s", kiln_op_name(c.op), what);
+            snprintf(label, sizeof label, "%s%s %s", kiln_op_name(c.op),
+                     v == 3 ? " bf16" : v == 4 ? " acc" : "", what);
             c.label = label;
             run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
         }
