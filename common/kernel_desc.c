@@ -63,7 +63,9 @@ void kiln_desc_init(kiln_kernel_desc *d)
     d->cluster_m = d->cluster_n = 1;
     d->warpgroups = 1;
     snprintf(d->family, sizeof d->family, "sm90");
-    d->weights = KILN_WEIGHTS_ANY;
+    /* The default family, sm90, reads fprop/dgrad weights through one tensor
+     * map (the spec parser picks `any` for family simple and for wgrad). */
+    d->weights = KILN_WEIGHTS_CONTIGUOUS;
     d->wgrad_output = KILN_WGRAD_DENSE;
     d->split = 1;
     snprintf(d->raster, sizeof d->raster, "group");

@@ -597,9 +597,11 @@ static kiln_status validate_tile(const kiln_kernel_desc *d, int sm90, kiln_error
         if (!pingpong && (d->tile_m / 64) % d->warpgroups)
             FAIL("warpgroups", "tile.m %d cannot be split across %d warp groups (each needs a "
                                "multiple of 64 rows)", d->tile_m, d->warpgroups);
-        if (d->tile_n < 8 || d->tile_n > 256 || d->tile_n % 8)
-            FAIL("tile.n", "tile.n must be a multiple of 8 from 8 to 256 for family sm90 (got %d)",
-                 d->tile_n);
+        /* wgmma takes any multiple of 8, but the sm90 templates' epilogue
+         * and dgrad/wgrad loads work in 64-column (128-byte) chunks. */
+        if (d->tile_n < 64 || d->tile_n > 256 || d->tile_n % 64)
+            FAIL("tile.n", "tile.n must be 64, 128, 192 or 256 for family sm90 (its epilogue "
+                           "and loads work in 64-column chunks; got %d)", d->tile_n);
         if (d->tile_k * esize != 128)
             FAIL("tile.k", "tile.k must be %d for %s with family sm90: one 128-byte swizzled row "
                            "(got %d)", 128 / esize, kiln_dtype_name(d->a_type), d->tile_k);
@@ -658,6 +660,10 @@ static kiln_status validate_op_blocks(const kiln_kernel_desc *d, kiln_error *err
             FAIL("epilogue.scale_bias", "epilogue.scale_bias needs epilogue.scale: per_row");
         if (e->scale_bias && e->bias == KILN_BIAS_NONE)
             FAIL("epilogue.scale_bias", "epilogue.scale_bias needs epilogue.bias: per_group");
+        if (!strcmp(d->family, "sm90") && d->weights != KILN_WEIGHTS_CONTIGUOUS)
+            FAIL("weights", "family sm90 reads the weights through one tensor map: %s needs "
+                            "weights: contiguous (pointer-array weights are served by family "
+                            "simple)", kiln_op_name(d->op));
     }
     return KILN_OK;
 }
@@ -791,6 +797,11 @@ void kiln_spec_type_defaults(const kiln_spec_ctx *c, kiln_kernel_desc *d)
     if (!c->seen[kiln_spec_field_find("types.b") - kiln_spec_fields]) d->b_type = d->a_type;
     if (!c->seen[kiln_spec_field_find("types.out") - kiln_spec_fields])
         d->out_type = is_16(d->a_type) ? d->a_type : KILN_DTYPE_BF16;
+    /* Family sm90 reads fprop/dgrad weights through one tensor map, so its
+     * default is contiguous weights; `weights: any` there is an error. */
+    if (!c->seen[kiln_spec_field_find("weights") - kiln_spec_fields])
+        d->weights = !strcmp(d->family, "sm90") && d->op != KILN_OP_WGRAD ? KILN_WEIGHTS_CONTIGUOUS
+                                                                          : KILN_WEIGHTS_ANY;
 }
 
 /* Defaults that depend on other keys, and blocks that do not fit the op. */

@@ -212,7 +212,8 @@ static void test_good_defaults(void **state)
     assert_int_equal(d->cluster_m, 1);
     assert_int_equal(d->cluster_n, 1);
     assert_int_equal(d->warpgroups, 1);
-    assert_int_equal(d->weights, KILN_WEIGHTS_ANY);
+    /* family sm90 fprop: weights through one tensor map */
+    assert_int_equal(d->weights, KILN_WEIGHTS_CONTIGUOUS);
     assert_string_equal(d->raster, "group");
     assert_memory_equal(&d->epilogue, &def.epilogue, sizeof def.epilogue);
     assert_int_equal(d->split, 1);
@@ -505,6 +506,7 @@ static void test_validate_direct(void **state)
     kiln_desc_init(&d);
     snprintf(d.name, sizeof d.name, "w");
     d.op = KILN_OP_WGRAD;
+    d.weights = KILN_WEIGHTS_ANY; /* what the parser gives wgrad */
     d.epilogue.beta = 1;
     assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
     assert_string_equal(key, "epilogue");

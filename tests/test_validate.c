@@ -308,6 +308,8 @@ static kiln_kernel_desc *add_kernel(fake_catalog *c, const char *name, kiln_op o
     c->d[i].op = op;
     c->d[i].tile_m = tm;
     c->d[i].tile_n = tn;
+    /* As the spec parser defaults: family simple takes any weights. */
+    c->d[i].weights = strcmp(family, "simple") ? KILN_WEIGHTS_CONTIGUOUS : KILN_WEIGHTS_ANY;
     c->k[i].arch = "sm_90a";
     c->k[i].desc = &c->d[i];
     c->k[i].launch = &c->l[i];
