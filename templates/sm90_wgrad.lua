@@ -153,7 +153,7 @@ return function(spec, arch)
     "",
   }
 
-  local source = table.concat(pre, "\n") .. kiln.text("sm90_wgrad.cuh")
+  local source = table.concat(pre, "\n") .. kiln.text("sm90_ptx.cuh") .. kiln.text("sm90_wgrad.cuh")
 
   local launch = {
     entry = entry,
