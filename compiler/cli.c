@@ -408,13 +408,16 @@ static int catalog_entry(kiln_strbuf *sb, kiln_expander *ex, const kiln_job *j, 
     kiln_strbuf_init(&desc);
     kiln_desc_format(&j->spec->desc, &launch, &desc);
     int keep = 1;
-    if (winners) { /* only the table's winners, found by bundle id */
-        char sha[65], id[65];
-        kiln_source_sha256(src, sha);
-        kiln_bundle_id(j->arch, desc.data ? desc.data : "", sha, id);
+    if (winners) {
+        /* Only the table's winners, found by their canonical description: a
+         * table names a configuration, and a change of template code that
+         * leaves the configuration alone (a new source, a new id) must not
+         * drop it.  The runtime resolves entries by description the same way. */
         keep = 0;
-        for (size_t i = 0; i < kiln_tuning_table_count(winners) && !keep; i++)
-            keep = !strcmp(kiln_tuning_table_at(winners, i)->bundle_id, id);
+        for (size_t i = 0; i < kiln_tuning_table_count(winners) && !keep; i++) {
+            const kiln_tuning_entry *e = kiln_tuning_table_at(winners, i);
+            keep = !strcmp(e->key.arch, j->arch) && desc.data && !strcmp(e->desc, desc.data);
+        }
     }
     if (keep) {
         kiln_strbuf_puts(sb, "  {");

@@ -10,6 +10,7 @@
 #include "bundle.h"
 #include "catalog.h"
 #include "kernel_desc.h"
+#include "tuning.h"
 
 static void test_descriptions_parse(void **state)
 {
@@ -55,11 +56,34 @@ static void test_bundle_holds_every_kernel(void **state)
     kiln_bundle_close(b);
 }
 
+/* Every entry of the built-in tuning table names a kernel the catalog can
+ * compile (by description), so a tuned call never lacks its kernel. */
+static void test_tuning_winners_are_in_the_catalog(void **state)
+{
+    (void)state;
+    if (!kiln_catalog_tuning) skip();
+    kiln_tuning_table *t = NULL;
+    kiln_error err;
+    if (kiln_tuning_table_parse(kiln_catalog_tuning, strlen(kiln_catalog_tuning), "built-in", &t,
+                                &err) != KILN_OK)
+        fail_msg("%s", err.msg);
+    assert_true(kiln_tuning_table_count(t) > 0);
+    for (size_t i = 0; i < kiln_tuning_table_count(t); i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
+        int found = 0;
+        for (size_t k = 0; k < kiln_catalog_count && !found; k++)
+            found = !strcmp(kiln_catalog[k].arch, e->key.arch) && !strcmp(kiln_catalog[k].desc, e->desc);
+        if (!found) fail_msg("table line %d: %s is not in the catalog", e->line, e->kernel);
+    }
+    kiln_tuning_table_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_descriptions_parse),
         cmocka_unit_test(test_bundle_holds_every_kernel),
+        cmocka_unit_test(test_tuning_winners_are_in_the_catalog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
