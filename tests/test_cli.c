@@ -11,18 +11,6 @@
 
 static const char *GOOD = "specs/default/simple_fprop_bf16_bf16.yaml";
 
-static int run(char **out, const char *fmt, ...) KILN_PRINTF(2, 3);
-static int run(char **out, const char *fmt, ...)
-{
-    char cmd[8192];
-    int n = snprintf(cmd, sizeof cmd, "%s ", kiln_test_kiln_bin());
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
-    va_end(ap);
-    return kiln_test_run(cmd, out);
-}
-
 /* Counts regular files below dir (recursively). */
 static int count_files(const char *dir)
 {
@@ -52,19 +40,19 @@ static void test_version_and_help(void **state)
 {
     (void)state;
     char *out;
-    assert_int_equal(run(&out, "--version"), 0);
+    assert_int_equal(kiln_test_kiln(&out, "--version"), 0);
     assert_non_null(strstr(out, KILN_VERSION_STRING));
     free(out);
-    assert_int_equal(run(&out, "--help"), 0);
+    assert_int_equal(kiln_test_kiln(&out, "--help"), 0);
     assert_non_null(strstr(out, "compile SPEC_OR_DIR"));
     free(out);
-    assert_int_equal(run(&out, "frobnicate"), 2);
+    assert_int_equal(kiln_test_kiln(&out, "frobnicate"), 2);
     assert_non_null(strstr(out, "unknown command 'frobnicate'"));
     free(out);
-    assert_int_equal(run(&out, "compile --bogus x"), 2);
+    assert_int_equal(kiln_test_kiln(&out, "compile --bogus x"), 2);
     assert_non_null(strstr(out, "unknown option '--bogus'"));
     free(out);
-    assert_int_equal(run(&out, "compile -j 0 %s", GOOD), 2);
+    assert_int_equal(kiln_test_kiln(&out, "compile -j 0 %s", GOOD), 2);
     free(out);
 }
 
@@ -82,7 +70,7 @@ static void test_bad_spec_exits_2_and_caches_nothing(void **state)
                                "tile: {m: 100, n: 128, k: 64}\n");
     char *out;
     /* The good spec comes first: a bad spec anywhere means nothing is built. */
-    assert_int_equal(run(&out, "compile --cache-dir %s %s %s", cache, GOOD, spec), 2);
+    assert_int_equal(kiln_test_kiln(&out, "compile --cache-dir %s %s %s", cache, GOOD, spec), 2);
     assert_int_equal(count_lines(out), 1);
     char want[4200];
     snprintf(want, sizeof want, "%s:5:", spec);
@@ -100,22 +88,22 @@ static void test_compile_twice_hits_cache(void **state)
     (void)state;
     char *dir = kiln_test_mkdtemp("cli-cache");
     char *out;
-    assert_int_equal(run(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
+    assert_int_equal(kiln_test_kiln(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
     assert_non_null(strstr(out, "1 compiled, 0 from cache, 0 failed"));
     free(out);
-    assert_int_equal(run(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
+    assert_int_equal(kiln_test_kiln(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
     assert_non_null(strstr(out, "0 compiled, 1 from cache, 0 failed"));
     free(out);
     /* JSON for machines. */
-    assert_int_equal(run(&out, "compile --json --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
+    assert_int_equal(kiln_test_kiln(&out, "compile --json --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
     assert_non_null(strstr(out, "\"origin\": \"cache\""));
     assert_non_null(strstr(out, "\"registers\": "));
     free(out);
     /* ls shows it; verify passes; a flipped byte is found; clear empties. */
-    assert_int_equal(run(&out, "cache ls --cache-dir %s", dir), 0);
+    assert_int_equal(kiln_test_kiln(&out, "cache ls --cache-dir %s", dir), 0);
     assert_non_null(strstr(out, "simple_fprop_bf16_bf16"));
     free(out);
-    assert_int_equal(run(&out, "cache verify --cache-dir %s", dir), 0);
+    assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", dir), 0);
     assert_non_null(strstr(out, "1 entries, 0 damaged"));
     free(out);
     char cmd[8192];
@@ -123,17 +111,17 @@ static void test_compile_twice_hits_cache(void **state)
              "f=$(find %s -name '*.kbin' | head -1); "
              "printf '\\377' | dd of=\"$f\" bs=1 seek=200 conv=notrunc status=none", dir);
     assert_int_equal(kiln_test_run(cmd, NULL), 0);
-    assert_int_equal(run(&out, "cache verify --cache-dir %s", dir), 1);
+    assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", dir), 1);
     assert_non_null(strstr(out, "1 damaged"));
     free(out);
     /* The damaged entry is rebuilt, not loaded. */
-    assert_int_equal(run(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
+    assert_int_equal(kiln_test_kiln(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
     assert_non_null(strstr(out, "1 compiled, 0 from cache"));
     free(out);
-    assert_int_equal(run(&out, "cache clear --cache-dir %s", dir), 0);
+    assert_int_equal(kiln_test_kiln(&out, "cache clear --cache-dir %s", dir), 0);
     assert_non_null(strstr(out, "removed 1"));
     free(out);
-    assert_int_equal(run(&out, "cache verify --cache-dir %s", dir), 0);
+    assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", dir), 0);
     assert_non_null(strstr(out, "0 entries"));
     free(out);
     kiln_test_rmtree(dir);
@@ -144,12 +132,12 @@ static void test_emit(void **state)
 {
     (void)state;
     char *out;
-    assert_int_equal(run(&out, "emit --arch sm_90a %s", GOOD), 0);
+    assert_int_equal(kiln_test_kiln(&out, "emit --arch sm_90a %s", GOOD), 0);
     assert_int_equal(strncmp(out, "// generated by kiln from ", 26), 0);
     assert_non_null(strstr(out, "simple_fprop_bf16_bf16.yaml"));
     assert_non_null(strstr(out, "__global__"));
     free(out);
-    assert_int_equal(run(&out, "emit --kernel nosuch %s", GOOD), 2);
+    assert_int_equal(kiln_test_kiln(&out, "emit --kernel nosuch %s", GOOD), 2);
     assert_non_null(strstr(out, "no kernel named 'nosuch'"));
     free(out);
 }
@@ -167,7 +155,7 @@ static void test_compile_failure_exits_1(void **state)
                               "  {entry = 'k', threads = 128, smem = 0,\n"
                               "  persistent = true, ctas_per_sm = 1}\n");
     char *out;
-    int rc = run(&out, "compile --template-dir %s --arch sm_90a --cache-dir %s %s", dir, cache,
+    int rc = kiln_test_kiln(&out, "compile --template-dir %s --arch sm_90a --cache-dir %s %s", dir, cache,
                  GOOD);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "simple_fprop_bf16_bf16"));
@@ -185,7 +173,7 @@ static void test_catalog(void **state)
     char path[4096];
     snprintf(path, sizeof path, "%s/cat.c", dir);
     char *out;
-    assert_int_equal(run(&out, "catalog -o %s --arch sm_90a %s", path, GOOD), 0);
+    assert_int_equal(kiln_test_kiln(&out, "catalog -o %s --arch sm_90a %s", path, GOOD), 0);
     free(out);
     char *text;
     size_t n;

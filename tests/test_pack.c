@@ -13,18 +13,6 @@ static char *g_dir;       /* scratch */
 static char g_bundle[4096];
 static char g_cache[4096];
 
-static int kiln(char **out, const char *fmt, ...) KILN_PRINTF(2, 3);
-static int kiln(char **out, const char *fmt, ...)
-{
-    char cmd[8192];
-    int n = snprintf(cmd, sizeof cmd, "%s ", kiln_test_kiln_bin());
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
-    va_end(ap);
-    return kiln_test_run(cmd, out);
-}
-
 static size_t kernels_in(const char *out)
 {
     const char *p = strstr(out, "kernels");
@@ -56,15 +44,15 @@ static void test_pack_all_shipped_specs(void **state)
 {
     (void)state;
     char *out;
-    int rc = kiln(&out, "pack specs --arch sm_90a -o %s --cache-dir %s", g_bundle, g_cache);
+    int rc = kiln_test_kiln(&out, "pack specs --arch sm_90a -o %s --cache-dir %s", g_bundle, g_cache);
     if (rc != 0) fail_msg("kiln pack failed (%d):\n%s", rc, out);
     size_t n = kernels_in(out);
     assert_true(n >= 20);
     free(out);
-    assert_int_equal(kiln(&out, "bundle verify %s", g_bundle), 0);
+    assert_int_equal(kiln_test_kiln(&out, "bundle verify %s", g_bundle), 0);
     assert_non_null(strstr(out, "all checksums good"));
     free(out);
-    assert_int_equal(kiln(&out, "bundle ls %s", g_bundle), 0);
+    assert_int_equal(kiln_test_kiln(&out, "bundle ls %s", g_bundle), 0);
     assert_non_null(strstr(out, "simple_fprop_bf16_bf16"));
     assert_non_null(strstr(out, "sm_90a"));
     free(out);
@@ -75,7 +63,7 @@ static void test_pack_is_deterministic(void **state)
     (void)state;
     char again[4200], *out;
     snprintf(again, sizeof again, "%s/again.kbundle", g_dir);
-    assert_int_equal(kiln(&out, "pack specs --arch sm_90a -o %s --cache-dir %s", again, g_cache), 0);
+    assert_int_equal(kiln_test_kiln(&out, "pack specs --arch sm_90a -o %s --cache-dir %s", again, g_cache), 0);
     free(out);
     char cmd[9000];
     snprintf(cmd, sizeof cmd, "cmp %s %s", g_bundle, again);
@@ -111,7 +99,7 @@ static void test_damaged_bundles_refused(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[4200], *out;
         damaged_copy(cases[i].name, cases[i].snippet, path, sizeof path);
-        int rc = kiln(&out, "bundle verify %s", path);
+        int rc = kiln_test_kiln(&out, "bundle verify %s", path);
         if (rc != 1 || !strstr(out, "refused") || !strstr(out, cases[i].reason) ||
             !strstr(out, path))
             fail_msg("%s: exit %d, output:\n%s", cases[i].name, rc, out);
@@ -119,9 +107,9 @@ static void test_damaged_bundles_refused(void **state)
         /* Importing it writes nothing into a cache. */
         char cache[4300];
         snprintf(cache, sizeof cache, "%s/import-%s", g_dir, cases[i].name);
-        assert_int_equal(kiln(&out, "cache import %s --cache-dir %s", path, cache), 1);
+        assert_int_equal(kiln_test_kiln(&out, "cache import %s --cache-dir %s", path, cache), 1);
         free(out);
-        assert_int_equal(kiln(&out, "cache verify --cache-dir %s", cache), 0);
+        assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", cache), 0);
         assert_non_null(strstr(out, " 0 entries"));
         free(out);
     }
@@ -137,14 +125,14 @@ static void test_paths_do_not_change_keys(void **state)
     snprintf(rel, sizeof rel, "%s/rel.kbundle", g_dir);
     snprintf(abs_, sizeof abs_, "%s/abs.kbundle", g_dir);
     assert_non_null(getcwd(cwd, sizeof cwd));
-    assert_int_equal(kiln(&out, "pack specs/default --arch sm_90a -o %s --cache-dir %s", rel,
+    assert_int_equal(kiln_test_kiln(&out, "pack specs/default --arch sm_90a -o %s --cache-dir %s", rel,
                           g_cache), 0);
     free(out);
-    assert_int_equal(kiln(&out, "compile %s/specs/default --arch sm_90a --cache-dir %s", cwd,
+    assert_int_equal(kiln_test_kiln(&out, "compile %s/specs/default --arch sm_90a --cache-dir %s", cwd,
                           g_cache), 0);
     if (!strstr(out, " 0 compiled,")) fail_msg("absolute spec paths missed the cache:\n%s", out);
     free(out);
-    assert_int_equal(kiln(&out, "pack %s/specs/default --arch sm_90a -o %s --cache-dir %s", cwd,
+    assert_int_equal(kiln_test_kiln(&out, "pack %s/specs/default --arch sm_90a -o %s --cache-dir %s", cwd,
                           abs_, g_cache), 0);
     free(out);
     char cmd[9000];
@@ -159,22 +147,22 @@ static void test_import_export(void **state)
     char cache[4200], back[4200], *out;
     snprintf(cache, sizeof cache, "%s/imported", g_dir);
     snprintf(back, sizeof back, "%s/exported.kbundle", g_dir);
-    assert_int_equal(kiln(&out, "bundle ls %s", g_bundle), 0);
+    assert_int_equal(kiln_test_kiln(&out, "bundle ls %s", g_bundle), 0);
     size_t n = kernels_in(out);
     free(out);
-    assert_int_equal(kiln(&out, "cache import %s --cache-dir %s", g_bundle, cache), 0);
+    assert_int_equal(kiln_test_kiln(&out, "cache import %s --cache-dir %s", g_bundle, cache), 0);
     free(out);
-    assert_int_equal(kiln(&out, "cache verify --cache-dir %s", cache), 0);
+    assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", cache), 0);
     char want[64];
     snprintf(want, sizeof want, "%zu entries, 0 damaged", n);
     if (!strstr(out, want)) fail_msg("expected '%s' in:\n%s", want, out);
     free(out);
     /* An imported cache serves compiles: all hits, no NVRTC. */
-    assert_int_equal(kiln(&out, "compile specs/default --arch sm_90a --cache-dir %s", cache), 0);
+    assert_int_equal(kiln_test_kiln(&out, "compile specs/default --arch sm_90a --cache-dir %s", cache), 0);
     assert_non_null(strstr(out, " 0 compiled,"));
     free(out);
     /* Export it again: the same kernels, the same bytes. */
-    assert_int_equal(kiln(&out, "cache export %s %s", cache, back), 0);
+    assert_int_equal(kiln_test_kiln(&out, "cache export %s %s", cache, back), 0);
     free(out);
     char cmd[9000];
     snprintf(cmd, sizeof cmd, "cmp %s %s", g_bundle, back);

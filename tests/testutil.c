@@ -53,6 +53,17 @@ int kiln_test_run(const char *cmd, char **output)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+int kiln_test_kiln(char **output, const char *fmt, ...)
+{
+    char cmd[8192];
+    int n = snprintf(cmd, sizeof cmd, "%s ", kiln_test_kiln_bin());
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
+    va_end(ap);
+    return kiln_test_run(cmd, output);
+}
+
 const char *kiln_test_kiln_bin(void)
 {
     const char *b = getenv("KILN_BIN");

@@ -19,5 +19,8 @@ void kiln_test_write_file(const char *path, const char *text);
 int kiln_test_run(const char *cmd, char **output);
 /* Path of the `kiln` binary under test ($KILN_BIN, set by ctest). */
 const char *kiln_test_kiln_bin(void);
+/* Runs `kiln ARGS` (ARGS formatted like printf), stdout and stderr into
+ * *output (malloc'd); returns the exit code. */
+int kiln_test_kiln(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif
