@@ -95,27 +95,10 @@ end
 
 local entry = "kiln_" .. (spec.name or "sm90"):gsub("[^%w_]", "_")
 
--- wgmma wrapper for m64n<bn>k16 with fp32 accumulators.
-local nacc = bn // 2
-local regs = {}
-for i = 0, nacc - 1 do regs[#regs + 1] = "%" .. i end
-local cons = {}
-for i = 0, nacc - 1 do cons[#cons + 1] = string.format('"+f"(d[%d])', i) end
+-- wgmma wrapper for m64n<bn>k16 with fp32 accumulators; dgrad reads B
+-- MN-major (the weight transposed).
 local ity = types.a == "bf16" and "bf16" or "f16"
-local wgmma = table.concat({
-  "__device__ __forceinline__ void kiln_wgmma(float (&d)[" .. nacc .. "], unsigned long long da,",
-  "                                           unsigned long long db, int scale_d)",
-  "{",
-  "    asm volatile(\"{ .reg .pred p;\\n\"",
-  string.format("                 \"setp.ne.b32 p, %%%d, 0;\\n\"", nacc + 2),
-  string.format("                 \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s \"", bn, ity, ity),
-  "                 \"{" .. table.concat(regs, ", ") .. "}, \"",
-  string.format("                 \"%%%d, %%%d, p, 1, 1, 0, %d;\\n}\"", nacc, nacc + 1,
-                op == "dgrad" and 1 or 0),
-  "                 : " .. table.concat(cons, ", "),
-  "                 : \"l\"(da), \"l\"(db), \"r\"(scale_d));",
-  "}",
-}, "\n")
+local wgmma = include("sm90_wgmma")(bn, ity, 0, op == "dgrad" and 1 or 0)
 
 local function b(x) return x and 1 or 0 end
 local pre = {

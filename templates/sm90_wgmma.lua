@@ -1,0 +1,28 @@
+-- templates/sm90_wgmma.lua — the wgmma wrapper both sm90 templates emit:
+-- kiln_wgmma(acc, desc_a, desc_b, scale_d) issuing one
+-- wgmma.mma_async m64n<bn>k16 with fp32 accumulators in registers.
+-- tnsp_a / tnsp_b (0 or 1): the operand is MN-major in shared memory (dgrad's
+-- B; both of wgrad's operands).  Returns a function (bn, ity, tnsp_a, tnsp_b).
+
+return function(bn, ity, tnsp_a, tnsp_b)
+  local nacc = bn // 2
+  local regs, cons = {}, {}
+  for i = 0, nacc - 1 do
+    regs[#regs + 1] = "%" .. i
+    cons[#cons + 1] = string.format('"+f"(d[%d])', i)
+  end
+  return table.concat({
+    "__device__ __forceinline__ void kiln_wgmma(float (&d)[" .. nacc .. "], unsigned long long da,",
+    "                                           unsigned long long db, int scale_d)",
+    "{",
+    "    asm volatile(\"{ .reg .pred p;\\n\"",
+    string.format("                 \"setp.ne.b32 p, %%%d, 0;\\n\"", nacc + 2),
+    string.format("                 \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s \"", bn, ity, ity),
+    "                 \"{" .. table.concat(regs, ", ") .. "}, \"",
+    string.format("                 \"%%%d, %%%d, p, 1, 1, %d, %d;\\n}\"", nacc, nacc + 1,
+                  tnsp_a, tnsp_b),
+    "                 : " .. table.concat(cons, ", "),
+    "                 : \"l\"(da), \"l\"(db), \"r\"(scale_d));",
+    "}",
+  }, "\n")
+end
