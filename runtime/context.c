@@ -185,7 +185,7 @@ void kiln_context_destroy(kiln_context *ctx)
         for (size_t i = 0; i < ctx->n_kernels; i++)
             if (ctx->kernels[i].loaded) ctx->drv.cuModuleUnload(ctx->kernels[i].module);
         kiln_cublaslt_destroy(ctx);
-        kiln_ctx_close_tuning(ctx);
+        kiln_ctx_close_tuning(ctx); /* tables open only once the device is open */
         if (pushed) {
             CUcontext dummy;
             ctx->drv.cuCtxPopCurrent(&dummy);
@@ -194,7 +194,6 @@ void kiln_context_destroy(kiln_context *ctx)
     }
     if (ctx->driver_ok) kiln_driver_unload(&ctx->drv);
     if (ctx->cache) kiln_cache_close(ctx->cache);
-    kiln_ctx_close_tuning(ctx); /* no-op when already closed above */
     kiln_ctx_close_bundles(ctx);
     free(ctx->kernels);
     free(ctx->candidates);
