@@ -54,7 +54,7 @@ done
 
 echo "== 3. SASS of the sm90 kernels"
 if command -v cuobjdump >/dev/null && [ -f "$bundle" ]; then
-  rm -rf "$out/cubins"; "$build/compiler/kiln" bundle extract "$bundle" /tmp/kiln-cubins >/dev/null
+  rm -rf "$out/cubins"; "$build/kiln" bundle extract "$bundle" /tmp/kiln-cubins >/dev/null
   for c in /tmp/kiln-cubins/*sm90*.cubin; do
     [ -f "$c" ] || continue
     n=$(cuobjdump --dump-sass "$c" | grep -c HGMMA)

@@ -42,7 +42,7 @@ for t in "$build"/tests/gpu/test_*; do
     [ -x "$t" ] || continue
     run "$(basename "$t")" "$t"
 done
-[ -x "$build/tests/test_validate" ] && run test_validate "$build/tests/test_validate"
+[ -x "$build/tests/unit/test_validate" ] && run test_validate "$build/tests/unit/test_validate"
 [ -x "$build/examples/example_basic" ] && run example_basic "$build/examples/example_basic"
 
 grep -E "rel (err|diff)|->|first call|last call|device:" "$log" | tail -n 60

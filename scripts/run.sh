@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-build/compiler/kiln pack specs --arch sm_90a -o build/kiln-sm_90a.kbundle
-build/compiler/kiln bundle verify build/kiln-sm_90a.kbundle
+build/kiln pack specs --arch sm_90a -o build/kiln-sm_90a.kbundle
+build/kiln bundle verify build/kiln-sm_90a.kbundle
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   scripts/gpu_all.sh build
 else

@@ -12,25 +12,17 @@
  * warm up and time each launch with CUDA events, rotating the sets; the
  * median is the result.
  *
- * The `kiln` executable cannot link kiln_runtime, whose catalog this very
- * executable generates at build time, so it compiles the runtime's sources
- * in (compiler/CMakeLists.txt) and the empty catalog below stands in: the
- * reference of kiln_gemm is then cuBLASLt (host sizes are given), which is
- * independent of every generated kernel.
+ * The reference is kiln_gemm on a context allowed only cuBLASLt (host sizes
+ * are given), which is independent of every generated kernel.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "catalog.h"
 #include "context.h"
 #include "launch.h"
 #include "tune.h"
-
-const kiln_catalog_entry kiln_catalog[] = {{0, 0, 0, 0, 0}};
-const size_t kiln_catalog_count = 0;
-const char *const kiln_catalog_tuning = NULL;
 
 #define MAX_SETS 8
 #define MAX_RUNS 200
@@ -420,7 +412,7 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
                          ? (int64_t)i
                          : (int64_t)((double)i * (double)(g->out_rows - 1) / (double)(g->n_rows - 1));
 
-    /* The reference, through the runtime (cuBLASLt: the catalog is empty). */
+    /* The reference, through the runtime (cuBLASLt only: see kiln_tune_gpu_create). */
     g->ref_note[0] = '\0';
     kiln_problem p;
     problem_on(g, 0, &p);

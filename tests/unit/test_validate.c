@@ -9,8 +9,8 @@
 
 #include "testutil.h"
 
-#include "../runtime/dispatch.c"
-#include "../runtime/validate.c"
+#include "../../runtime/dispatch.c"
+#include "../../runtime/validate.c"
 
 #define FAKE(addr) ((void *)(uintptr_t)(addr))
 

@@ -67,5 +67,5 @@ int kiln_test_kiln(char **output, const char *fmt, ...)
 const char *kiln_test_kiln_bin(void)
 {
     const char *b = getenv("KILN_BIN");
-    return b && *b ? b : "build/compiler/kiln";
+    return b && *b ? b : "build/kiln";
 }
