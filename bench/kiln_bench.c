@@ -13,6 +13,13 @@
  *
  * usage: kiln_bench [--cases FILE] [--ops fprop,dgrad,wgrad,wgrad_acc] [--only a,b]
  *                   [--reps N] [--json FILE] [--peer FILE] [--untuned]
+ *        kiln_bench --sizes [--cases FILE]
+ *
+ * The cases file is read, and each case's group sizes made, by `kiln
+ * tune`'s code (cli/tune.c).  --sizes prints them, one case a line:
+ *   name <TAB> K <TAB> N <TAB> m0,m1,...
+ * and needs no GPU: torch_peer.py takes its sizes from there, so all three
+ * time the same problems.
  *
  * --untuned also times kiln with every tuning table ignored (KILN_TUNING=off),
  * alternating with the tuned context call by call, so the two compare
@@ -23,25 +30,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
-#include "kiln.h"
-
-#define MAX_CASES 32
-#define MAX_G 1024
-
-typedef struct bench_case {
-    char name[64];
-    int groups, tokens_per_group;
-    long k, n;
-    char dist[16];
-} bench_case;
+#include "gpu_support.h"
+#include "half.h"
+#include "tune.h"
 
 typedef struct peer_row {
     char name[64], op[16];
     double tflops;
 } peer_row;
 
-static kiln_driver drv;
+static kts_gpu gpu;
+#define drv (gpu.drv)
 static int reps = 30;
 
 #define CU(call)                                                                                   \
@@ -55,72 +54,9 @@ static int reps = 30;
         }                                                                                          \
     } while (0)
 
-static int load_cases(const char *path, bench_case *cases)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        perror(path);
-        exit(2);
-    }
-    char line[512];
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n < MAX_CASES) {
-        if (line[0] == '#' || line[0] == '\n') continue;
-        bench_case *c = &cases[n];
-        if (sscanf(line, "%63s %d %d %ld %ld %15s", c->name, &c->groups, &c->tokens_per_group,
-                   &c->k, &c->n, c->dist) == 6)
-            n++;
-    }
-    fclose(f);
-    return n;
-}
-
-/* Must match bench/torch_peer.py's group_sizes exactly. */
-static void group_sizes(const bench_case *c, int32_t *m)
-{
-    long total = (long)c->groups * c->tokens_per_group;
-    if (strcmp(c->dist, "skew") != 0) {
-        for (int g = 0; g < c->groups; g++) m[g] = c->tokens_per_group;
-        return;
-    }
-    double w[MAX_G], s = 0;
-    for (int g = 0; g < c->groups; g++) {
-        w[g] = (g == 16 || g == 17) ? 0.0 : 1.0 / pow(g + 1, 1.2);
-        s += w[g];
-    }
-    long sum = 0;
-    for (int g = 0; g < c->groups; g++) {
-        m[g] = (int32_t)(long)(total * w[g] / s);
-        sum += m[g];
-    }
-    m[0] += (int32_t)(total - sum);
-}
-
-/* bf16 with a roughly normal distribution (sum of four uniforms), scaled. */
+/* bf16 with a roughly normal distribution, scaled; a fixed seed, so every
+ * run times the same data. */
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static inline uint32_t next_u32(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-static float from_bf16(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static CUdeviceptr random_bf16(size_t count, float scale)
 {
@@ -129,12 +65,7 @@ static CUdeviceptr random_bf16(size_t count, float scale)
         fprintf(stderr, "out of host memory\n");
         exit(1);
     }
-    for (size_t i = 0; i < count; i++) {
-        uint32_t a = next_u32(), b = next_u32();
-        float u = (float)(a & 0xffff) + (float)(a >> 16) + (float)(b & 0xffff) + (float)(b >> 16);
-        float z = (u / 65536.0f - 2.0f) * 1.732f; /* mean 0, variance 1 */
-        h[i] = to_bf16(z * scale);
-    }
+    for (size_t i = 0; i < count; i++) h[i] = kiln_f32_to_bf16(kts_rng_normal(&rng) * scale);
     CUdeviceptr d;
     CU(drv.cuMemAlloc(&d, count * 2));
     CU(drv.cuMemcpyHtoD(d, h, count * 2));
@@ -164,7 +95,7 @@ static void upload_f32_from_bf16(CUdeviceptr dst, CUdeviceptr src_bf16, size_t c
     uint16_t *h = malloc(count * 2);
     float *f = malloc(count * 4);
     CU(drv.cuMemcpyDtoH(h, src_bf16, count * 2));
-    for (size_t i = 0; i < count; i++) f[i] = from_bf16(h[i]);
+    for (size_t i = 0; i < count; i++) f[i] = kiln_bf16_to_f32(h[i]);
     CU(drv.cuMemcpyHtoD(dst, f, count * 4));
     free(h);
     free(f);
@@ -215,20 +146,16 @@ static double rel_err(CUdeviceptr x, CUdeviceptr y, size_t count, int f32)
     uint8_t *hx = malloc(count * es), *hy = malloc(count * es);
     CU(drv.cuMemcpyDtoH(hx, x, count * es));
     CU(drv.cuMemcpyDtoH(hy, y, count * es));
-    double num = 0, den = 0;
+    kiln_dtype t = f32 ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+    kts_err e = {0};
     for (size_t i = 0; i < count; i++) {
-        double a = f32 ? ((float *)hx)[i] : from_bf16(((uint16_t *)hx)[i]);
-        double b = f32 ? ((float *)hy)[i] : from_bf16(((uint16_t *)hy)[i]);
-        if (isnan(a) || isnan(b)) {
-            num = INFINITY;
-            break;
-        }
-        num += (a - b) * (a - b);
-        den += b * b;
+        double b = kts_load(hy, i, t);
+        kts_err_add(&e, kts_load(hx, i, t), b);
+        if (isnan(b)) e.nan++;
     }
     free(hx);
     free(hy);
-    return den > 0 ? sqrt(num / den) : num;
+    return e.nan ? INFINITY : kts_err_rel(&e);
 }
 
 static double peer_tflops(const peer_row *rows, int n, const char *name, const char *op)
@@ -285,238 +212,283 @@ static double copy_bandwidth(CUstream s)
     return 2.0 * (double)bytes / (best * 1e-3);
 }
 
+/* What one run of the benchmark holds: contexts, stream, options, and the
+ * tables it prints at the end. */
+typedef struct bench {
+    kiln_context *gen, *lt, *plain; /* generated; cuBLASLt; generated with tuning off */
+    CUstream s;
+    const char *ops;
+    double bw;                      /* copy bandwidth, bytes/s */
+    peer_row *peer;
+    int n_peer;
+    FILE *json;
+    int first_row;
+    char table[32768], cmp[16384];
+    size_t tl, cl;
+} bench;
+
+/* The device buffers of one case. */
+typedef struct case_bufs {
+    const int32_t *m;               /* host sizes */
+    long t;                         /* tokens */
+    CUdeviceptr x, w, dy, out_a, out_b, sizes, dense_sizes;
+} case_bufs;
+
+/* One op of one case: check against the cuBLASLt loop, then time kiln, the
+ * loop and the dense peer; adds the rows to the tables.  Returns kiln's
+ * median ms (0 when it failed the check). */
+static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, int op,
+                       double wgrad_ms)
+{
+    static const char *names[4] = {"fprop", "dgrad", "wgrad", "wgrad_acc"};
+    const int acc = op == 3, G = c->groups;
+    const long t = cb->t;
+    kiln_problem p;
+    kiln_problem_init(&p, acc ? KILN_OP_WGRAD : (kiln_op)op);
+    p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
+    if (acc) {
+        p.out_type = KILN_DTYPE_F32;
+        p.accumulate = 1;
+    }
+    p.groups = G;
+    p.n = c->n;
+    p.k = c->k;
+    p.capacity = t;
+    p.d_sizes = (const int32_t *)(uintptr_t)cb->sizes;
+    p.host_sizes = cb->m;
+    p.d_a = (const void *)(uintptr_t)(op == KILN_OP_FPROP ? cb->x : cb->dy);
+    p.d_b = (const void *)(uintptr_t)(op == KILN_OP_WGRAD ? cb->x : cb->w);
+    size_t n_out = op == KILN_OP_FPROP ? (size_t)t * c->n
+                 : op == KILN_OP_DGRAD ? (size_t)t * c->k : (size_t)G * c->n * c->k;
+    size_t es = acc ? 4 : 2;
+    runner rg = {b->gen, p}, rl = {b->lt, p}, rd = {b->lt, p};
+    rg.p.d_out = (void *)(uintptr_t)cb->out_a;
+    rl.p.d_out = (void *)(uintptr_t)cb->out_b;
+    rd.p.d_out = (void *)(uintptr_t)cb->out_b;
+    /* The dense peer: one group of all the tokens, same FLOPs. */
+    int32_t one = (int32_t)t;
+    rd.p.groups = 1;
+    rd.p.d_sizes = (const int32_t *)(uintptr_t)cb->dense_sizes;
+    rd.p.host_sizes = &one;
+    /* Correctness first: generated vs the cuBLASLt loop, every element.
+     * Outputs start poisoned (NaN), or, when accumulating, as the same
+     * random main-grad values. */
+    if (acc) {
+        CUdeviceptr init = random_bf16(n_out, 1.0f);
+        upload_f32_from_bf16(cb->out_a, init, n_out);
+        CU(drv.cuMemcpyDtoD(cb->out_b, cb->out_a, n_out * 4));
+        CU(drv.cuMemFree(init));
+    } else {
+        CU(drv.cuMemsetD8(cb->out_a, KTS_POISON, n_out * es));
+        CU(drv.cuMemsetD8(cb->out_b, KTS_POISON, n_out * es));
+    }
+    call(&rg, b->s);
+    call(&rl, b->s);
+    CU(drv.cuStreamSynchronize(b->s));
+    double e = rel_err(cb->out_a, cb->out_b, n_out, acc);
+    kiln_call_report rep;
+    kiln_last_call(b->gen, &rep);
+    if (!(e < 2e-2)) {
+        printf("%-15s %-6s FAILED: relative error %.3g against the cuBLASLt loop (%s)\n", c->name,
+               names[op], e, rep.kernel);
+        return 0;
+    }
+    double flops = kiln_tune_shape_flops(c);
+    double ms_g = time_call(&rg, b->s), ms_l = time_call(&rl, b->s), ms_d = time_call(&rd, b->s);
+    if (b->plain) {
+        /* Tuned and untuned alternate, three rounds each, best median of
+         * each: the same drift hits both. */
+        runner ru = rg;
+        ru.ctx = b->plain;
+        double best_t = ms_g, best_u = 1e30;
+        for (int round = 0; round < 3; round++) {
+            double u = time_call(&ru, b->s), tg = round ? time_call(&rg, b->s) : ms_g;
+            if (u < best_u) best_u = u;
+            if (tg < best_t) best_t = tg;
+        }
+        kiln_call_report ur;
+        kiln_last_call(b->plain, &ur);
+        b->cl += (size_t)snprintf(b->cmp + b->cl, sizeof b->cmp - b->cl,
+                                  "%-15s %-9s %9.1f %9.1f %7.3f  %s / %s\n", c->name, names[op],
+                                  flops / best_t / 1e9, flops / best_u / 1e9, best_u / best_t,
+                                  rep.kernel, ur.kernel);
+    }
+    double tf_g = flops / ms_g / 1e9, tf_l = flops / ms_l / 1e9, tf_d = flops / ms_d / 1e9;
+    double tf_t = peer_tflops(b->peer, b->n_peer, c->name, names[op]);
+    b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
+                              "%-15s %-9s %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f  %s\n",
+                              c->name, names[op], tf_g, tf_l, tf_d, tf_t, tf_g / tf_l, tf_g / tf_d,
+                              tf_t > 0 ? tf_g / tf_t : 0.0, rep.kernel);
+    if (acc && wgrad_ms > 0)
+        b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
+                                  "%-15s %-6s accumulating into fp32 costs %.1f%% over "
+                                  "overwriting bf16 (%.3f vs %.3f ms)\n",
+                                  c->name, "wgrad", (ms_g / wgrad_ms - 1) * 100, ms_g, wgrad_ms);
+    if (!strcmp(c->name, "small_decode") && !acc) {
+        double floor_ms = (double)G * c->n * c->k * 2 / b->bw * 1e3;
+        b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
+                                  "%-15s %-6s %.3f ms; reading the weights once at the copy "
+                                  "bandwidth: %.3f ms (ratio %.2f)\n",
+                                  c->name, names[op], ms_g, floor_ms, ms_g / floor_ms);
+    }
+    if (b->json) {
+        fprintf(b->json, "%s  {\"case\": \"%s\", \"op\": \"%s\", \"tokens\": %ld, "
+                         "\"kiln_ms\": %.4f, \"kiln_tflops\": %.2f, \"lt_loop_tflops\": %.2f, "
+                         "\"lt_dense_tflops\": %.2f, \"torch_tflops\": %.2f, "
+                         "\"rel_err\": %.3g, \"kernel\": \"%s\"}",
+                b->first_row ? "" : ",\n", c->name, names[op], t, ms_g, tf_g, tf_l, tf_d, tf_t,
+                e, rep.kernel);
+        b->first_row = 0;
+    }
+    return ms_g;
+}
+
+/* Every op of one case, on random data (never zeros). */
+static void bench_case(bench *b, const kiln_tune_shape *c)
+{
+    static const char *names[4] = {"fprop", "dgrad", "wgrad", "wgrad_acc"};
+    const int G = c->groups;
+    int32_t *m = malloc((size_t)G * sizeof *m);
+    if (!m) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    case_bufs cb = {.m = m, .t = (long)kiln_tune_shape_sizes(c, m)};
+    const long t = cb.t;
+    cb.x = random_bf16((size_t)t * c->k, 1.0f);
+    cb.w = random_bf16((size_t)G * c->n * c->k, 0.05f);
+    cb.dy = random_bf16((size_t)t * c->n, 1.0f);
+    size_t out_elems = (size_t)t * (size_t)(c->n > c->k ? c->n : c->k);
+    size_t wout_elems = (size_t)G * c->n * c->k;
+    size_t big = out_elems > wout_elems ? out_elems : wout_elems;
+    CU(drv.cuMemAlloc(&cb.out_a, big * 4)); /* room for wgrad_acc's fp32 dW */
+    CU(drv.cuMemAlloc(&cb.out_b, big * 4));
+    CU(drv.cuMemAlloc(&cb.sizes, (size_t)G * 4));
+    CU(drv.cuMemAlloc(&cb.dense_sizes, 4));
+    CU(drv.cuMemcpyHtoD(cb.sizes, m, (size_t)G * 4));
+    int32_t tt = (int32_t)t;
+    CU(drv.cuMemcpyHtoD(cb.dense_sizes, &tt, 4));
+    double wgrad_ms = 0;
+    for (int op = 0; op < 4; op++) {
+        if (!has_op(b->ops, names[op])) continue;
+        double ms = bench_op(b, c, &cb, op, wgrad_ms);
+        if (op == 2) wgrad_ms = ms;
+    }
+    CUdeviceptr all[] = {cb.x, cb.w, cb.dy, cb.out_a, cb.out_b, cb.sizes, cb.dense_sizes};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CU(drv.cuMemFree(all[i]));
+    free(m);
+}
+
+/* --sizes: each case's group sizes, for torch_peer.py. */
+static int print_sizes(const kiln_tune_shape *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const kiln_tune_shape *c = &cases[i];
+        int32_t *m = malloc((size_t)c->groups * sizeof *m);
+        if (!m) return 1;
+        kiln_tune_shape_sizes(c, m);
+        printf("%s\t%lld\t%lld\t", c->name, (long long)c->k, (long long)c->n);
+        for (int g = 0; g < c->groups; g++) printf("%s%d", g ? "," : "", m[g]);
+        printf("\n");
+        free(m);
+    }
+    return 0;
+}
+
+static kiln_context *make_context(unsigned allowed, int tuning_off)
+{
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    o.allowed_backends = allowed;
+    if (tuning_off) setenv("KILN_TUNING", "off", 1);
+    kiln_context *ctx = NULL;
+    kiln_status st = kiln_context_create(&o, &ctx);
+    if (tuning_off) unsetenv("KILN_TUNING");
+    if (st != KILN_OK) {
+        fprintf(stderr, "kiln_context_create: %s\n", kiln_last_error(ctx));
+        exit(1);
+    }
+    return ctx;
+}
+
 int main(int argc, char **argv)
 {
-    const char *cases_path = "bench/cases.tsv", *ops = "fprop,dgrad,wgrad,wgrad_acc", *only = NULL;
+    const char *cases_path = "bench/cases.tsv", *only = NULL;
     const char *json_path = NULL, *peer_path = NULL;
-    int untuned = 0;
+    int untuned = 0, sizes_only = 0;
+    static bench b = {.ops = "fprop,dgrad,wgrad,wgrad_acc", .first_row = 1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases_path = argv[++i];
-        else if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
+        else if (!strcmp(argv[i], "--ops") && i + 1 < argc) b.ops = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer_path = argv[++i];
         else if (!strcmp(argv[i], "--untuned")) untuned = 1;
+        else if (!strcmp(argv[i], "--sizes")) sizes_only = 1;
         else {
             fprintf(stderr, "usage: %s [--cases FILE] [--ops LIST] [--only LIST] [--reps N] "
-                            "[--json FILE] [--peer FILE]\n", argv[0]);
+                            "[--json FILE] [--peer FILE] [--untuned] | --sizes [--cases FILE]\n",
+                    argv[0]);
             return 2;
         }
     }
     if (reps < 3) reps = 3;
+    kiln_tune_shape *cases = NULL;
+    size_t n_cases = 0;
     kiln_error err;
-    if (kiln_driver_load(&drv, &err) != KILN_OK) {
-        printf("kiln_bench: skipped: %s\n", err.msg);
+    kiln_error_clear(&err);
+    if (kiln_tune_shapes_load(cases_path, &cases, &n_cases, &err) != KILN_OK) {
+        fprintf(stderr, "kiln_bench: %s\n", err.msg);
+        return 2;
+    }
+    if (sizes_only) {
+        int rc = print_sizes(cases, n_cases);
+        free(cases);
+        return rc;
+    }
+    char why[512];
+    if (kts_gpu_open(&gpu, why, sizeof why) != 0) {
+        printf("kiln_bench: skipped: %s\n", why);
+        free(cases);
         return 0;
     }
-    int count = 0;
-    if (drv.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) {
-        printf("kiln_bench: skipped: no CUDA device\n");
-        return 0;
-    }
-    CUdevice dev;
-    CUcontext cu;
-    CU(drv.cuDeviceGet(&dev, 0));
-    CU(drv.cuDevicePrimaryCtxRetain(&cu, dev));
-    CU(drv.cuCtxSetCurrent(cu));
-    char devname[128];
-    CU(drv.cuDeviceGetName(devname, sizeof devname, dev));
-    CUstream s;
-    CU(drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU(drv.cuStreamCreate(&b.s, CU_STREAM_NON_BLOCKING));
+    b.gen = make_context(KILN_ALLOW_GENERATED, 0);
+    if (untuned) b.plain = make_context(KILN_ALLOW_GENERATED, 1);
+    b.lt = make_context(KILN_ALLOW_CUBLASLT, 0);
 
-    kiln_context_options o;
-    kiln_context_options_init(&o);
-    o.allowed_backends = KILN_ALLOW_GENERATED;
-    kiln_context *gen = NULL, *lt = NULL;
-    if (kiln_context_create(&o, &gen) != KILN_OK) {
-        fprintf(stderr, "kiln_context_create: %s\n", kiln_last_error(gen));
-        return 1;
-    }
-    kiln_context *plain = NULL; /* generated, tuning tables ignored */
-    if (untuned) {
-        setenv("KILN_TUNING", "off", 1);
-        kiln_status st = kiln_context_create(&o, &plain);
-        unsetenv("KILN_TUNING");
-        if (st != KILN_OK) {
-            fprintf(stderr, "kiln_context_create: %s\n", kiln_last_error(plain));
-            return 1;
-        }
-    }
-    o.allowed_backends = KILN_ALLOW_CUBLASLT;
-    if (kiln_context_create(&o, &lt) != KILN_OK) {
-        fprintf(stderr, "kiln_context_create: %s\n", kiln_last_error(lt));
-        return 1;
-    }
+    b.peer = calloc(4 * n_cases + 1, sizeof *b.peer);
+    b.n_peer = peer_path && b.peer ? load_peer(peer_path, b.peer, 4 * (int)n_cases) : 0;
+    b.bw = copy_bandwidth(b.s);
 
-    bench_case cases[MAX_CASES];
-    int n_cases = load_cases(cases_path, cases);
-    peer_row peer[3 * MAX_CASES];
-    int n_peer = peer_path ? load_peer(peer_path, peer, 3 * MAX_CASES) : 0;
-    double bw = copy_bandwidth(s);
-
-    FILE *json = json_path ? fopen(json_path, "w") : NULL;
-    if (json) fprintf(json, "{\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"rows\": [\n",
-                      devname, bw / 1e9);
-    int first_row = 1;
-    printf("device: %s, copy bandwidth %.0f GB/s, median of %d\n", devname, bw / 1e9, reps);
-    char table[32768], cmp[16384];
-    size_t cl = 0;
-    cmp[0] = '\0';
+    b.json = json_path ? fopen(json_path, "w") : NULL;
+    if (b.json) fprintf(b.json, "{\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"rows\": [\n",
+                        gpu.name, b.bw / 1e9);
+    printf("device: %s, copy bandwidth %.0f GB/s, median of %d\n", gpu.name, b.bw / 1e9, reps);
     if (untuned)
-        cl += (size_t)snprintf(cmp + cl, sizeof cmp - cl, "%-15s %-9s %9s %9s %7s  %s\n", "case",
-                               "op", "tuned", "untuned", "ratio", "tuned kernel / untuned kernel");
-    size_t tl = 0;
-    tl += (size_t)snprintf(table + tl, sizeof table - tl,
-                           "%-15s %-9s %9s %9s %9s %9s %7s %7s %7s  %s\n", "case", "op", "kiln",
-                           "lt_loop", "lt_dense", "torch", "vs_loop", "vs_dns", "vs_trch", "kernel");
-    for (int ci = 0; ci < n_cases; ci++) {
-        const bench_case *c = &cases[ci];
-        if (only && !strstr(only, c->name)) continue;
-        int32_t m[MAX_G];
-        group_sizes(c, m);
-        long t = 0;
-        for (int g = 0; g < c->groups; g++) t += m[g];
-        int G = c->groups;
-        CUdeviceptr x = random_bf16((size_t)t * c->k, 1.0f);
-        CUdeviceptr w = random_bf16((size_t)G * c->n * c->k, 0.05f);
-        CUdeviceptr dy = random_bf16((size_t)t * c->n, 1.0f);
-        size_t out_elems = (size_t)t * (size_t)(c->n > c->k ? c->n : c->k);
-        size_t wout_elems = (size_t)G * c->n * c->k;
-        size_t big = out_elems > wout_elems ? out_elems : wout_elems;
-        CUdeviceptr out_a, out_b, sizes, dense_sizes;
-        CU(drv.cuMemAlloc(&out_a, big * 4)); /* room for wgrad_acc's fp32 dW */
-        CU(drv.cuMemAlloc(&out_b, big * 4));
-        CU(drv.cuMemAlloc(&sizes, (size_t)G * 4));
-        CU(drv.cuMemAlloc(&dense_sizes, 4));
-        CU(drv.cuMemcpyHtoD(sizes, m, (size_t)G * 4));
-        int32_t tt = (int32_t)t;
-        CU(drv.cuMemcpyHtoD(dense_sizes, &tt, 4));
-        double flops = 2.0 * (double)t * (double)c->n * (double)c->k;
-        double wgrad_ms = 0;
-        for (int op = 0; op < 4; op++) {
-            static const char *names[4] = {"fprop", "dgrad", "wgrad", "wgrad_acc"};
-            int acc = op == 3;
-            if (!has_op(ops, names[op])) continue;
-            kiln_problem p;
-            kiln_problem_init(&p, acc ? KILN_OP_WGRAD : (kiln_op)op);
-            p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
-            if (acc) {
-                p.out_type = KILN_DTYPE_F32;
-                p.accumulate = 1;
-            }
-            p.groups = G;
-            p.n = c->n;
-            p.k = c->k;
-            p.capacity = t;
-            p.d_sizes = (const int32_t *)(uintptr_t)sizes;
-            p.host_sizes = m;
-            p.d_a = (const void *)(uintptr_t)(op == KILN_OP_FPROP ? x : dy);
-            p.d_b = (const void *)(uintptr_t)(op == KILN_OP_WGRAD ? x : w);
-            size_t n_out = op == KILN_OP_FPROP ? (size_t)t * c->n
-                         : op == KILN_OP_DGRAD ? (size_t)t * c->k : wout_elems;
-            size_t es = acc ? 4 : 2;
-            runner rg = {gen, p}, rl = {lt, p}, rd = {lt, p};
-            rg.p.d_out = (void *)(uintptr_t)out_a;
-            rl.p.d_out = (void *)(uintptr_t)out_b;
-            rd.p.d_out = (void *)(uintptr_t)out_b;
-            /* The dense peer: one group of all the tokens, same FLOPs. */
-            int32_t one = (int32_t)t;
-            rd.p.groups = 1;
-            rd.p.d_sizes = (const int32_t *)(uintptr_t)dense_sizes;
-            rd.p.host_sizes = &one;
-            /* Correctness first: generated vs the cuBLASLt loop, every element.
-             * Outputs start poisoned (NaN), or, when accumulating, as the same
-             * random main-grad values. */
-            if (acc) {
-                CUdeviceptr init = random_bf16(n_out, 1.0f);
-                upload_f32_from_bf16(out_a, init, n_out);
-                CU(drv.cuMemcpyDtoD(out_b, out_a, n_out * 4));
-                CU(drv.cuMemFree(init));
-            } else {
-                CU(drv.cuMemsetD8(out_a, 0xff, n_out * es));
-                CU(drv.cuMemsetD8(out_b, 0xff, n_out * es));
-            }
-            call(&rg, s);
-            call(&rl, s);
-            CU(drv.cuStreamSynchronize(s));
-            double e = rel_err(out_a, out_b, n_out, acc);
-            kiln_call_report rep;
-            kiln_last_call(gen, &rep);
-            if (!(e < 2e-2)) {
-                printf("%-15s %-6s FAILED: relative error %.3g against the cuBLASLt loop (%s)\n",
-                       c->name, names[op], e, rep.kernel);
-                continue;
-            }
-            double ms_g = time_call(&rg, s), ms_l = time_call(&rl, s), ms_d = time_call(&rd, s);
-            if (untuned) {
-                /* Tuned and untuned alternate, three rounds each, best median
-                 * of each: the same drift hits both. */
-                runner ru = rg;
-                ru.ctx = plain;
-                double best_t = ms_g, best_u = 1e30;
-                for (int round = 0; round < 3; round++) {
-                    double u = time_call(&ru, s), tg = round ? time_call(&rg, s) : ms_g;
-                    if (u < best_u) best_u = u;
-                    if (tg < best_t) best_t = tg;
-                }
-                kiln_call_report ur;
-                kiln_last_call(plain, &ur);
-                cl += (size_t)snprintf(cmp + cl, sizeof cmp - cl,
-                                       "%-15s %-9s %9.1f %9.1f %7.3f  %s / %s\n", c->name, names[op],
-                                       flops / best_t / 1e9, flops / best_u / 1e9, best_u / best_t,
-                                       rep.kernel, ur.kernel);
-            }
-            double tf_g = flops / ms_g / 1e9, tf_l = flops / ms_l / 1e9, tf_d = flops / ms_d / 1e9;
-            double tf_t = peer_tflops(peer, n_peer, c->name, names[op]);
-            tl += (size_t)snprintf(table + tl, sizeof table - tl,
-                                   "%-15s %-9s %9.1f %9.1f %9.1f %9.1f %7.2f %7.2f %7.2f  %s\n",
-                                   c->name, names[op], tf_g, tf_l, tf_d, tf_t, tf_g / tf_l,
-                                   tf_g / tf_d, tf_t > 0 ? tf_g / tf_t : 0.0, rep.kernel);
-            if (op == 2) wgrad_ms = ms_g;
-            if (acc && wgrad_ms > 0)
-                tl += (size_t)snprintf(table + tl, sizeof table - tl,
-                                       "%-15s %-6s accumulating into fp32 costs %.1f%% over "
-                                       "overwriting bf16 (%.3f vs %.3f ms)\n",
-                                       c->name, "wgrad", (ms_g / wgrad_ms - 1) * 100, ms_g,
-                                       wgrad_ms);
-            if (!strcmp(c->name, "small_decode") && !acc) {
-                double floor_ms = (double)G * c->n * c->k * 2 / bw * 1e3;
-                tl += (size_t)snprintf(table + tl, sizeof table - tl,
-                                       "%-15s %-6s %.3f ms; reading the weights once at the copy "
-                                       "bandwidth: %.3f ms (ratio %.2f)\n",
-                                       c->name, names[op], ms_g, floor_ms, ms_g / floor_ms);
-            }
-            if (json) {
-                fprintf(json, "%s  {\"case\": \"%s\", \"op\": \"%s\", \"tokens\": %ld, "
-                              "\"kiln_ms\": %.4f, \"kiln_tflops\": %.2f, \"lt_loop_tflops\": %.2f, "
-                              "\"lt_dense_tflops\": %.2f, \"torch_tflops\": %.2f, "
-                              "\"rel_err\": %.3g, \"kernel\": \"%s\"}",
-                        first_row ? "" : ",\n", c->name, names[op], t, ms_g, tf_g, tf_l, tf_d,
-                        tf_t, e, rep.kernel);
-                first_row = 0;
-            }
-        }
-        CU(drv.cuMemFree(x));
-        CU(drv.cuMemFree(w));
-        CU(drv.cuMemFree(dy));
-        CU(drv.cuMemFree(out_a));
-        CU(drv.cuMemFree(out_b));
-        CU(drv.cuMemFree(sizes));
-        CU(drv.cuMemFree(dense_sizes));
+        b.cl += (size_t)snprintf(b.cmp + b.cl, sizeof b.cmp - b.cl, "%-15s %-9s %9s %9s %7s  %s\n",
+                                 "case", "op", "tuned", "untuned", "ratio",
+                                 "tuned kernel / untuned kernel");
+    b.tl += (size_t)snprintf(b.table + b.tl, sizeof b.table - b.tl,
+                             "%-15s %-9s %9s %9s %9s %9s %7s %7s %7s  %s\n", "case", "op", "kiln",
+                             "lt_loop", "lt_dense", "torch", "vs_loop", "vs_dns", "vs_trch", "kernel");
+    for (size_t ci = 0; ci < n_cases; ci++)
+        if (!only || strstr(only, cases[ci].name)) bench_case(&b, &cases[ci]);
+    if (b.json) {
+        fprintf(b.json, "\n]}\n");
+        fclose(b.json);
     }
-    if (json) {
-        fprintf(json, "\n]}\n");
-        fclose(json);
-    }
-    printf("\nTFLOP/s (2·T·N·K per call); vs_* = kiln / peer\n%s", table);
+    printf("\nTFLOP/s (2·T·N·K per call); vs_* = kiln / peer\n%s", b.table);
     if (untuned)
         printf("\nWith the shipped tuning table vs without (KILN_TUNING=off), TFLOP/s, best of 3 "
-               "alternating medians; ratio > 1: tuned faster\n%s", cmp);
-    kiln_context_destroy(gen);
-    kiln_context_destroy(plain);
-    kiln_context_destroy(lt);
-    CU(drv.cuStreamDestroy(s));
-    drv.cuDevicePrimaryCtxRelease(dev);
+               "alternating medians; ratio > 1: tuned faster\n%s", b.cmp);
+    kiln_context_destroy(b.gen);
+    kiln_context_destroy(b.plain);
+    kiln_context_destroy(b.lt);
+    CU(drv.cuStreamDestroy(b.s));
+    drv.cuDevicePrimaryCtxRelease(gpu.dev);
+    free(b.peer);
+    free(cases);
     return 0;
 }

@@ -2,40 +2,35 @@
 """Times torch._grouped_mm (CUTLASS's grouped kernels) on bench/cases.tsv, the
 peer kiln's benchmark compares against in the same call.
 
-Same method as bench/kiln_bench.c: bf16 random normal data, a correctness
-check first, 5 warm-ups, then the median of N timed calls with CUDA events.
+Same method and the same cases as bench/kiln_bench.c (whose --sizes gives
+each case's group sizes): bf16 random normal data, a correctness check first, 5 warm-ups, then the median of N timed calls with CUDA events.
 Prints one JSON object per line: {"case", "op", "ms", "tflops"}.
 """
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 
 import torch
 
 
-def load_cases(path):
+def load_cases(bench, path):
+    """(name, K, N, sizes) of each case, from `kiln_bench --sizes`: the C
+    code that reads the cases file and makes the group sizes for the
+    benchmark and `kiln tune` makes them here too, so all time the same
+    problems."""
+    try:
+        out = subprocess.run([bench, "--sizes", "--cases", path], check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"torch_peer.py: cannot get the cases from {bench} --sizes: {e}")
     cases = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            name, g, tpg, k, n, dist = line.split("\t")
-            cases.append((name, int(g), int(tpg), int(k), int(n), dist))
+    for line in out.splitlines():
+        name, k, n, sizes = line.split("\t")
+        cases.append((name, int(k), int(n), [int(m) for m in sizes.split(",")]))
     return cases
-
-
-def group_sizes(g, tpg, dist):
-    """Must match kiln_bench.c's sizes exactly."""
-    total = g * tpg
-    if dist != "skew":
-        return [tpg] * g
-    w = [0.0 if i in (16, 17) else 1.0 / (i + 1) ** 1.2 for i in range(g)]
-    s = sum(w)
-    m = [int(total * wi / s) for wi in w]
-    m[0] += total - sum(m)
-    return m
 
 
 def time_ms(fn, reps, warmup=5):
@@ -64,14 +59,16 @@ def main():
     ap.add_argument("--ops", default="fprop,dgrad,wgrad")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--only", default="")
+    ap.add_argument("--bench", default=os.environ.get("KILN_BENCH", "build/bench/kiln_bench"),
+                    help="the kiln_bench binary (for the cases' group sizes)")
     args = ap.parse_args()
     dev = torch.device("cuda")
     torch.manual_seed(0)
     ops = args.ops.split(",")
-    for name, g, tpg, k, n, dist in load_cases(args.cases):
+    for name, k, n, sizes in load_cases(args.bench, args.cases):
         if args.only and name not in args.only.split(","):
             continue
-        sizes = group_sizes(g, tpg, dist)
+        g = len(sizes)
         t = sum(sizes)
         offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
         x = torch.randn(t, k, device=dev, dtype=torch.bfloat16)

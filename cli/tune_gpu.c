@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "gpu_support.h"
 #include "launch.h"
 #include "tune.h"
 
@@ -60,103 +61,6 @@ typedef struct gpu_state {
     char ref_note[200];
     double tol;
 } gpu_state;
-
-/* ---- host conversions --------------------------------------------------- */
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t sign = (u >> 16) & 0x8000u;
-    int32_t exp = (int32_t)((u >> 23) & 0xff) - 127 + 15;
-    uint32_t man = u & 0x7fffffu;
-    if (((u >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00u | (man ? 0x200u : 0));
-    if (exp >= 31) return (uint16_t)(sign | 0x7c00u);
-    if (exp <= 0) {
-        if (exp < -10) return (uint16_t)sign;
-        man |= 0x800000u;
-        uint32_t shift = (uint32_t)(14 - exp);
-        uint32_t h = man >> shift;
-        uint32_t rem = man & ((1u << shift) - 1);
-        uint32_t half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1))) h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((uint32_t)exp << 10) | (man >> 13);
-    uint32_t rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
-    return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    int exp = (h >> 10) & 0x1f;
-    uint32_t man = h & 0x3ffu;
-    uint32_t u;
-    if (exp == 0) {
-        if (!man) u = sign;
-        else {
-            int e = -1;
-            do {
-                e++;
-                man <<= 1;
-            } while (!(man & 0x400u));
-            u = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
-        }
-    } else if (exp == 31) {
-        u = sign | 0x7f800000u | (man << 13);
-    } else {
-        u = sign | ((uint32_t)(exp - 15 + 127) << 23) | (man << 13);
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static float load_elem(const void *base, kiln_dtype t, size_t i)
-{
-    switch (t) {
-    case KILN_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)base)[i]);
-    case KILN_DTYPE_F16: return f16_to_f32(((const uint16_t *)base)[i]);
-    case KILN_DTYPE_F32: return ((const float *)base)[i];
-    default: return NAN;
-    }
-}
-
-/* Random values in [lo, hi) of type t into host memory. */
-static void fill_random(void *dst, kiln_dtype t, size_t n, uint64_t *seed, float lo, float hi)
-{
-    uint64_t x = *seed;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        float r = (float)((x * 2685821657736338717ull) >> 40) / (float)(1u << 24);
-        float v = lo + (hi - lo) * r;
-        if (t == KILN_DTYPE_BF16) ((uint16_t *)dst)[i] = f32_to_bf16(v);
-        else if (t == KILN_DTYPE_F16) ((uint16_t *)dst)[i] = f32_to_f16(v);
-        else ((float *)dst)[i] = v;
-    }
-    *seed = x;
-}
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -269,16 +173,14 @@ static double compare(gpu_state *g, kiln_error *err, kiln_status *st)
     *st = check(g, DRV(g)->cuMemcpyDtoH(g->host_out, g->sets[0].d, g->out_bytes),
                 "cuMemcpyDtoH(output)", err);
     if (*st) return INFINITY;
-    double num = 0, den = 0;
+    kts_err e = {0};
     for (size_t i = 0; i < g->n_rows; i++)
         for (int64_t c = 0; c < g->out_cols; c++) {
-            float y = load_elem(g->host_out, g->cfg.out_type, (size_t)(g->rows[i] * g->out_cols + c));
-            float r = g->ref[i * (size_t)g->out_cols + (size_t)c];
+            float y = kts_load(g->host_out, (size_t)(g->rows[i] * g->out_cols + c), g->cfg.out_type);
             if (!isfinite(y)) return NAN;
-            num += ((double)y - r) * ((double)y - r);
-            den += (double)r * r;
+            kts_err_add(&e, y, g->ref[i * (size_t)g->out_cols + (size_t)c]);
         }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    return kts_err_rel(&e);
 }
 
 /* ---- the timer ---------------------------------------------------------- */
@@ -336,26 +238,26 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
 
     /* Set 0 from the host. */
     gpu_set *x = &g->sets[0];
-    fill_random(host, cfg->a_type, a_bytes / (size_t)sa, &seed, -1.0f, 1.0f);
+    kts_fill(&seed, host, cfg->a_type, a_bytes / (size_t)sa, -1.0f, 1.0f);
     if ((st = alloc_upload(g, &x->a, host, a_bytes, "cuMemAlloc(A)", err))) goto out;
-    fill_random(host, cfg->b_type, b_bytes / (size_t)sb, &seed, -1.0f, 1.0f);
+    kts_fill(&seed, host, cfg->b_type, b_bytes / (size_t)sb, -1.0f, 1.0f);
     if ((st = alloc_upload(g, &x->b, host, b_bytes, "cuMemAlloc(B)", err))) goto out;
     if ((st = alloc_upload(g, &x->d, NULL, g->out_bytes, "cuMemAlloc(D)", err))) goto out;
     if (bias_bytes) {
-        fill_random(host, cfg->out_type, bias_bytes / (size_t)so, &seed, -1.0f, 1.0f);
+        kts_fill(&seed, host, cfg->out_type, bias_bytes / (size_t)so, -1.0f, 1.0f);
         if ((st = alloc_upload(g, &x->bias, host, bias_bytes, "cuMemAlloc(bias)", err))) goto out;
     }
     if (scale_bytes) {
-        fill_random(host, KILN_DTYPE_F32, scale_bytes / 4, &seed, 0.5f, 1.5f);
+        kts_fill(&seed, host, KILN_DTYPE_F32, scale_bytes / 4, 0.5f, 1.5f);
         if ((st = alloc_upload(g, &x->row_scale, host, scale_bytes, "cuMemAlloc(row_scale)", err)))
             goto out;
     }
     if (alpha_bytes) {
-        fill_random(host, KILN_DTYPE_F32, alpha_bytes / 4, &seed, 0.5f, 1.5f);
+        kts_fill(&seed, host, KILN_DTYPE_F32, alpha_bytes / 4, 0.5f, 1.5f);
         if ((st = alloc_upload(g, &x->alpha, host, alpha_bytes, "cuMemAlloc(alpha)", err))) goto out;
     }
     if (c_bytes) {
-        fill_random(host, cfg->out_type, c_bytes / (size_t)so, &seed, -1.0f, 1.0f);
+        kts_fill(&seed, host, cfg->out_type, c_bytes / (size_t)so, -1.0f, 1.0f);
         if ((st = alloc_upload(g, &x->c, host, c_bytes, "cuMemAlloc(C)", err))) goto out;
     }
     g->n_sets = 1;
@@ -430,7 +332,7 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
         for (size_t i = 0; i < g->n_rows; i++)
             for (int64_t c = 0; c < g->out_cols; c++)
                 g->ref[i * (size_t)g->out_cols + (size_t)c] =
-                    load_elem(g->host_out, cfg->out_type, (size_t)(g->rows[i] * g->out_cols + c));
+                    kts_load(g->host_out, (size_t)(g->rows[i] * g->out_cols + c), cfg->out_type);
         g->have_ref = 1;
     }
     const char *tol = getenv("KILN_TUNE_TOL");

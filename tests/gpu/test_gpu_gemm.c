@@ -61,7 +61,7 @@ static const char *backend_name(kiln_backend b)
 static void run_case(const gcase *c, kiln_context *ctx, kiln_backend want, int no_ref, gresult *r)
 {
     const int G = c->groups;
-    const int isz = dsize(c->in), osz = dsize(c->out);
+    const int isz = kiln_dtype_size(c->in), osz = kiln_dtype_size(c->out);
     const int64_t N = c->n, K = c->k, cap = c->capacity;
     const int wg = c->op == KILN_OP_WGRAD;
     const int64_t acols = c->op == KILN_OP_FPROP ? K : N;
@@ -71,16 +71,8 @@ static void run_case(const gcase *c, kiln_context *ctx, kiln_backend want, int n
     /* Group rows: start and rows below capacity. */
     int64_t *start = xmalloc(sizeof(int64_t) * (size_t)G), *rows = xmalloc(sizeof(int64_t) * (size_t)G);
     int32_t *dsizes = xmalloc(sizeof(int32_t) * (size_t)G);
-    int64_t total = 0;
-    for (int g = 0; g < G; g++) {
-        start[g] = total;
-        int64_t end = total + c->counts[g];
-        int64_t e = end < cap ? end : cap;
-        rows[g] = e > total ? e - total : 0;
-        if (start[g] > cap) rows[g] = 0;
-        total = end;
-        dsizes[g] = c->offsets ? (int32_t)end : c->counts[g];
-    }
+    const int64_t total = kts_group_rows(c->counts, G, cap, start, rows);
+    for (int g = 0; g < G; g++) dsizes[g] = c->offsets ? (int32_t)(start[g] + c->counts[g]) : c->counts[g];
     const int64_t valid_rows = total < cap ? total : cap;
 
     void *ea, *eb, *ebias = NULL, *ec = NULL;
@@ -226,55 +218,33 @@ static void run_case(const gcase *c, kiln_context *ctx, kiln_backend want, int n
     }
 
     /* Valid region and reference. */
+    kts_problem ref = {.op = c->op, .n = N, .k = K, .lda = lda, .a = A, .b = B, .start = start,
+                       .rows = rows, .alpha = alpha, .alphas = alphas, .row_scale = scale,
+                       .bias = bias, .scale_bias = c->scale_bias, .beta = 0.75f, .c = C,
+                       .init = init, .ldd = ldd};
     size_t nvalid = wg ? (size_t)(G * N * K) : (size_t)(valid_rows * ocols);
     r->out = xmalloc(sizeof(float) * (nvalid ? nvalid : 1));
     r->n_out = nvalid;
     is_valid = calloc((size_t)(orows * ldd), 1);
-    double num = 0, den = 0;
-    size_t vi = 0, unwritten = 0;
+    kts_err err = {0};
+    size_t vi = 0;
     for (int g = 0; g < G; g++) {
         int64_t r0 = wg ? (int64_t)g * N : start[g], nr = wg ? N : rows[g];
-        for (int64_t i = 0; i < nr; i++) {
-            int64_t row = r0 + i;
+        for (int64_t i = 0; i < nr; i++)
             for (int64_t j = 0; j < ocols; j++) {
-                size_t e = (size_t)(row * ldd + j);
+                size_t e = (size_t)((r0 + i) * ldd + j);
                 is_valid[e] = 1;
-                float got = load_val(after, e, c->out);
-                if (got != got) unwritten++;
+                float got = kts_load(after, e, c->out);
                 r->out[vi++] = got;
-                if (no_ref) continue;
-                double acc = 0;
-                if (c->op == KILN_OP_FPROP)
-                    for (int64_t kk = 0; kk < K; kk++)
-                        acc += (double)A[row * lda + kk] * B[((int64_t)g * N + j) * K + kk];
-                else if (c->op == KILN_OP_DGRAD)
-                    for (int64_t nn = 0; nn < N; nn++)
-                        acc += (double)A[row * lda + nn] * B[((int64_t)g * N + nn) * K + j];
-                else
-                    for (int64_t t = start[g]; t < start[g] + rows[g]; t++)
-                        acc += (double)A[t * lda + i] * B[t * K + j];
-                double ref;
-                if (wg) {
-                    ref = acc + (init ? init[e] : 0.0);
-                } else {
-                    double s = scale ? scale[row] : 1.0;
-                    double a = alphas ? alphas[g] : alpha;
-                    ref = s * a * acc;
-                    if (bias) ref += (c->scale_bias && scale ? s : 1.0) * bias[g * ocols + j];
-                    if (C) ref += 0.75 * C[row * ocols + j];
-                }
-                num += (got - ref) * (got - ref);
-                den += ref * ref;
+                if (no_ref) err.nan += got != got;
+                else kts_err_add(&err, got, kts_reference(&ref, g, i, j));
             }
-        }
     }
-    if (unwritten) CASE_FAIL("%s: %zu of %zu valid elements were not written (NaN)", c->label, unwritten, nvalid);
-    size_t touched = 0;
-    for (size_t e = 0; e < (size_t)(orows * ldd); e++)
-        if (!is_valid[e] && memcmp(after + e * (size_t)osz, before + e * (size_t)osz, (size_t)osz)) touched++;
+    if (err.nan) CASE_FAIL("%s: %zu of %zu valid elements were not written (NaN)", c->label, err.nan, nvalid);
+    size_t touched = kts_changed_outside(before, after, is_valid, (size_t)(orows * ldd), (size_t)osz);
     if (touched)
         CASE_FAIL("%s: %zu elements outside the valid rows/columns were changed", c->label, touched);
-    r->rel_err = no_ref ? 0 : (den > 0 ? sqrt(num / den) : sqrt(num));
+    r->rel_err = no_ref ? 0 : kts_err_rel(&err);
     if (!no_ref) {
         printf("  %-58s %-9s %-36s rel err %.2e\n", c->label, backend_name(rep.backend), rep.kernel, r->rel_err);
         if (!(r->rel_err <= tol_for(c->out)))

@@ -47,16 +47,15 @@ static void run_fprop(kiln_context *ctx, char *kernel, size_t size)
     CU(g_drv.cuCtxSynchronize());
     uint16_t *y = xmalloc(G * M * N * 2);
     download(y, dy, G * M * N * 2);
-    double num = 0, den = 0;
+    int64_t start[G], rows[G];
+    kts_group_rows(m, G, G * M, start, rows);
+    kts_problem ref = {.op = KILN_OP_FPROP, .n = N, .k = K, .a = X, .b = W, .start = start,
+                       .rows = rows, .alpha = 1.0f};
+    kts_err err = {0};
     for (int r = 0; r < G * M; r++)
-        for (int n = 0; n < N; n++) {
-            double acc = 0;
-            for (int k = 0; k < K; k++) acc += (double)X[r * K + k] * W[((r / M) * N + n) * K + k];
-            double got = bf16_to_f32(y[r * N + n]);
-            num += (got - acc) * (got - acc);
-            den += acc * acc;
-        }
-    double rel = sqrt(num / den);
+        for (int n = 0; n < N; n++)
+            kts_err_add(&err, kiln_bf16_to_f32(y[r * N + n]), kts_reference(&ref, r / M, r % M, n));
+    double rel = kts_err_rel(&err);
     if (!(rel < 1e-2)) fail_msg("relative error %.3e", rel);
     kiln_call_report rep;
     assert_int_equal(kiln_last_call(ctx, &rep), KILN_OK);

@@ -1,0 +1,167 @@
+/* gpu_support.c — see gpu_support.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_support.h"
+#include "half.h"
+
+int kts_gpu_open(kts_gpu *g, char *why, size_t size)
+{
+    memset(g, 0, sizeof *g);
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_driver_load(&g->drv, &err) != KILN_OK) {
+        snprintf(why, size, "%s", err.msg);
+        return -1;
+    }
+    int count = 0;
+    if (g->drv.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) {
+        snprintf(why, size, "no CUDA device");
+        return -1;
+    }
+    if (g->drv.cuDeviceGet(&g->dev, 0) != CUDA_SUCCESS ||
+        g->drv.cuDevicePrimaryCtxRetain(&g->cu, g->dev) != CUDA_SUCCESS ||
+        g->drv.cuCtxSetCurrent(g->cu) != CUDA_SUCCESS) {
+        snprintf(why, size, "cannot open device 0");
+        return -1;
+    }
+    g->drv.cuDeviceGetName(g->name, sizeof g->name, g->dev);
+    return 0;
+}
+
+uint64_t kts_rng_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+int kts_rng_int(uint64_t *s, int lo, int hi)
+{
+    return lo + (int)(kts_rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+float kts_rng_exact(uint64_t *s) { return (float)kts_rng_int(s, -255, 255) / 256.0f; }
+
+float kts_rng_normal(uint64_t *s)
+{
+    uint32_t a = (uint32_t)(kts_rng_next(s) >> 16), b = (uint32_t)(kts_rng_next(s) >> 16);
+    float u = (float)(a & 0xffff) + (float)(a >> 16) + (float)(b & 0xffff) + (float)(b >> 16);
+    return (u / 65536.0f - 2.0f) * 1.732f;
+}
+
+void kts_fill(uint64_t *s, void *dst, kiln_dtype t, size_t n, float lo, float hi)
+{
+    int steps = (int)((hi - lo) * 256.0f);
+    for (size_t i = 0; i < n; i++) kts_store(dst, i, t, lo + (float)kts_rng_int(s, 0, steps) / 256.0f);
+}
+
+void kts_store(void *buf, size_t i, kiln_dtype t, float v)
+{
+    if (t == KILN_DTYPE_F32) ((float *)buf)[i] = v;
+    else if (t == KILN_DTYPE_BF16) ((uint16_t *)buf)[i] = kiln_f32_to_bf16(v);
+    else ((uint16_t *)buf)[i] = kiln_f32_to_f16(v);
+}
+
+float kts_load(const void *buf, size_t i, kiln_dtype t)
+{
+    if (t == KILN_DTYPE_F32) return ((const float *)buf)[i];
+    if (t == KILN_DTYPE_BF16) return kiln_bf16_to_f32(((const uint16_t *)buf)[i]);
+    if (t == KILN_DTYPE_F16) return kiln_f16_to_f32(((const uint16_t *)buf)[i]);
+    return NAN;
+}
+
+float *kts_rand_matrix(uint64_t *s, int64_t rows, int64_t cols, int64_t ld, kiln_dtype t, void **enc)
+{
+    size_t n = (size_t)(rows * ld);
+    float *v = malloc((n ? n : 1) * sizeof(float));
+    *enc = malloc((n ? n : 1) * (size_t)kiln_dtype_size(t));
+    if (!v || !*enc) {
+        free(v);
+        free(*enc);
+        *enc = NULL;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        v[i] = (int64_t)(i % (size_t)ld) < cols ? kts_rng_exact(s) : 0.0f;
+        kts_store(*enc, i, t, v[i]);
+    }
+    return v;
+}
+
+int64_t kts_group_rows(const int32_t *counts, int groups, int64_t capacity, int64_t *start,
+                       int64_t *rows)
+{
+    int64_t total = 0;
+    for (int g = 0; g < groups; g++) {
+        start[g] = total;
+        int64_t end = total + counts[g], e = end < capacity ? end : capacity;
+        rows[g] = e > total ? e - total : 0;
+        total = end;
+    }
+    return total;
+}
+
+int64_t kts_out_cols(const kts_problem *p) { return p->op == KILN_OP_FPROP ? p->n : p->k; }
+
+double kts_reference(const kts_problem *p, int g, int64_t i, int64_t j)
+{
+    const int64_t N = p->n, K = p->k, lda = p->lda ? p->lda : (p->op == KILN_OP_FPROP ? K : N);
+    double acc = 0;
+    if (p->op == KILN_OP_WGRAD) {
+        for (int64_t t = p->start[g]; t < p->start[g] + p->rows[g]; t++)
+            acc += (double)p->a[t * lda + i] * p->b[t * K + j];
+        return acc + (p->init ? p->init[((int64_t)g * N + i) * p->ldd + j] : 0.0);
+    }
+    const int64_t row = p->start[g] + i, ocols = kts_out_cols(p);
+    if (p->op == KILN_OP_FPROP)
+        for (int64_t kk = 0; kk < K; kk++)
+            acc += (double)p->a[row * lda + kk] * p->b[((int64_t)g * N + j) * K + kk];
+    else
+        for (int64_t nn = 0; nn < N; nn++)
+            acc += (double)p->a[row * lda + nn] * p->b[((int64_t)g * N + nn) * K + j];
+    double s = p->row_scale ? p->row_scale[row] : 1.0;
+    double a = p->alphas ? p->alphas[g] : p->alpha;
+    double ref = s * a * acc;
+    if (p->bias) ref += (p->scale_bias && p->row_scale ? s : 1.0) * p->bias[g * ocols + j];
+    if (p->c) ref += (double)p->beta * p->c[row * ocols + j];
+    return ref;
+}
+
+void kts_err_add(kts_err *e, double got, double ref)
+{
+    e->n++;
+    if (got != got) {
+        e->nan++;
+        return;
+    }
+    e->num += (got - ref) * (got - ref);
+    e->den += ref * ref;
+}
+
+double kts_err_rel(const kts_err *e)
+{
+    if (e->nan) return NAN;
+    return e->den > 0 ? sqrt(e->num / e->den) : sqrt(e->num);
+}
+
+size_t kts_changed_outside(const void *before, const void *after, const unsigned char *valid,
+                           size_t n, size_t esize)
+{
+    const unsigned char *x = before, *y = after;
+    size_t changed = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!valid[i] && memcmp(x + i * esize, y + i * esize, esize)) changed++;
+    return changed;
+}
+
+int64_t kts_first_unpoisoned(const void *buf, size_t from, size_t bytes)
+{
+    const unsigned char *p = buf;
+    for (size_t i = from; i < bytes; i++)
+        if (p[i] != KTS_POISON) return (int64_t)i;
+    return -1;
+}
