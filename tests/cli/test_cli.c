@@ -58,8 +58,7 @@ static void test_version_and_help(void **state)
 
 static void test_bad_spec_exits_2_and_caches_nothing(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("cli-bad");
+    const char *dir = *state;
     char spec[4096], cache[4096];
     snprintf(spec, sizeof spec, "%s/bad.yaml", dir);
     snprintf(cache, sizeof cache, "%s/cache", dir);
@@ -79,14 +78,11 @@ static void test_bad_spec_exits_2_and_caches_nothing(void **state)
     assert_null(strstr(out, "traceback"));
     free(out);
     assert_int_equal(count_files(cache), 0);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_compile_twice_hits_cache(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("cli-cache");
+    const char *dir = *state;
     char *out;
     assert_int_equal(kiln_test_kiln(&out, "compile --arch sm_90a --cache-dir %s %s", dir, GOOD), 0);
     assert_non_null(strstr(out, "1 compiled, 0 from cache, 0 failed"));
@@ -124,8 +120,6 @@ static void test_compile_twice_hits_cache(void **state)
     assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", dir), 0);
     assert_non_null(strstr(out, "0 entries"));
     free(out);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_emit(void **state)
@@ -146,7 +140,7 @@ static void test_compile_failure_exits_1(void **state)
 {
     (void)state;
     /* An override template that returns source NVRTC rejects. */
-    char *dir = kiln_test_mkdtemp("cli-fail");
+    const char *dir = *state;
     char tpl[4096], cache[4096];
     snprintf(tpl, sizeof tpl, "%s/simple.lua", dir);
     snprintf(cache, sizeof cache, "%s/cache", dir);
@@ -162,14 +156,11 @@ static void test_compile_failure_exits_1(void **state)
     assert_non_null(strstr(out, "FAILED"));
     assert_non_null(strstr(out, "source saved to"));
     free(out);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_catalog(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("cli-catalog");
+    const char *dir = *state;
     char path[4096];
     snprintf(path, sizeof path, "%s/cat.c", dir);
     char *out;
@@ -182,19 +173,17 @@ static void test_catalog(void **state)
     assert_non_null(strstr(text, "name=simple_fprop_bf16_bf16 op=fprop"));
     assert_non_null(strstr(text, "entry="));
     free(text);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_version_and_help),
-        cmocka_unit_test(test_bad_spec_exits_2_and_caches_nothing),
-        cmocka_unit_test(test_compile_twice_hits_cache),
+        kiln_test_with_dir(test_bad_spec_exits_2_and_caches_nothing),
+        kiln_test_with_dir(test_compile_twice_hits_cache),
         cmocka_unit_test(test_emit),
-        cmocka_unit_test(test_compile_failure_exits_1),
-        cmocka_unit_test(test_catalog),
+        kiln_test_with_dir(test_compile_failure_exits_1),
+        kiln_test_with_dir(test_catalog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -333,8 +333,7 @@ static void log_hook(void *user, kiln_log_level level, const char *message)
 /* Compiled once, then served from memory; a second context hits the cache. */
 static void test_stats_and_cache(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("kiln-gpu-cache");
+    const char *dir = *state;
     /* This test is about the compile-then-cache path: a bundle named in the
      * environment (the suite runs once with one) would serve the kernel. */
     char *bundles = getenv("KILN_BUNDLE_PATH") ? strdup(getenv("KILN_BUNDLE_PATH")) : NULL;
@@ -393,8 +392,6 @@ static void test_stats_and_cache(void **state)
     kiln_context_destroy(b);
     kiln_context_destroy(a);
     fx_free(&f);
-    kiln_test_rmtree(dir);
-    free(dir);
     if (bundles) setenv("KILN_BUNDLE_PATH", bundles, 1);
     free(bundles);
 }
@@ -504,7 +501,7 @@ int main(void)
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_graph_replay),
         cmocka_unit_test(test_graph_replay_wgrad),
-        cmocka_unit_test(test_stats_and_cache),
+        kiln_test_with_dir(test_stats_and_cache),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_backend_env),
     };

@@ -120,8 +120,7 @@ static void write_table(const char *path, const char *name)
 
 static void test_table_is_obeyed(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("tuned");
+    const char *dir = *state;
     char path[4200], kernel[128];
     snprintf(path, sizeof path, "%s/t.tuning", dir);
     /* First without a table: the heuristic's choice. */
@@ -139,14 +138,11 @@ static void test_table_is_obeyed(void **state)
     kiln_last_call(ctx, &rep);
     assert_non_null(strstr(rep.reason, "tuned kernel"));
     kiln_context_destroy(ctx);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_damaged_table_falls_back(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("tuned-bad");
+    const char *dir = *state;
     char path[4200], kernel[128];
     snprintf(path, sizeof path, "%s/t.tuning", dir);
     write_table(path, "sm90_fprop_bf16_64x256");
@@ -168,8 +164,6 @@ static void test_damaged_table_falls_back(void **state)
     kiln_last_call(ctx, &rep);
     assert_null(strstr(rep.reason, "tuned kernel"));
     kiln_context_destroy(ctx);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 int main(void)
@@ -177,8 +171,8 @@ int main(void)
     int rc = gpu_setup();
     if (rc) return rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_table_is_obeyed),
-        cmocka_unit_test(test_damaged_table_falls_back),
+        kiln_test_with_dir(test_table_is_obeyed),
+        kiln_test_with_dir(test_damaged_table_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "testutil.h"
@@ -26,6 +28,28 @@ void kiln_test_rmtree(const char *path)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
     int rc = system(cmd);
     (void)rc;
+}
+
+int kiln_test_dir_setup(void **state)
+{
+    /* The program's name tells whose leftovers a directory is, should a
+     * test be killed before its teardown. */
+    *state = kiln_test_mkdtemp(program_invocation_short_name);
+    return 0;
+}
+
+int kiln_test_dir_teardown(void **state)
+{
+    kiln_test_rmtree(*state);
+    free(*state);
+    *state = NULL;
+    return 0;
+}
+
+void kiln_test_subdir(const char *dir, const char *name, char *out, size_t size)
+{
+    assert_true((size_t)snprintf(out, size, "%s/%s", dir, name) < size);
+    if (mkdir(out, 0755) != 0) fail_msg("mkdir %s: %s", out, strerror(errno));
 }
 
 void kiln_test_write_file(const char *path, const char *text)

@@ -12,6 +12,14 @@
  * path.  kiln_test_rmtree removes it. */
 char *kiln_test_mkdtemp(const char *tag);
 void kiln_test_rmtree(const char *path);
+/* cmocka fixture: a fresh empty directory (named after the test program) in
+ * *state for the test, removed after it, passed or failed.  Register with
+ * kiln_test_with_dir(test); the test reads `const char *dir = *state;`. */
+int kiln_test_dir_setup(void **state);
+int kiln_test_dir_teardown(void **state);
+#define kiln_test_with_dir(f) cmocka_unit_test_setup_teardown(f, kiln_test_dir_setup, kiln_test_dir_teardown)
+/* Makes dir/name (a directory) into out[size]; asserts on failure. */
+void kiln_test_subdir(const char *dir, const char *name, char *out, size_t size);
 /* Writes a file (asserts on failure). */
 void kiln_test_write_file(const char *path, const char *text);
 /* Runs a shell command, captures stdout+stderr into *output (malloc'd),

@@ -54,8 +54,7 @@ static void write_bundle(const char *path, int count, int reverse, const char *t
 
 static void test_round_trip(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("bundle");
+    const char *dir = *state;
     char path[4096];
     snprintf(path, sizeof path, "%s/a.kbundle", dir);
     write_bundle(path, 5, 0, "table v1\n");
@@ -86,14 +85,11 @@ static void test_round_trip(void **state)
     assert_int_equal(kiln_bundle_find(b, "0000"), -1);
     assert_int_equal(kiln_bundle_verify(b, &err), KILN_OK);
     kiln_bundle_close(b);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_deterministic(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("bundle-det");
+    const char *dir = *state;
     char a[4096], bpath[4096];
     snprintf(a, sizeof a, "%s/a.kbundle", dir);
     snprintf(bpath, sizeof bpath, "%s/b.kbundle", dir);
@@ -107,8 +103,6 @@ static void test_deterministic(void **state)
     assert_memory_equal(x, y, nx);
     free(x);
     free(y);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 /* Writes a damaged copy of src to dst: truncated to `len` bytes (0: keep),
@@ -139,8 +133,7 @@ static void expect_refused(const char *path, const char *why)
 
 static void test_damaged_refused(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("bundle-bad");
+    const char *dir = *state;
     char good[4096], bad[4096];
     snprintf(good, sizeof good, "%s/good.kbundle", dir);
     snprintf(bad, sizeof bad, "%s/bad.kbundle", dir);
@@ -165,8 +158,6 @@ static void test_damaged_refused(void **state)
     kiln_error err;
     assert_int_equal(kiln_bundle_open(bad, &b, &err), KILN_ERROR_IO);
     assert_non_null(strstr(err.msg, "missing.kbundle"));
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_id_ignores_compiler_versions(void **state)
@@ -186,9 +177,9 @@ static void test_id_ignores_compiler_versions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_damaged_refused),
+        kiln_test_with_dir(test_round_trip),
+        kiln_test_with_dir(test_deterministic),
+        kiln_test_with_dir(test_damaged_refused),
         cmocka_unit_test(test_id_ignores_compiler_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

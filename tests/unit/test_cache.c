@@ -132,8 +132,7 @@ static char *kernel_source(const char *name, int v)
 
 static void test_miss_then_hit(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("cache");
+    const char *dir = *state;
     kiln_cache *c = open_cache(dir);
     assert_string_equal(kiln_cache_path(c), dir);
     kiln_cache_entry e, got;
@@ -160,8 +159,6 @@ static void test_miss_then_hit(void **state)
     assert_int_equal(damaged, 0);
     kiln_cache_entry_free(&e);
     kiln_cache_close(c);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_key_stability_and_sensitivity(void **state)
@@ -218,9 +215,9 @@ static void test_key_stability_and_sensitivity(void **state)
 
 static void test_no_paths_in_key(void **state)
 {
-    (void)state;
-    char *d1 = kiln_test_mkdtemp("cache-a");
-    char *d2 = kiln_test_mkdtemp("cache-b");
+    char d1[4200], d2[4200];
+    kiln_test_subdir(*state, "a", d1, sizeof d1);
+    kiln_test_subdir(*state, "b", d2, sizeof d2);
     kiln_cache *c1 = open_cache(d1), *c2 = open_cache(d2);
     char *src = kernel_source("same", 3);
     kiln_cache_entry e1, e2;
@@ -248,10 +245,6 @@ static void test_no_paths_in_key(void **state)
     free(src);
     kiln_cache_close(c1);
     kiln_cache_close(c2);
-    kiln_test_rmtree(d1);
-    kiln_test_rmtree(d2);
-    free(d1);
-    free(d2);
 }
 
 static void test_encode_decode(void **state)
@@ -313,8 +306,7 @@ enum damage { TRUNCATE, FLIP_CUBIN, BAD_MAGIC, WRONG_KEY, WRONG_VERSION, EMPTY, 
 
 static void test_damaged_entries(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("cache-damage");
+    const char *dir = *state;
     kiln_cache *c = open_cache(dir);
     kiln_cache_entry e, other;
     make_entry(&e, "damage me", "name=d");
@@ -385,8 +377,6 @@ static void test_damaged_entries(void **state)
     kiln_cache_entry_free(&e);
     kiln_cache_entry_free(&other);
     kiln_cache_close(c);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 typedef struct listing {
@@ -414,8 +404,7 @@ static void collect(void *user, const char *key, const kiln_cache_entry *e, int 
 
 static void test_foreach_and_clear(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("cache-ls");
+    const char *dir = *state;
     kiln_cache *c = open_cache(dir);
     kiln_error err;
     listing l;
@@ -473,8 +462,6 @@ static void test_foreach_and_clear(void **state)
 
     for (int i = 0; i < 3; i++) kiln_cache_entry_free(&e[i]);
     kiln_cache_close(c);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void check_unwritable(const char *cache_dir, const char *why)
@@ -514,8 +501,7 @@ static void check_unwritable(const char *cache_dir, const char *why)
 
 static void test_unwritable(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("cache-ro");
+    const char *dir = *state;
     char path[4400];
     /* Root ignores permission bits, so make writes fail by other means that
      * hold for every user: the cache's parent is a regular file ... */
@@ -537,8 +523,6 @@ static void test_unwritable(void **state)
         check_unwritable(path, "Permission denied");
         chmod(path, 0755);
     }
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_default_dir(void **state)
@@ -564,7 +548,7 @@ static void test_default_dir(void **state)
     kiln_cache_default_dir(buf, sizeof buf);
     assert_string_equal(buf, "/home/u/.cache/kiln");
     /* open(NULL) uses it, and creates it. */
-    char *dir = kiln_test_mkdtemp("cache-default");
+    const char *dir = *state;
     char want[4200];
     snprintf(want, sizeof want, "%s/deep/er", dir);
     setenv("KILN_CACHE_DIR", want, 1);
@@ -579,15 +563,12 @@ static void test_default_dir(void **state)
         else unsetenv(names[i]);
         free(saved[i]);
     }
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 /* Four processes build the same three kernels into one fresh cache at once. */
 static void test_concurrent_processes(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("cache-conc");
+    const char *dir = *state;
     enum { N_PROC = 4, N_KERN = 3 };
     char *src[N_KERN];
     char names[N_KERN][32];
@@ -653,22 +634,20 @@ static void test_concurrent_processes(void **state)
         free(src[k]);
     }
     kiln_cache_close(c);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_miss_then_hit),
+        kiln_test_with_dir(test_miss_then_hit),
         cmocka_unit_test(test_key_stability_and_sensitivity),
-        cmocka_unit_test(test_no_paths_in_key),
+        kiln_test_with_dir(test_no_paths_in_key),
         cmocka_unit_test(test_encode_decode),
-        cmocka_unit_test(test_damaged_entries),
-        cmocka_unit_test(test_foreach_and_clear),
-        cmocka_unit_test(test_unwritable),
-        cmocka_unit_test(test_default_dir),
-        cmocka_unit_test(test_concurrent_processes),
+        kiln_test_with_dir(test_damaged_entries),
+        kiln_test_with_dir(test_foreach_and_clear),
+        kiln_test_with_dir(test_unwritable),
+        kiln_test_with_dir(test_default_dir),
+        kiln_test_with_dir(test_concurrent_processes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

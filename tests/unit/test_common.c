@@ -82,8 +82,7 @@ static void test_error_prefix(void **state)
 
 static void test_files(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("common");
+    const char *dir = *state;
     char path[4096], sub[4096];
     snprintf(sub, sizeof sub, "%s/a/b/c", dir);
     assert_int_equal(kiln_mkdirs(sub, NULL), KILN_OK);
@@ -104,8 +103,6 @@ static void test_files(void **state)
     /* A path under a regular file cannot be created: an error, not a crash. */
     snprintf(path, sizeof path, "%s/a/b/c/f.bin/x/y", dir);
     assert_int_equal(kiln_mkdirs(path, &e), KILN_ERROR_IO);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_desc_roundtrip(void **state)
@@ -167,7 +164,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_vectors), cmocka_unit_test(test_strbuf),
         cmocka_unit_test(test_source_identity),
-        cmocka_unit_test(test_error_prefix),   cmocka_unit_test(test_files),
+        cmocka_unit_test(test_error_prefix),   kiln_test_with_dir(test_files),
         cmocka_unit_test(test_desc_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -417,8 +417,7 @@ static const char *const escapes[] = {
 
 static void test_sandbox(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("expand-sandbox");
+    const char *dir = *state;
     char path[4200];
     snprintf(path, sizeof path, "%s/escape.lua", dir);
     kiln_expander *ex = NULL;
@@ -447,15 +446,12 @@ static void test_sandbox(void **state)
     struct stat st;
     assert_int_not_equal(stat("/tmp/kiln-sandbox-escaped", &st), 0);
     kiln_expander_destroy(ex);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 /* An override directory replaces an embedded template of the same name. */
 static void test_override_wins(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("expand-override");
+    const char *dir = *state;
     char path[4200];
     snprintf(path, sizeof path, "%s/simple.lua", dir);
     kiln_test_write_file(path, "return '// overridden\\nvoid ov() {}', {entry = 'ov', threads = 64, "
@@ -478,8 +474,6 @@ static void test_override_wins(void **state)
     assert_string_equal(l.entry, "k");
     free(src);
     kiln_expander_destroy(ex);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 int main(void)
@@ -495,8 +489,8 @@ int main(void)
         cmocka_unit_test(test_bad_family_and_dir),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_text_include_launch),
-        cmocka_unit_test(test_sandbox),
-        cmocka_unit_test(test_override_wins),
+        kiln_test_with_dir(test_sandbox),
+        kiln_test_with_dir(test_override_wins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,8 +51,7 @@ static void test_no_cache(void **state)
 
 static void test_compile_then_hit(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("jit");
+    const char *dir = *state;
     kiln_cache *c = NULL;
     kiln_error warn, err;
     assert_int_equal(kiln_cache_open(dir, &c, &err), KILN_OK);
@@ -84,14 +83,11 @@ static void test_compile_then_hit(void **state)
     assert_int_equal(count_entries(c), 3);
     kiln_cache_entry_free(&a);
     kiln_cache_close(c);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_damaged_is_rebuilt(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("jit-damage");
+    const char *dir = *state;
     kiln_cache *c = NULL;
     kiln_error warn, err;
     assert_int_equal(kiln_cache_open(dir, &c, &err), KILN_OK);
@@ -122,14 +118,11 @@ static void test_damaged_is_rebuilt(void **state)
     kiln_cache_entry_free(&b);
     kiln_cache_entry_free(&a);
     kiln_cache_close(c);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_compile_error_stores_nothing(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("jit-err");
+    const char *dir = *state;
     char cache_dir[4200];
     snprintf(cache_dir, sizeof cache_dir, "%s/cache", dir);
     const char *old = getenv("TMPDIR");
@@ -164,17 +157,15 @@ static void test_compile_error_stores_nothing(void **state)
                      KILN_ERROR_INVALID_ARGUMENT);
     assert_int_equal(count_entries(c), 0);
     kiln_cache_close(c);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_cache),
-        cmocka_unit_test(test_compile_then_hit),
-        cmocka_unit_test(test_damaged_is_rebuilt),
-        cmocka_unit_test(test_compile_error_stores_nothing),
+        kiln_test_with_dir(test_compile_then_hit),
+        kiln_test_with_dir(test_damaged_is_rebuilt),
+        kiln_test_with_dir(test_compile_error_stores_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,8 +63,7 @@ static void test_compile_sm80(void **state) { (void)state; check_tiny("sm_80"); 
 
 static void test_compile_error_saves_source(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("nvrtc");
+    const char *dir = *state;
     kiln_compile_result r;
     kiln_error err;
     kiln_error_clear(&err);
@@ -96,14 +95,11 @@ static void test_compile_error_saves_source(void **state)
     assert_string_equal(data, r.log);
     free(data);
     kiln_compile_result_free(&r);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_compile_error_default_dir(void **state)
 {
-    (void)state;
-    char *dir = kiln_test_mkdtemp("nvrtc-tmp");
+    const char *dir = *state;
     const char *old = getenv("TMPDIR");
     char *saved = old ? strdup(old) : NULL;
     setenv("TMPDIR", dir, 1);
@@ -122,8 +118,6 @@ static void test_compile_error_default_dir(void **state)
     assert_non_null(strstr(err.msg, path));
     assert_true(file_exists(path));
     kiln_compile_result_free(&r);
-    kiln_test_rmtree(dir);
-    free(dir);
 }
 
 static void test_bad_arch(void **state)
@@ -270,8 +264,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compile_sm90a),
         cmocka_unit_test(test_compile_sm80),
-        cmocka_unit_test(test_compile_error_saves_source),
-        cmocka_unit_test(test_compile_error_default_dir),
+        kiln_test_with_dir(test_compile_error_saves_source),
+        kiln_test_with_dir(test_compile_error_default_dir),
         cmocka_unit_test(test_bad_arch),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_parse_cuda13),

@@ -290,7 +290,7 @@ static void test_round_trip(void **state)
     assert_string_equal(kiln_tuning_table_at(back, 2)->kernel, "k_wgrad");
 
     /* Through a file. */
-    char *dir = kiln_test_mkdtemp("tuning");
+    const char *dir = *state;
     char path[4200];
     snprintf(path, sizeof path, "%s/table.txt", dir);
     assert_int_equal(kiln_tuning_table_save(back, NULL, path, &err), KILN_OK);
@@ -302,8 +302,6 @@ static void test_round_trip(void **state)
     assert_int_equal(kiln_tuning_table_load(path, &loaded, &err), KILN_ERROR_IO);
     assert_null(loaded);
     assert_non_null(strstr(err.msg, "missing.txt"));
-    kiln_test_rmtree(dir);
-    free(dir);
 
     kiln_strbuf_free(&a);
     kiln_strbuf_free(&b);
@@ -529,7 +527,7 @@ int main(void)
         cmocka_unit_test(test_class_parse),
         cmocka_unit_test(test_signatures),
         cmocka_unit_test(test_key_from_problem),
-        cmocka_unit_test(test_round_trip),
+        kiln_test_with_dir(test_round_trip),
         cmocka_unit_test(test_lookup),
         cmocka_unit_test(test_rejections),
     };
