@@ -45,11 +45,9 @@ static int reps = 30;
 
 #define CU(call)                                                                                   \
     do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *s_ = "?";                                                                  \
-            drv.cuGetErrorName(r_, &s_);                                                           \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, s_);              \
+        const char *e_ = kts_cu_error(&drv, (call));                                               \
+        if (e_) {                                                                                  \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, e_);              \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)

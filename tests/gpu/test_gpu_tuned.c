@@ -19,6 +19,16 @@ static void log_hook(void *user, kiln_log_level level, const char *message)
     snprintf(g_log + n, sizeof g_log - n, "%s\n", message);
 }
 
+/* The call of every test here: bf16 fprop, G groups of M rows, N × K. */
+static void fprop_problem(kiln_problem *p)
+{
+    kiln_problem_init(p, KILN_OP_FPROP);
+    p->groups = G;
+    p->n = N;
+    p->k = K;
+    p->capacity = G * M;
+}
+
 /* Runs one bf16 fprop through ctx, checks it against the CPU, returns the
  * kernel that served it. */
 static void run_fprop(kiln_context *ctx, char *kernel, size_t size)
@@ -34,11 +44,7 @@ static void run_fprop(kiln_context *ctx, char *kernel, size_t size)
     upload(ds, m, sizeof m);
     poison(dy, G * M * N * 2);
     kiln_problem p;
-    kiln_problem_init(&p, KILN_OP_FPROP);
-    p.groups = G;
-    p.n = N;
-    p.k = K;
-    p.capacity = G * M;
+    fprop_problem(&p);
     p.d_sizes = (const int32_t *)(uintptr_t)ds;
     p.d_a = (const void *)(uintptr_t)dx;
     p.d_b = (const void *)(uintptr_t)dw;
@@ -95,11 +101,7 @@ static void write_table(const char *path, const char *name)
             ce = &kiln_catalog[i];
     assert_non_null(ce);
     kiln_problem p;
-    kiln_problem_init(&p, KILN_OP_FPROP);
-    p.groups = G;
-    p.n = N;
-    p.k = K;
-    p.capacity = G * M;
+    fprop_problem(&p);
     kiln_tuning_entry e;
     memset(&e, 0, sizeof e);
     kiln_tuning_key_from_problem(&p, "sm_90a", &e.key);
@@ -168,11 +170,9 @@ static void test_damaged_table_falls_back(void **state)
 
 int main(void)
 {
-    int rc = gpu_setup();
-    if (rc) return rc;
     const struct CMUnitTest tests[] = {
         kiln_test_with_dir(test_table_is_obeyed),
         kiln_test_with_dir(test_damaged_table_falls_back),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return gpu_run_group_tests(tests);
 }

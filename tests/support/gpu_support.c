@@ -31,6 +31,14 @@ int kts_gpu_open(kts_gpu *g, char *why, size_t size)
     return 0;
 }
 
+const char *kts_cu_error(const kiln_driver *d, CUresult r)
+{
+    const char *name = "?";
+    if (r == CUDA_SUCCESS) return NULL;
+    if (d->cuGetErrorName) d->cuGetErrorName(r, &name);
+    return name;
+}
+
 uint64_t kts_rng_next(uint64_t *s)
 {
     *s ^= *s << 13;

@@ -34,6 +34,9 @@ typedef struct kts_gpu {
  * -1 with why (no driver, no device, cannot open it) in why[size]. */
 int kts_gpu_open(kts_gpu *g, char *why, size_t size);
 
+/* NULL when r is CUDA_SUCCESS, else the error's name ("?" if unknown). */
+const char *kts_cu_error(const kiln_driver *d, CUresult r);
+
 /* ---- random data (xorshift64: reproducible from a printed seed) -------- */
 
 uint64_t kts_rng_next(uint64_t *state);

@@ -28,17 +28,15 @@ extern uint64_t g_rng;
 
 #define CU(call)                                                                                   \
     do {                                                                                           \
-        CUresult r_ = (call);                                                                      \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            const char *n_ = "?";                                                                  \
-            g_drv.cuGetErrorName(r_, &n_);                                                         \
-            fail_msg("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, n_);                       \
-        }                                                                                          \
+        const char *e_ = kts_cu_error(&g_drv, (call));                                             \
+        if (e_) fail_msg("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, e_);                   \
     } while (0)
 
 /* Opens device 0 and seeds g_rng.  Returns 0, or prints why and returns 77
  * (ctest's "skipped"). */
 int gpu_setup(void);
+/* main's whole job in most GPU tests: gpu_setup, then the tests. */
+#define gpu_run_group_tests(tests) (gpu_setup() ? 77 : cmocka_run_group_tests(tests, NULL, NULL))
 
 static inline int rng_int(int lo, int hi) { return kts_rng_int(&g_rng, lo, hi); }
 static inline float rng_val(void) { return kts_rng_exact(&g_rng); }

@@ -46,6 +46,28 @@ int kiln_test_dir_teardown(void **state)
     return 0;
 }
 
+static char *g_saved_tmpdir; /* $TMPDIR before kiln_test_tmpdir_setup */
+static int g_had_tmpdir;
+
+int kiln_test_tmpdir_setup(void **state)
+{
+    kiln_test_dir_setup(state);
+    const char *old = getenv("TMPDIR");
+    g_had_tmpdir = old != NULL;
+    g_saved_tmpdir = old ? strdup(old) : NULL;
+    setenv("TMPDIR", *state, 1);
+    return 0;
+}
+
+int kiln_test_tmpdir_teardown(void **state)
+{
+    if (g_had_tmpdir) setenv("TMPDIR", g_saved_tmpdir, 1);
+    else unsetenv("TMPDIR");
+    free(g_saved_tmpdir);
+    g_saved_tmpdir = NULL;
+    return kiln_test_dir_teardown(state);
+}
+
 void kiln_test_subdir(const char *dir, const char *name, char *out, size_t size)
 {
     assert_true((size_t)snprintf(out, size, "%s/%s", dir, name) < size);

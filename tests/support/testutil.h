@@ -18,6 +18,12 @@ void kiln_test_rmtree(const char *path);
 int kiln_test_dir_setup(void **state);
 int kiln_test_dir_teardown(void **state);
 #define kiln_test_with_dir(f) cmocka_unit_test_setup_teardown(f, kiln_test_dir_setup, kiln_test_dir_teardown)
+/* The same, with $TMPDIR pointing at the directory during the test (and
+ * restored after): for code that writes under $TMPDIR. */
+int kiln_test_tmpdir_setup(void **state);
+int kiln_test_tmpdir_teardown(void **state);
+#define kiln_test_with_tmpdir(f)                                                                   \
+    cmocka_unit_test_setup_teardown(f, kiln_test_tmpdir_setup, kiln_test_tmpdir_teardown)
 /* Makes dir/name (a directory) into out[size]; asserts on failure. */
 void kiln_test_subdir(const char *dir, const char *name, char *out, size_t size);
 /* Writes a file (asserts on failure). */

@@ -100,17 +100,11 @@ static void test_compile_error_saves_source(void **state)
 static void test_compile_error_default_dir(void **state)
 {
     const char *dir = *state;
-    const char *old = getenv("TMPDIR");
-    char *saved = old ? strdup(old) : NULL;
-    setenv("TMPDIR", dir, 1);
     kiln_compile_result r;
     kiln_error err;
     kiln_error_clear(&err);
     /* A name with a slash must not escape the folder. */
     kiln_status st = kiln_nvrtc_compile(k_bad, "x/../evil", "sm_80", NULL, &r, &err);
-    if (saved) setenv("TMPDIR", saved, 1);
-    else unsetenv("TMPDIR");
-    free(saved);
     assert_int_equal(st, KILN_ERROR_COMPILE);
     assert_non_null(strstr(err.msg, "kernel x/../evil (sm_80): NVRTC failed"));
     char path[4200];
@@ -265,7 +259,7 @@ int main(void)
         cmocka_unit_test(test_compile_sm90a),
         cmocka_unit_test(test_compile_sm80),
         kiln_test_with_dir(test_compile_error_saves_source),
-        kiln_test_with_dir(test_compile_error_default_dir),
+        kiln_test_with_tmpdir(test_compile_error_default_dir),
         cmocka_unit_test(test_bad_arch),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_parse_cuda13),
