@@ -242,20 +242,14 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     const int acc = op == 3, G = c->groups;
     const long t = cb->t;
     kiln_problem p;
-    kiln_problem_init(&p, acc ? KILN_OP_WGRAD : (kiln_op)op);
+    kts_problem_init(&p, acc ? KILN_OP_WGRAD : (kiln_op)op, G, c->n, c->k, t, cb->sizes,
+                     op == KILN_OP_FPROP ? cb->x : cb->dy, op == KILN_OP_WGRAD ? cb->x : cb->w, 0);
     p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
     if (acc) {
         p.out_type = KILN_DTYPE_F32;
         p.accumulate = 1;
     }
-    p.groups = G;
-    p.n = c->n;
-    p.k = c->k;
-    p.capacity = t;
-    p.d_sizes = (const int32_t *)(uintptr_t)cb->sizes;
     p.host_sizes = cb->m;
-    p.d_a = (const void *)(uintptr_t)(op == KILN_OP_FPROP ? cb->x : cb->dy);
-    p.d_b = (const void *)(uintptr_t)(op == KILN_OP_WGRAD ? cb->x : cb->w);
     size_t n_out = op == KILN_OP_FPROP ? (size_t)t * c->n
                  : op == KILN_OP_DGRAD ? (size_t)t * c->k : (size_t)G * c->n * c->k;
     size_t es = acc ? 4 : 2;

@@ -114,20 +114,13 @@ static void free_buffers(gpu_state *g)
 static void problem_on(const gpu_state *g, int s, kiln_problem *p)
 {
     const gpu_set *x = &g->sets[s];
-    kiln_problem_init(p, g->cfg.op);
+    kts_problem_init(p, g->cfg.op, g->shape->groups, g->shape->n, g->shape->k, g->total, g->sizes,
+                     x->a, x->b, x->d);
     p->a_type = g->cfg.a_type;
     p->b_type = g->cfg.b_type;
     p->out_type = g->cfg.out_type;
-    p->groups = g->shape->groups;
-    p->n = g->shape->n;
-    p->k = g->shape->k;
-    p->capacity = g->total;
-    p->d_sizes = (const int32_t *)(uintptr_t)g->sizes;
     p->sizes_kind = KILN_SIZES_COUNTS;
     p->host_sizes = g->host_sizes;
-    p->d_a = (const void *)(uintptr_t)x->a;
-    p->d_b = (const void *)(uintptr_t)x->b;
-    p->d_out = (void *)(uintptr_t)x->d;
     if (g->cfg.op == KILN_OP_WGRAD) {
         p->wgrad_output = g->cfg.wgrad_output;
         p->accumulate = g->cfg.accumulate;
@@ -525,10 +518,9 @@ kiln_status kiln_tune_gpu_create(int device_index, const char *cache_dir, kiln_t
 {
     *out = NULL;
     kiln_tune_timer *t = calloc(1, sizeof *t);
-    gpu_state *g = calloc(1, sizeof *g);
-    if (!t || !g) {
+    gpu_state *g = t ? calloc(1, sizeof *g) : NULL;
+    if (!g) {
         free(t);
-        free(g);
         return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "gpu timer: out of memory");
     }
     t->ops = &gpu_ops;

@@ -40,15 +40,7 @@ static void fx_init(fx *f, int G, int64_t N, int64_t K, int64_t cap, const int32
     poison(f->dY, f->ybytes);
     f->dsz = dev_alloc(sizeof(int32_t) * (size_t)G);
     upload(f->dsz, counts, sizeof(int32_t) * (size_t)G);
-    kiln_problem_init(&f->p, KILN_OP_FPROP);
-    f->p.groups = G;
-    f->p.n = N;
-    f->p.k = K;
-    f->p.capacity = cap;
-    f->p.d_sizes = (const int32_t *)(uintptr_t)f->dsz;
-    f->p.d_a = (const void *)(uintptr_t)f->dX;
-    f->p.d_b = (const void *)(uintptr_t)f->dW;
-    f->p.d_out = (void *)(uintptr_t)f->dY;
+    kts_problem_init(&f->p, KILN_OP_FPROP, G, N, K, cap, f->dsz, f->dX, f->dW, f->dY);
 }
 
 static void fx_free(fx *f)
@@ -273,15 +265,7 @@ static void test_graph_replay_wgrad(void **state)
     upload(dx, ex, CAP * K * 2);
     upload(dsz, s1, sizeof s1);
     kiln_problem p;
-    kiln_problem_init(&p, KILN_OP_WGRAD);
-    p.groups = G;
-    p.n = N;
-    p.k = K;
-    p.capacity = CAP;
-    p.d_sizes = (const int32_t *)(uintptr_t)dsz;
-    p.d_a = (const void *)(uintptr_t)ddy;
-    p.d_b = (const void *)(uintptr_t)dx;
-    p.d_out = (void *)(uintptr_t)ddw;
+    kts_problem_init(&p, KILN_OP_WGRAD, G, N, K, CAP, dsz, ddy, dx, ddw);
     CUstream stream;
     CU(g_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     CU(g_drv.cuCtxSynchronize());

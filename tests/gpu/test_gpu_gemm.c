@@ -545,17 +545,16 @@ int main(void)
 {
     int rc = gpu_setup();
     if (rc) return rc;
-    kiln_context_options o;
-    kiln_context_options_init(&o);
-    o.allowed_backends = KILN_ALLOW_GENERATED;
-    if (kiln_context_create(&o, &g_gen) != KILN_OK) {
-        printf("FAIL: kiln_context_create: %s\n", kiln_last_error(g_gen));
-        return 1;
-    }
-    o.allowed_backends = KILN_ALLOW_CUBLASLT;
-    if (kiln_context_create(&o, &g_lt) != KILN_OK) {
-        printf("FAIL: kiln_context_create: %s\n", kiln_last_error(g_lt));
-        return 1;
+    kiln_context **ctxs[2] = {&g_gen, &g_lt};
+    const unsigned allowed[2] = {KILN_ALLOW_GENERATED, KILN_ALLOW_CUBLASLT};
+    for (int i = 0; i < 2; i++) {
+        kiln_context_options o;
+        kiln_context_options_init(&o);
+        o.allowed_backends = allowed[i];
+        if (kiln_context_create(&o, ctxs[i]) != KILN_OK) {
+            printf("FAIL: kiln_context_create: %s\n", kiln_last_error(*ctxs[i]));
+            return 1;
+        }
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fprop_dgrad_matrix),

@@ -19,16 +19,6 @@ static void log_hook(void *user, kiln_log_level level, const char *message)
     snprintf(g_log + n, sizeof g_log - n, "%s\n", message);
 }
 
-/* The call of every test here: bf16 fprop, G groups of M rows, N × K. */
-static void fprop_problem(kiln_problem *p)
-{
-    kiln_problem_init(p, KILN_OP_FPROP);
-    p->groups = G;
-    p->n = N;
-    p->k = K;
-    p->capacity = G * M;
-}
-
 /* Runs one bf16 fprop through ctx, checks it against the CPU, returns the
  * kernel that served it. */
 static void run_fprop(kiln_context *ctx, char *kernel, size_t size)
@@ -44,11 +34,7 @@ static void run_fprop(kiln_context *ctx, char *kernel, size_t size)
     upload(ds, m, sizeof m);
     poison(dy, G * M * N * 2);
     kiln_problem p;
-    fprop_problem(&p);
-    p.d_sizes = (const int32_t *)(uintptr_t)ds;
-    p.d_a = (const void *)(uintptr_t)dx;
-    p.d_b = (const void *)(uintptr_t)dw;
-    p.d_out = (void *)(uintptr_t)dy;
+    kts_problem_init(&p, KILN_OP_FPROP, G, N, K, G * M, ds, dx, dw, dy);
     if (kiln_gemm(ctx, &p, NULL) != KILN_OK) fail_msg("kiln_gemm: %s", kiln_last_error(ctx));
     CU(g_drv.cuCtxSynchronize());
     uint16_t *y = xmalloc(G * M * N * 2);
@@ -100,8 +86,8 @@ static void write_table(const char *path, const char *name)
         if (!strcmp(kiln_catalog[i].name, name) && !strcmp(kiln_catalog[i].arch, "sm_90a"))
             ce = &kiln_catalog[i];
     assert_non_null(ce);
-    kiln_problem p;
-    fprop_problem(&p);
+    kiln_problem p; /* the call run_fprop makes, without buffers */
+    kts_problem_init(&p, KILN_OP_FPROP, G, N, K, G * M, 0, 0, 0, 0);
     kiln_tuning_entry e;
     memset(&e, 0, sizeof e);
     kiln_tuning_key_from_problem(&p, "sm_90a", &e.key);

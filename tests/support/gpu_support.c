@@ -39,6 +39,21 @@ const char *kts_cu_error(const kiln_driver *d, CUresult r)
     return name;
 }
 
+void kts_problem_init(kiln_problem *p, kiln_op op, int groups, int64_t n, int64_t k,
+                      int64_t capacity, CUdeviceptr sizes, CUdeviceptr a, CUdeviceptr b,
+                      CUdeviceptr out)
+{
+    kiln_problem_init(p, op);
+    p->groups = groups;
+    p->n = n;
+    p->k = k;
+    p->capacity = capacity;
+    p->d_sizes = (const int32_t *)(uintptr_t)sizes;
+    p->d_a = (const void *)(uintptr_t)a;
+    p->d_b = (const void *)(uintptr_t)b;
+    p->d_out = (void *)(uintptr_t)out;
+}
+
 uint64_t kts_rng_next(uint64_t *s)
 {
     *s ^= *s << 13;

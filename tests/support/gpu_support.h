@@ -37,6 +37,12 @@ int kts_gpu_open(kts_gpu *g, char *why, size_t size);
 /* NULL when r is CUDA_SUCCESS, else the error's name ("?" if unknown). */
 const char *kts_cu_error(const kiln_driver *d, CUresult r);
 
+/* kiln_problem_init(p, op) and the fields every call sets: the geometry,
+ * counts in device memory, contiguous a, b and output. */
+void kts_problem_init(kiln_problem *p, kiln_op op, int groups, int64_t n, int64_t k,
+                      int64_t capacity, CUdeviceptr sizes, CUdeviceptr a, CUdeviceptr b,
+                      CUdeviceptr out);
+
 /* ---- random data (xorshift64: reproducible from a printed seed) -------- */
 
 uint64_t kts_rng_next(uint64_t *state);
