@@ -13,7 +13,9 @@
  * median is the result.
  *
  * The reference is kiln_gemm on a context allowed only cuBLASLt (host sizes
- * are given), which is independent of every generated kernel.
+ * are given), which is independent of every generated kernel.  Data,
+ * problem set-up and the error measure are the GPU tests' own
+ * (tests/support/gpu_support.h, library kiln_testsupport).
  */
 #include <math.h>
 #include <stdio.h>
@@ -176,6 +178,102 @@ static double compare(gpu_state *g, kiln_error *err, kiln_status *st)
     return kts_err_rel(&e);
 }
 
+/* The bytes of each input of a set. */
+typedef struct part_bytes {
+    size_t a, b, bias, scale, alpha, c;
+} part_bytes;
+
+/* Sets 1 .. want-1: copies of set 0 on the device, while memory lasts;
+ * then, for discrete wgrad, each set's G output pointers. */
+static kiln_status more_sets(gpu_state *g, const part_bytes *pb, int want, kiln_error *err)
+{
+    const gpu_set *x = &g->sets[0];
+    const int64_t G = g->shape->groups, N = g->shape->n, K = g->shape->k;
+    const int so = kiln_dtype_size(g->cfg.out_type);
+    kiln_status st = KILN_OK;
+    for (int s = 1; s < want; s++) {
+        gpu_set *y = &g->sets[s];
+        struct { CUdeviceptr *dst, src; size_t bytes; } parts[] = {
+            {&y->a, x->a, pb->a}, {&y->b, x->b, pb->b}, {&y->d, 0, g->out_bytes},
+            {&y->bias, x->bias, pb->bias}, {&y->row_scale, x->row_scale, pb->scale},
+            {&y->alpha, x->alpha, pb->alpha}, {&y->c, x->c, pb->c}};
+        int ok = 1;
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0] && ok; i++) {
+            if (!parts[i].bytes) continue;
+            if (DRV(g)->cuMemAlloc(parts[i].dst, parts[i].bytes) != CUDA_SUCCESS) ok = 0;
+            else if (parts[i].src &&
+                     DRV(g)->cuMemcpyDtoD(*parts[i].dst, parts[i].src, parts[i].bytes) != CUDA_SUCCESS)
+                ok = 0;
+        }
+        if (!ok) { /* out of memory: time with the sets we have */
+            CUdeviceptr *all[] = {&y->a, &y->b, &y->d, &y->bias, &y->row_scale, &y->alpha, &y->c};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_ptr(g, all[i]);
+            break;
+        }
+        g->n_sets++;
+    }
+    /* Discrete wgrad outputs: G pointers into each set's dense buffer. */
+    if (g->cfg.op == KILN_OP_WGRAD && g->cfg.wgrad_output == KILN_WGRAD_DISCRETE) {
+        CUdeviceptr *ptrs = malloc((size_t)G * sizeof *ptrs);
+        if (!ptrs) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
+        for (int s = 0; s < g->n_sets && !st; s++) {
+            for (int64_t gi = 0; gi < G; gi++)
+                ptrs[gi] = g->sets[s].d + (CUdeviceptr)(gi * N * K * so);
+            st = alloc_upload(g, &g->sets[s].d_ptrs, ptrs, (size_t)G * sizeof *ptrs,
+                              "cuMemAlloc(output pointers)", err);
+        }
+        free(ptrs);
+    }
+    return st;
+
+}
+
+/* The sampled rows of the reference result (set 0's inputs) and the
+ * tolerance. */
+static kiln_status make_reference(gpu_state *g, kiln_error *err)
+{
+    const kiln_tune_config *cfg = &g->cfg;
+    kiln_status st;
+    /* Sampled rows: all of them for small outputs, evenly spaced otherwise
+     * (always the first and the last). */
+    g->n_rows = g->out_rows <= SAMPLE_ROWS ? (size_t)g->out_rows : SAMPLE_ROWS;
+    g->rows = malloc((g->n_rows ? g->n_rows : 1) * sizeof *g->rows);
+    g->ref = malloc((g->n_rows ? g->n_rows : 1) * (size_t)g->out_cols * sizeof *g->ref);
+    if (!g->rows || !g->ref) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
+    for (size_t i = 0; i < g->n_rows; i++)
+        g->rows[i] = g->n_rows == (size_t)g->out_rows || g->n_rows < 2
+                         ? (int64_t)i
+                         : (int64_t)((double)i * (double)(g->out_rows - 1) / (double)(g->n_rows - 1));
+
+    /* The reference, through the runtime (cuBLASLt only: see kiln_tune_gpu_create). */
+    g->ref_note[0] = '\0';
+    kiln_problem p;
+    problem_on(g, 0, &p);
+    if ((st = check(g, DRV(g)->cuMemsetD8(g->sets[0].d, 0, g->out_bytes), "cuMemsetD8(output)",
+                    err)))
+        return st;
+    if (kiln_gemm(g->ctx, &p, g->stream) != KILN_OK) {
+        snprintf(g->ref_note, sizeof g->ref_note, "not checked: no reference (%s)",
+                 kiln_last_error(g->ctx));
+    } else if ((st = check(g, DRV(g)->cuStreamSynchronize(g->stream), "reference run", err)) ||
+               (st = check(g, DRV(g)->cuMemcpyDtoH(g->host_out, g->sets[0].d, g->out_bytes),
+                           "cuMemcpyDtoH(reference)", err))) {
+        return st;
+    } else {
+        for (size_t i = 0; i < g->n_rows; i++)
+            for (int64_t c = 0; c < g->out_cols; c++)
+                g->ref[i * (size_t)g->out_cols + (size_t)c] =
+                    kts_load(g->host_out, (size_t)(g->rows[i] * g->out_cols + c), cfg->out_type);
+        g->have_ref = 1;
+    }
+    const char *tol = getenv("KILN_TUNE_TOL");
+    g->tol = tol && *tol ? atof(tol)
+             : cfg->out_type == KILN_DTYPE_F32 ? 1e-3
+             : cfg->out_type == KILN_DTYPE_F16 ? 5e-3
+                                               : 1e-2;
+    return KILN_OK;
+}
+
 /* ---- the timer ---------------------------------------------------------- */
 
 static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
@@ -211,6 +309,7 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
     size_t c_bytes = fwd && e->beta ? g->out_bytes : 0;
     size_t set_bytes = a_bytes + b_bytes + g->out_bytes + bias_bytes + scale_bytes + alpha_bytes +
                        c_bytes;
+    const part_bytes bytes = {a_bytes, b_bytes, bias_bytes, scale_bytes, alpha_bytes, c_bytes};
     int want = (int)((3.0 * g->l2_bytes) / (double)(set_bytes ? set_bytes : 1)) + 1;
     if (want > MAX_SETS) want = MAX_SETS;
     if (want < 1) want = 1;
@@ -254,85 +353,9 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
         if ((st = alloc_upload(g, &x->c, host, c_bytes, "cuMemAlloc(C)", err))) goto out;
     }
     g->n_sets = 1;
-    /* More sets, copies of the first on the device, while memory lasts. */
-    for (int s = 1; s < want; s++) {
-        gpu_set *y = &g->sets[s];
-        struct { CUdeviceptr *dst, src; size_t bytes; } parts[] = {
-            {&y->a, x->a, a_bytes}, {&y->b, x->b, b_bytes}, {&y->d, 0, g->out_bytes},
-            {&y->bias, x->bias, bias_bytes}, {&y->row_scale, x->row_scale, scale_bytes},
-            {&y->alpha, x->alpha, alpha_bytes}, {&y->c, x->c, c_bytes}};
-        int ok = 1;
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0] && ok; i++) {
-            if (!parts[i].bytes) continue;
-            if (DRV(g)->cuMemAlloc(parts[i].dst, parts[i].bytes) != CUDA_SUCCESS) ok = 0;
-            else if (parts[i].src &&
-                     DRV(g)->cuMemcpyDtoD(*parts[i].dst, parts[i].src, parts[i].bytes) != CUDA_SUCCESS)
-                ok = 0;
-        }
-        if (!ok) { /* out of memory: time with the sets we have */
-            CUdeviceptr *all[] = {&y->a, &y->b, &y->d, &y->bias, &y->row_scale, &y->alpha, &y->c};
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_ptr(g, all[i]);
-            break;
-        }
-        g->n_sets++;
-    }
-    /* Discrete wgrad outputs: G pointers into each set's dense buffer. */
-    if (cfg->op == KILN_OP_WGRAD && cfg->wgrad_output == KILN_WGRAD_DISCRETE) {
-        CUdeviceptr *ptrs = malloc((size_t)G * sizeof *ptrs);
-        if (!ptrs) {
-            st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
-            goto out;
-        }
-        for (int s = 0; s < g->n_sets && !st; s++) {
-            for (int64_t gi = 0; gi < G; gi++)
-                ptrs[gi] = g->sets[s].d + (CUdeviceptr)(gi * N * K * so);
-            st = alloc_upload(g, &g->sets[s].d_ptrs, ptrs, (size_t)G * sizeof *ptrs,
-                              "cuMemAlloc(output pointers)", err);
-        }
-        free(ptrs);
-        if (st) goto out;
-    }
+    if ((st = more_sets(g, &bytes, want, err))) goto out;
 
-    /* Sampled rows: all of them for small outputs, evenly spaced otherwise
-     * (always the first and the last). */
-    g->n_rows = g->out_rows <= SAMPLE_ROWS ? (size_t)g->out_rows : SAMPLE_ROWS;
-    g->rows = malloc((g->n_rows ? g->n_rows : 1) * sizeof *g->rows);
-    g->ref = malloc((g->n_rows ? g->n_rows : 1) * (size_t)g->out_cols * sizeof *g->ref);
-    if (!g->rows || !g->ref) {
-        st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
-        goto out;
-    }
-    for (size_t i = 0; i < g->n_rows; i++)
-        g->rows[i] = g->n_rows == (size_t)g->out_rows || g->n_rows < 2
-                         ? (int64_t)i
-                         : (int64_t)((double)i * (double)(g->out_rows - 1) / (double)(g->n_rows - 1));
-
-    /* The reference, through the runtime (cuBLASLt only: see kiln_tune_gpu_create). */
-    g->ref_note[0] = '\0';
-    kiln_problem p;
-    problem_on(g, 0, &p);
-    if ((st = check(g, DRV(g)->cuMemsetD8(g->sets[0].d, 0, g->out_bytes), "cuMemsetD8(output)",
-                    err)))
-        goto out;
-    if (kiln_gemm(g->ctx, &p, g->stream) != KILN_OK) {
-        snprintf(g->ref_note, sizeof g->ref_note, "not checked: no reference (%s)",
-                 kiln_last_error(g->ctx));
-    } else if ((st = check(g, DRV(g)->cuStreamSynchronize(g->stream), "reference run", err)) ||
-               (st = check(g, DRV(g)->cuMemcpyDtoH(g->host_out, g->sets[0].d, g->out_bytes),
-                           "cuMemcpyDtoH(reference)", err))) {
-        goto out;
-    } else {
-        for (size_t i = 0; i < g->n_rows; i++)
-            for (int64_t c = 0; c < g->out_cols; c++)
-                g->ref[i * (size_t)g->out_cols + (size_t)c] =
-                    kts_load(g->host_out, (size_t)(g->rows[i] * g->out_cols + c), cfg->out_type);
-        g->have_ref = 1;
-    }
-    const char *tol = getenv("KILN_TUNE_TOL");
-    g->tol = tol && *tol ? atof(tol)
-             : cfg->out_type == KILN_DTYPE_F32 ? 1e-3
-             : cfg->out_type == KILN_DTYPE_F16 ? 5e-3
-                                               : 1e-2;
+    if ((st = make_reference(g, err))) goto out;
     g->prepared = 1;
 out:
     free(host);

@@ -56,209 +56,240 @@ static const char *backend_name(kiln_backend b)
     return b == KILN_BACKEND_GENERATED ? "generated" : b == KILN_BACKEND_CUBLASLT ? "cublaslt" : "none";
 }
 
-/* Runs c on ctx; checks the backend, written/untouched bytes and (unless
- * no_ref) the CPU reference.  Fills r->out with the valid outputs. */
-static void run_case(const gcase *c, kiln_context *ctx, kiln_backend want, int no_ref, gresult *r)
+/* The host and device buffers of one case. */
+typedef struct gbuf {
+    int64_t lda, ldd, ocols, orows, valid_rows;
+    int64_t *start, *rows;       /* per group: first row, rows below capacity */
+    int32_t *dsizes;             /* what d_sizes holds: counts or offsets */
+    float *A, *B, *bias, *scale, *alphas, *C, *init, alpha;
+    void *ea, *eb, *ebias, *ec;  /* A, B, bias, C encoded as their types */
+    unsigned char *before, *after; /* the output's bytes around the call */
+    size_t obytes, gbytes;       /* the output; one group's slice (discrete wgrad) */
+    CUdeviceptr dA, dB, dBptrs, dD, dDptrs, dbias, dscale, dalpha, dC, dsz, dovf;
+    CUdeviceptr *wbufs, *obufs;  /* per-group buffers behind dBptrs, dDptrs */
+} gbuf;
+
+/* G device buffers of `each` bytes holding host's consecutive slices, and
+ * the array of their addresses on the device in *ptrs. */
+static CUdeviceptr *dev_slices(const void *host, int G, size_t each, CUdeviceptr *ptrs)
 {
-    const int G = c->groups;
-    const int isz = kiln_dtype_size(c->in), osz = kiln_dtype_size(c->out);
+    CUdeviceptr *bufs = xmalloc(sizeof(CUdeviceptr) * (size_t)G);
+    for (int g = 0; g < G; g++) {
+        bufs[g] = dev_alloc(each);
+        upload(bufs[g], (const char *)host + (size_t)g * each, each);
+    }
+    *ptrs = dev_alloc(sizeof(CUdeviceptr) * (size_t)G);
+    upload(*ptrs, bufs, sizeof(CUdeviceptr) * (size_t)G);
+    return bufs;
+}
+
+/* A device copy of host. */
+static CUdeviceptr dev_copy(const void *host, size_t bytes)
+{
+    CUdeviceptr d = dev_alloc(bytes);
+    upload(d, host, bytes);
+    return d;
+}
+
+/* Group rows, A and B (contiguous or one buffer per group). */
+static void case_inputs(const gcase *c, gbuf *b)
+{
+    const int G = c->groups, isz = kiln_dtype_size(c->in);
     const int64_t N = c->n, K = c->k, cap = c->capacity;
     const int wg = c->op == KILN_OP_WGRAD;
-    const int64_t acols = c->op == KILN_OP_FPROP ? K : N;
-    const int64_t ocols = c->op == KILN_OP_FPROP ? N : K;
-    const int64_t lda = acols + c->lda_pad, ldd = ocols + c->ldd_pad;
+    b->ocols = c->op == KILN_OP_FPROP ? N : K;
+    b->lda = (c->op == KILN_OP_FPROP ? K : N) + c->lda_pad;
+    b->ldd = b->ocols + c->ldd_pad;
+    b->start = xmalloc(sizeof(int64_t) * (size_t)G);
+    b->rows = xmalloc(sizeof(int64_t) * (size_t)G);
+    b->dsizes = xmalloc(sizeof(int32_t) * (size_t)G);
+    const int64_t total = kts_group_rows(c->counts, G, cap, b->start, b->rows);
+    for (int g = 0; g < G; g++)
+        b->dsizes[g] = c->offsets ? (int32_t)(b->start[g] + c->counts[g]) : c->counts[g];
+    b->valid_rows = total < cap ? total : cap;
+    b->A = rand_matrix(cap, c->op == KILN_OP_FPROP ? K : N, b->lda, c->in, &b->ea);
+    b->B = rand_matrix(wg ? cap : (int64_t)G * N, K, K, c->in, &b->eb);
+    b->dA = dev_copy(b->ea, (size_t)(cap * b->lda * isz));
+    if (c->ptr_weights) b->wbufs = dev_slices(b->eb, G, (size_t)(N * K * isz), &b->dBptrs);
+    else b->dB = dev_copy(b->eb, (size_t)((wg ? cap : (int64_t)G * N) * K * isz));
+}
 
-    /* Group rows: start and rows below capacity. */
-    int64_t *start = xmalloc(sizeof(int64_t) * (size_t)G), *rows = xmalloc(sizeof(int64_t) * (size_t)G);
-    int32_t *dsizes = xmalloc(sizeof(int32_t) * (size_t)G);
-    const int64_t total = kts_group_rows(c->counts, G, cap, start, rows);
-    for (int g = 0; g < G; g++) dsizes[g] = c->offsets ? (int32_t)(start[g] + c->counts[g]) : c->counts[g];
-    const int64_t valid_rows = total < cap ? total : cap;
-
-    void *ea, *eb, *ebias = NULL, *ec = NULL;
-    float *A = rand_matrix(cap, acols, lda, c->in, &ea);
-    float *B = wg ? rand_matrix(cap, K, K, c->in, &eb) : rand_matrix((int64_t)G * N, K, K, c->in, &eb);
-    CUdeviceptr dA = dev_alloc((size_t)(cap * lda * isz));
-    upload(dA, ea, (size_t)(cap * lda * isz));
-    size_t bbytes = (size_t)((wg ? cap : (int64_t)G * N) * K * isz);
-    CUdeviceptr dB = 0, dBptrs = 0;
-    CUdeviceptr *wbufs = NULL;
-    if (c->ptr_weights) {
-        wbufs = xmalloc(sizeof(CUdeviceptr) * (size_t)G);
-        for (int g = 0; g < G; g++) {
-            wbufs[g] = dev_alloc((size_t)(N * K * isz));
-            upload(wbufs[g], (char *)eb + (size_t)g * (size_t)(N * K * isz), (size_t)(N * K * isz));
-        }
-        dBptrs = dev_alloc(sizeof(CUdeviceptr) * (size_t)G);
-        upload(dBptrs, wbufs, sizeof(CUdeviceptr) * (size_t)G);
-    } else {
-        dB = dev_alloc(bbytes);
-        upload(dB, eb, bbytes);
-    }
-
-    /* Output buffer(s) and their bytes before the call. */
-    int64_t orows = wg ? (int64_t)G * N : cap;
-    size_t obytes = (size_t)(orows * ldd * osz);
-    unsigned char *before = xmalloc(obytes), *after = xmalloc(obytes);
-    float *init = NULL;
+/* The output buffer(s) and their bytes before the call: poison, or when
+ * accumulating random old values with poison in the padding columns. */
+static void case_outputs(const gcase *c, gbuf *b)
+{
+    const int G = c->groups, osz = kiln_dtype_size(c->out);
+    const int64_t N = c->n, K = c->k;
+    const int wg = c->op == KILN_OP_WGRAD;
+    b->orows = wg ? (int64_t)G * N : c->capacity;
+    b->obytes = (size_t)(b->orows * b->ldd * osz);
+    b->before = xmalloc(b->obytes);
+    b->after = xmalloc(b->obytes);
     if (wg && c->accumulate) {
         void *enc;
-        init = rand_matrix(orows, K, ldd, c->out, &enc);
-        memcpy(before, enc, obytes);
+        b->init = rand_matrix(b->orows, K, b->ldd, c->out, &enc);
+        memcpy(b->before, enc, b->obytes);
         /* padding columns keep the poison, so an overwrite shows */
-        for (int64_t i = 0; i < orows; i++)
-            memset(before + (size_t)(i * ldd + K) * (size_t)osz, 0xFF, (size_t)(c->ldd_pad * osz));
+        for (int64_t i = 0; i < b->orows; i++)
+            memset(b->before + (size_t)(i * b->ldd + K) * (size_t)osz, KTS_POISON,
+                   (size_t)(c->ldd_pad * osz));
         free(enc);
     } else {
-        memset(before, 0xFF, obytes);
+        memset(b->before, KTS_POISON, b->obytes);
     }
-    CUdeviceptr dD = 0, dDptrs = 0;
-    CUdeviceptr *obufs = NULL;
-    size_t gbytes = (size_t)(N * ldd * osz);
-    if (wg && c->discrete) {
-        obufs = xmalloc(sizeof(CUdeviceptr) * (size_t)G);
-        for (int g = 0; g < G; g++) {
-            obufs[g] = dev_alloc(gbytes);
-            upload(obufs[g], before + (size_t)g * gbytes, gbytes);
-        }
-        dDptrs = dev_alloc(sizeof(CUdeviceptr) * (size_t)G);
-        upload(dDptrs, obufs, sizeof(CUdeviceptr) * (size_t)G);
-    } else {
-        dD = dev_alloc(obytes);
-        upload(dD, before, obytes);
-    }
+    b->gbytes = (size_t)(N * b->ldd * osz);
+    if (wg && c->discrete) b->obufs = dev_slices(b->before, G, b->gbytes, &b->dDptrs);
+    else b->dD = dev_copy(b->before, b->obytes);
+}
 
-    /* Epilogue operands. */
-    float *bias = NULL, *scale = NULL, *alphas = NULL, *C = NULL;
-    CUdeviceptr dbias = 0, dscale = 0, dalpha = 0, dC = 0;
+/* Epilogue operands, the sizes and the overflow flag. */
+static void case_epilogue(const gcase *c, gbuf *b)
+{
+    const int G = c->groups, osz = kiln_dtype_size(c->out);
+    const int64_t cap = c->capacity, ocols = b->ocols;
     if (c->bias) {
-        bias = rand_matrix(G, ocols, ocols, c->out, &ebias);
-        dbias = dev_alloc((size_t)(G * ocols * osz));
-        upload(dbias, ebias, (size_t)(G * ocols * osz));
+        b->bias = rand_matrix(G, ocols, ocols, c->out, &b->ebias);
+        b->dbias = dev_copy(b->ebias, (size_t)(G * ocols * osz));
     }
     if (c->row_scale) {
-        scale = xmalloc(sizeof(float) * (size_t)(cap ? cap : 1));
-        for (int64_t i = 0; i < cap; i++) scale[i] = rng_val() * 2.0f;
-        dscale = dev_alloc(sizeof(float) * (size_t)cap);
-        upload(dscale, scale, sizeof(float) * (size_t)cap);
+        b->scale = xmalloc(sizeof(float) * (size_t)(cap ? cap : 1));
+        for (int64_t i = 0; i < cap; i++) b->scale[i] = rng_val() * 2.0f;
+        b->dscale = dev_copy(b->scale, sizeof(float) * (size_t)cap);
     }
     if (c->alpha_pg) {
-        alphas = xmalloc(sizeof(float) * (size_t)G);
-        for (int g = 0; g < G; g++) alphas[g] = rng_val() * 2.0f;
-        dalpha = dev_alloc(sizeof(float) * (size_t)G);
-        upload(dalpha, alphas, sizeof(float) * (size_t)G);
+        b->alphas = xmalloc(sizeof(float) * (size_t)G);
+        for (int g = 0; g < G; g++) b->alphas[g] = rng_val() * 2.0f;
+        b->dalpha = dev_copy(b->alphas, sizeof(float) * (size_t)G);
     }
     if (c->beta_c) {
-        C = rand_matrix(cap, ocols, ocols, c->out, &ec);
-        dC = dev_alloc((size_t)(cap * ocols * osz));
-        upload(dC, ec, (size_t)(cap * ocols * osz));
+        b->C = rand_matrix(cap, ocols, ocols, c->out, &b->ec);
+        b->dC = dev_copy(b->ec, (size_t)(cap * ocols * osz));
     }
-    CUdeviceptr dsz = dev_alloc(sizeof(int32_t) * (size_t)G);
-    upload(dsz, dsizes, sizeof(int32_t) * (size_t)G);
-    CUdeviceptr dovf = dev_alloc(sizeof(int32_t));
+    b->alpha = c->alpha != 0.0f ? c->alpha : 1.0f;
+    b->dsz = dev_copy(b->dsizes, sizeof(int32_t) * (size_t)G);
     int32_t zero = 0;
-    upload(dovf, &zero, sizeof zero);
+    b->dovf = dev_copy(&zero, sizeof zero);
+}
 
-    kiln_problem p;
-    kiln_problem_init(&p, c->op);
-    p.a_type = p.b_type = c->in;
-    p.out_type = c->out;
-    p.groups = G;
-    p.n = N;
-    p.k = K;
-    p.capacity = cap;
-    p.d_sizes = (const int32_t *)(uintptr_t)dsz;
-    p.sizes_kind = c->offsets ? KILN_SIZES_OFFSETS : KILN_SIZES_COUNTS;
-    p.host_sizes = c->host_sizes ? dsizes : NULL;
-    p.d_a = (const void *)(uintptr_t)dA;
-    p.lda = c->lda_pad ? lda : 0;
-    p.d_b = c->ptr_weights ? NULL : (const void *)(uintptr_t)dB;
-    p.d_b_ptrs = c->ptr_weights ? (const void *const *)(uintptr_t)dBptrs : NULL;
-    p.d_out = dD ? (void *)(uintptr_t)dD : NULL;
-    p.d_out_ptrs = dDptrs ? (void *const *)(uintptr_t)dDptrs : NULL;
-    p.ldd = c->ldd_pad ? ldd : 0;
-    p.wgrad_output = c->discrete ? KILN_WGRAD_DISCRETE : KILN_WGRAD_DENSE;
-    p.accumulate = c->accumulate;
-    p.d_overflow = (int32_t *)(uintptr_t)dovf;
-    float alpha = c->alpha != 0.0f ? c->alpha : 1.0f;
-    p.epilogue.alpha = alpha;
-    p.epilogue.d_bias = (const void *)(uintptr_t)dbias;
-    p.epilogue.d_row_scale = (const float *)(uintptr_t)dscale;
-    p.epilogue.scale_bias = c->scale_bias;
-    p.epilogue.d_alpha = (const float *)(uintptr_t)dalpha;
-    p.epilogue.beta = c->beta_c ? 0.75f : 0.0f;
-    p.epilogue.d_c = (const void *)(uintptr_t)dC;
+static void case_problem(const gcase *c, const gbuf *b, kiln_problem *p)
+{
+    kts_problem_init(p, c->op, c->groups, c->n, c->k, c->capacity, b->dsz, b->dA, b->dB, b->dD);
+    p->a_type = p->b_type = c->in;
+    p->out_type = c->out;
+    p->sizes_kind = c->offsets ? KILN_SIZES_OFFSETS : KILN_SIZES_COUNTS;
+    p->host_sizes = c->host_sizes ? b->dsizes : NULL;
+    p->lda = c->lda_pad ? b->lda : 0;
+    p->d_b_ptrs = c->ptr_weights ? (const void *const *)(uintptr_t)b->dBptrs : NULL;
+    p->d_out_ptrs = b->dDptrs ? (void *const *)(uintptr_t)b->dDptrs : NULL;
+    p->ldd = c->ldd_pad ? b->ldd : 0;
+    p->wgrad_output = c->discrete ? KILN_WGRAD_DISCRETE : KILN_WGRAD_DENSE;
+    p->accumulate = c->accumulate;
+    p->d_overflow = (int32_t *)(uintptr_t)b->dovf;
+    p->epilogue.alpha = b->alpha;
+    p->epilogue.d_bias = (const void *)(uintptr_t)b->dbias;
+    p->epilogue.d_row_scale = (const float *)(uintptr_t)b->dscale;
+    p->epilogue.scale_bias = c->scale_bias;
+    p->epilogue.d_alpha = (const float *)(uintptr_t)b->dalpha;
+    p->epilogue.beta = c->beta_c ? 0.75f : 0.0f;
+    p->epilogue.d_c = (const void *)(uintptr_t)b->dC;
+}
 
-    kiln_status st = kiln_gemm(ctx, &p, NULL);
-    r->out = NULL;
-    r->n_out = 0;
-    r->rel_err = -1;
-    unsigned char *is_valid = NULL;
-    if (st != KILN_OK) {
-        CASE_FAIL("%s: kiln_gemm: %s: %s", c->label, kiln_status_name(st), kiln_last_error(ctx));
-        goto cleanup;
-    }
-    CU(g_drv.cuCtxSynchronize());
-    kiln_call_report rep;
-    assert_int_equal(kiln_last_call(ctx, &rep), KILN_OK);
-    if (rep.backend != want)
-        CASE_FAIL("%s: ran on %s (%s), wanted %s", c->label, backend_name(rep.backend), rep.kernel,
-                 backend_name(want));
-
-    if (obufs)
-        for (int g = 0; g < G; g++) download(after + (size_t)g * gbytes, obufs[g], gbytes);
+/* After the call: the overflow flag; every valid element written and (unless
+ * no_ref) near the reference; every other byte unchanged. */
+static void case_check(const gcase *c, gbuf *b, const kiln_call_report *rep, int no_ref, gresult *r)
+{
+    const int G = c->groups, osz = kiln_dtype_size(c->out);
+    const int64_t N = c->n, K = c->k, ldd = b->ldd;
+    const int wg = c->op == KILN_OP_WGRAD;
+    if (b->obufs)
+        for (int g = 0; g < G; g++) download(b->after + (size_t)g * b->gbytes, b->obufs[g], b->gbytes);
     else
-        download(after, dD, obytes);
+        download(b->after, b->dD, b->obytes);
     int32_t ovf = -1;
-    download(&ovf, dovf, sizeof ovf);
+    download(&ovf, b->dovf, sizeof ovf);
     if (c->expect_overflow) {
         if (ovf != 1) CASE_FAIL("%s: overflow flag is %d, wanted 1", c->label, ovf);
     } else if (ovf != 0) {
         CASE_FAIL("%s: overflow flag is %d, wanted 0", c->label, ovf);
     }
 
-    /* Valid region and reference. */
-    kts_problem ref = {.op = c->op, .n = N, .k = K, .lda = lda, .a = A, .b = B, .start = start,
-                       .rows = rows, .alpha = alpha, .alphas = alphas, .row_scale = scale,
-                       .bias = bias, .scale_bias = c->scale_bias, .beta = 0.75f, .c = C,
-                       .init = init, .ldd = ldd};
-    size_t nvalid = wg ? (size_t)(G * N * K) : (size_t)(valid_rows * ocols);
+    kts_problem ref = {.op = c->op, .n = N, .k = K, .lda = b->lda, .a = b->A, .b = b->B,
+                       .start = b->start, .rows = b->rows, .alpha = b->alpha, .alphas = b->alphas,
+                       .row_scale = b->scale, .bias = b->bias, .scale_bias = c->scale_bias,
+                       .beta = 0.75f, .c = b->C, .init = b->init, .ldd = ldd};
+    size_t nvalid = wg ? (size_t)(G * N * K) : (size_t)(b->valid_rows * b->ocols);
     r->out = xmalloc(sizeof(float) * (nvalid ? nvalid : 1));
     r->n_out = nvalid;
-    is_valid = calloc((size_t)(orows * ldd), 1);
+    unsigned char *is_valid = calloc((size_t)(b->orows * ldd), 1);
+    assert_non_null(is_valid);
     kts_err err = {0};
     size_t vi = 0;
     for (int g = 0; g < G; g++) {
-        int64_t r0 = wg ? (int64_t)g * N : start[g], nr = wg ? N : rows[g];
+        int64_t r0 = wg ? (int64_t)g * N : b->start[g], nr = wg ? N : b->rows[g];
         for (int64_t i = 0; i < nr; i++)
-            for (int64_t j = 0; j < ocols; j++) {
+            for (int64_t j = 0; j < b->ocols; j++) {
                 size_t e = (size_t)((r0 + i) * ldd + j);
                 is_valid[e] = 1;
-                float got = kts_load(after, e, c->out);
+                float got = kts_load(b->after, e, c->out);
                 r->out[vi++] = got;
                 if (no_ref) err.nan += got != got;
                 else kts_err_add(&err, got, kts_reference(&ref, g, i, j));
             }
     }
     if (err.nan) CASE_FAIL("%s: %zu of %zu valid elements were not written (NaN)", c->label, err.nan, nvalid);
-    size_t touched = kts_changed_outside(before, after, is_valid, (size_t)(orows * ldd), (size_t)osz);
+    size_t touched = kts_changed_outside(b->before, b->after, is_valid, (size_t)(b->orows * ldd), (size_t)osz);
+    free(is_valid);
     if (touched)
         CASE_FAIL("%s: %zu elements outside the valid rows/columns were changed", c->label, touched);
     r->rel_err = no_ref ? 0 : kts_err_rel(&err);
     if (!no_ref) {
-        printf("  %-58s %-9s %-36s rel err %.2e\n", c->label, backend_name(rep.backend), rep.kernel, r->rel_err);
+        printf("  %-58s %-9s %-36s rel err %.2e\n", c->label, backend_name(rep->backend), rep->kernel, r->rel_err);
         if (!(r->rel_err <= tol_for(c->out)))
             CASE_FAIL("%s: relative error %.3e exceeds %.1e", c->label, r->rel_err, tol_for(c->out));
     }
+}
 
-cleanup:
-    free(is_valid);
-    free(A); free(B); free(ea); free(eb); free(bias); free(ebias); free(scale); free(alphas);
-    free(C); free(ec); free(init); free(before); free(after); free(start); free(rows); free(dsizes);
-    if (wbufs) { for (int g = 0; g < G; g++) dev_free(wbufs[g]); free(wbufs); }
-    if (obufs) { for (int g = 0; g < G; g++) dev_free(obufs[g]); free(obufs); }
-    dev_free(dA); dev_free(dB); dev_free(dBptrs); dev_free(dD); dev_free(dDptrs); dev_free(dbias);
-    dev_free(dscale); dev_free(dalpha); dev_free(dC); dev_free(dsz); dev_free(dovf);
+static void case_free(const gcase *c, gbuf *b)
+{
+    void *host[] = {b->A, b->B, b->ea, b->eb, b->bias, b->ebias, b->scale, b->alphas, b->C, b->ec,
+                    b->init, b->before, b->after, b->start, b->rows, b->dsizes};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    for (int g = 0; b->wbufs && g < c->groups; g++) dev_free(b->wbufs[g]);
+    for (int g = 0; b->obufs && g < c->groups; g++) dev_free(b->obufs[g]);
+    free(b->wbufs);
+    free(b->obufs);
+    CUdeviceptr dev[] = {b->dA, b->dB, b->dBptrs, b->dD, b->dDptrs, b->dbias, b->dscale,
+                         b->dalpha, b->dC, b->dsz, b->dovf};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dev_free(dev[i]);
+}
+
+/* Runs c on ctx; checks the backend, written/untouched bytes and (unless
+ * no_ref) the CPU reference.  Fills r->out with the valid outputs. */
+static void run_case(const gcase *c, kiln_context *ctx, kiln_backend want, int no_ref, gresult *r)
+{
+    gbuf b;
+    memset(&b, 0, sizeof b);
+    case_inputs(c, &b);
+    case_outputs(c, &b);
+    case_epilogue(c, &b);
+    kiln_problem p;
+    case_problem(c, &b, &p);
+    r->out = NULL;
+    r->n_out = 0;
+    r->rel_err = -1;
+    kiln_status st = kiln_gemm(ctx, &p, NULL);
+    if (st != KILN_OK) {
+        CASE_FAIL("%s: kiln_gemm: %s: %s", c->label, kiln_status_name(st), kiln_last_error(ctx));
+    } else {
+        CU(g_drv.cuCtxSynchronize());
+        kiln_call_report rep;
+        assert_int_equal(kiln_last_call(ctx, &rep), KILN_OK);
+        if (rep.backend != want)
+            CASE_FAIL("%s: ran on %s (%s), wanted %s", c->label, backend_name(rep.backend),
+                      rep.kernel, backend_name(want));
+        case_check(c, &b, &rep, no_ref, r);
+    }
+    case_free(c, &b);
 }
 
 static void run_checked(const gcase *c, kiln_context *ctx, kiln_backend want)
