@@ -163,19 +163,30 @@ static void leave(kiln_context *ctx, int pushed)
     if (pushed) ctx->drv.cuCtxPopCurrent(&dummy);
 }
 
-/* Dispatches p and loads the generated kernel chosen (*k NULL for
- * cuBLASLt).  A tuned kernel that fails to load is marked unavailable by
- * kernels.c, and the call is dispatched again without it. */
-static kiln_status choose(kiln_context *ctx, const kiln_problem *p, kiln_dispatch_choice *c,
-                          kiln_rt_kernel **k, kiln_error *err)
+/* Validates p, makes the context current (the caller leaves it, *pushed
+ * set whatever the result), dispatches p and loads the generated kernel
+ * chosen (*k NULL for cuBLASLt).  A tuned kernel that fails to load is
+ * marked unavailable by kernels.c, and the call is dispatched again without
+ * it. */
+static kiln_status begin_call(kiln_context *ctx, const kiln_problem *p, kiln_dispatch_choice *c,
+                              kiln_rt_kernel **k, int *pushed, kiln_error *err)
 {
+    *k = NULL;
+    *pushed = 0;
+    kiln_status st = kiln_validate_problem(p, err);
+    if (st || (st = enter(ctx, pushed, err))) return st;
     kiln_kernels *ks = &ctx->kernels;
-    kiln_dispatch_input in = {p,          ctx->dev.arch,  ks->candidates,
-                              ks->n_candidates, ctx->allowed, ctx->forced_by[0] ? ctx->forced_by : NULL,
-                              ks->tuning, ks->tuned_unavailable};
+    kiln_dispatch_input in = {p,
+                              ctx->dev.arch,
+                              ks->candidates,
+                              ks->n_candidates,
+                              ctx->allowed,
+                              ctx->forced_by[0] ? ctx->forced_by : NULL,
+                              ks->tuning,
+                              ks->tuned_unavailable};
     for (;;) {
         *k = NULL;
-        kiln_status st = kiln_dispatch(&in, c, err);
+        st = kiln_dispatch(&in, c, err);
         if (st || c->backend != KILN_BACKEND_GENERATED) return st;
         st = kiln_kernels_load(ks, c, k, err);
         if (st == KILN_OK || c->tuned < 0) return st;
@@ -191,12 +202,10 @@ static const char *kernel_name(const kiln_dispatch_choice *c, const kiln_rt_kern
 static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstream stream,
                                kiln_error *err)
 {
-    kiln_status st = kiln_validate_problem(p, err);
-    int pushed;
-    if (st || (st = enter(ctx, &pushed, err))) return st;
     kiln_dispatch_choice c;
-    kiln_rt_kernel *k = NULL;
-    st = choose(ctx, p, &c, &k, err);
+    kiln_rt_kernel *k;
+    int pushed;
+    kiln_status st = begin_call(ctx, p, &c, &k, &pushed, err);
     if (!st && k) st = kiln_launch_run(&ctx->env, k, p, stream, err);
     else if (!st) st = kiln_cublaslt_run(&ctx->lt, &ctx->env, &ctx->kernels, p, stream, err);
     leave(ctx, pushed);
@@ -238,12 +247,10 @@ static kiln_status prepare_locked(kiln_context *ctx, const kiln_problem *p, CUst
                                   kiln_error *err)
 {
     (void)stream;
-    kiln_status st = kiln_validate_problem(p, err);
-    int pushed;
-    if (st || (st = enter(ctx, &pushed, err))) return st;
     kiln_dispatch_choice c;
-    kiln_rt_kernel *k = NULL;
-    st = choose(ctx, p, &c, &k, err);
+    kiln_rt_kernel *k;
+    int pushed;
+    kiln_status st = begin_call(ctx, p, &c, &k, &pushed, err);
     leave(ctx, pushed);
     if (!st)
         kiln_rt_logf(&ctx->log, KILN_LOG_INFO, "prepared %s: %s: %s", kiln_op_name(p->op),

@@ -187,6 +187,18 @@ static void test_id_ignores_compiler_versions(void **state)
 static const char k_src[] =
     "extern \"C\" __global__ void rep(float *x) { x[threadIdx.x] *= 2.0f; }\n";
 
+static const kiln_kernel_ref k_rep = {.name = "rep", .arch = "sm_90a", .desc = "name=rep",
+                                      .source = k_src};
+
+/* Resolves k_rep through s, which must compile it. */
+static void compile_rep(const kiln_store *s, kiln_cache_entry *e)
+{
+    kiln_origin o;
+    kiln_error err;
+    if (kiln_store_resolve(s, &k_rep, e, &o, &err) != KILN_OK) fail_msg("%s", err.msg);
+    assert_int_equal(o, KILN_ORIGIN_NVRTC);
+}
+
 /* Compiles k_src through an empty cache in dir/cache<n> and packs it. */
 static void pack_fresh(const char *dir, int n, char *path, size_t size)
 {
@@ -195,12 +207,8 @@ static void pack_fresh(const char *dir, int n, char *path, size_t size)
     kiln_cache *c;
     assert_int_equal(kiln_cache_open(cdir, &c, NULL), KILN_OK);
     kiln_store s = {.cache = c};
-    kiln_kernel_ref k = {.name = "rep", .arch = "sm_90a", .desc = "name=rep", .source = k_src};
     kiln_cache_entry e;
-    kiln_origin o;
-    kiln_error err;
-    assert_int_equal(kiln_store_resolve(&s, &k, &e, &o, &err), KILN_OK);
-    assert_int_equal(o, KILN_ORIGIN_NVRTC);
+    compile_rep(&s, &e);
     assert_true(e.stats.seconds > 0); /* the cache keeps the compile time... */
     char id[65];
     kiln_bundle_id(e.arch, e.desc, e.source_sha256, id);
@@ -261,12 +269,10 @@ static void test_resolve_chain(void **state)
     assert_int_equal(kiln_cache_open(cdir, &c, NULL), KILN_OK);
     int warnings = 0;
     kiln_store s = {.cache = c, .warn = count_warning, .warn_user = &warnings};
-    kiln_kernel_ref k = {.name = "rep", .arch = "sm_90a", .desc = "name=rep", .source = k_src};
     kiln_cache_entry e;
+    compile_rep(&s, &e);
     kiln_origin o;
     kiln_error err;
-    assert_int_equal(kiln_store_resolve(&s, &k, &e, &o, &err), KILN_OK);
-    assert_int_equal(o, KILN_ORIGIN_NVRTC);
     char id[65], key[65];
     kiln_kernel_id_of_source("sm_90a", "name=rep", k_src, id);
     kiln_cache_key_of_id(id, key);
@@ -291,7 +297,7 @@ static void test_resolve_chain(void **state)
     assert_non_null(strstr(err.msg, "no kernel for sm_80"));
     assert_int_equal(kiln_store_add_bundle(&s, bpath, "sm_90a", &for_arch, &err), KILN_OK);
     assert_int_equal(for_arch, 1);
-    assert_int_equal(kiln_store_resolve(&s, &k, &e2, &o, &err), KILN_OK);
+    assert_int_equal(kiln_store_resolve(&s, &k_rep, &e2, &o, &err), KILN_OK);
     assert_int_equal(o, KILN_ORIGIN_BUNDLE);
     assert_int_equal(e2.cubin_size, e.cubin_size);
     kiln_cache_entry_free(&e2);

@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include "dispatch.h"
+#include "env.h"
 #include "problem.h"
 #include "tuning.h"
 
@@ -516,6 +517,31 @@ static void test_struct_size(void **state)
     kiln_context_destroy(ctx);
 }
 
+/* KILN_LOG: with no hook, a level sends the log to stderr; a hook given
+ * wins; anything else is refused naming the variable. */
+static void test_log_env(void **state)
+{
+    (void)state;
+    kiln_rt_log log;
+    kiln_error err;
+    setenv("KILN_LOG", "info", 1);
+    assert_int_equal(kiln_rt_log_init(&log, NULL, NULL, KILN_LOG_WARNING, &err), KILN_OK);
+    assert_non_null(log.fn);
+    assert_int_equal(log.level, KILN_LOG_INFO);
+    kiln_log_fn hook = (kiln_log_fn)(uintptr_t)0x1000;
+    assert_int_equal(kiln_rt_log_init(&log, hook, NULL, KILN_LOG_ERROR, &err), KILN_OK);
+    assert_ptr_equal(log.fn, hook);
+    assert_int_equal(log.level, KILN_LOG_ERROR);
+    setenv("KILN_LOG", "loud", 1);
+    kiln_context *ctx = NULL;
+    assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(kiln_last_error(ctx), "KILN_LOG=loud"));
+    kiln_context_destroy(ctx);
+    unsetenv("KILN_LOG");
+    assert_int_equal(kiln_rt_log_init(&log, NULL, NULL, KILN_LOG_WARNING, &err), KILN_OK);
+    assert_null(log.fn);
+}
+
 /* The tuned step of the cascade: the table's entry for the call's key
  * serves it, unless it failed to load or does not fit the call. */
 static void test_dispatch_tuned_step(void **state)
@@ -601,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_dispatch_refusals),
         cmocka_unit_test(test_arch_and_shape),
         cmocka_unit_test(test_struct_size),
+        cmocka_unit_test(test_log_env),
         cmocka_unit_test(test_dispatch_tuned_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
