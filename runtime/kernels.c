@@ -63,17 +63,22 @@ static void add_bundle(kiln_kernels *ks, const char *path)
     LOG(ks, KILN_LOG_INFO, "bundle %s: %zu kernels for %s", path, n, ks->env.dev->arch);
 }
 
-/* <libdir>/../share/kiln/kiln-<arch>.kbundle, where libdir holds the object
- * this code is linked into (libkiln.so once installed). */
+void kiln_default_bundle_path(const char *object_path, const char *arch, char *out, size_t size)
+{
+    const char *slash = strrchr(object_path, '/');
+    int dir_len = slash ? (int)(slash - object_path) : 1;
+    snprintf(out, size, "%.*s/../share/kiln/kiln-%s.kbundle", dir_len, slash ? object_path : ".",
+             arch);
+}
+
+/* The default bundle beside the object this code is linked into (libkiln.so
+ * once installed), if there is one. */
 static void add_default_bundle(kiln_kernels *ks)
 {
     Dl_info info;
     if (!dladdr((void *)&kiln_kernels_open_store, &info) || !info.dli_fname) return;
     char path[4096];
-    const char *slash = strrchr(info.dli_fname, '/');
-    int dir_len = slash ? (int)(slash - info.dli_fname) : 1;
-    snprintf(path, sizeof path, "%.*s/../share/kiln/kiln-%s.kbundle", dir_len,
-             slash ? info.dli_fname : ".", ks->env.dev->arch);
+    kiln_default_bundle_path(info.dli_fname, ks->env.dev->arch, path, sizeof path);
     if (access(path, R_OK) != 0) {
         LOG(ks, KILN_LOG_DEBUG, "no default bundle at %s", path);
         return;

@@ -81,6 +81,10 @@ void kiln_kernels_close(kiln_kernels *ks, int unload);
 kiln_status kiln_kernels_load(kiln_kernels *ks, const kiln_dispatch_choice *c,
                               kiln_rt_kernel **out, kiln_error *err);
 
+/* The default bundle's path for the library at object_path:
+ * <dir of object_path>/../share/kiln/kiln-<arch>.kbundle. */
+void kiln_default_bundle_path(const char *object_path, const char *arch, char *out, size_t size);
+
 /* One of the runtime's own helper kernels (name, description and source
  * given), loaded through the same store. */
 kiln_status kiln_kernels_load_helper(kiln_kernels *ks, const char *name, const char *desc,

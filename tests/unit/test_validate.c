@@ -12,6 +12,7 @@
 
 #include "dispatch.h"
 #include "env.h"
+#include "kernels.h"
 #include "problem.h"
 #include "tuning.h"
 
@@ -542,6 +543,17 @@ static void test_log_env(void **state)
     assert_null(log.fn);
 }
 
+/* The default bundle is looked for beside the library, in share/kiln. */
+static void test_default_bundle_path(void **state)
+{
+    (void)state;
+    char path[256];
+    kiln_default_bundle_path("/opt/kiln/lib/libkiln.so.0", "sm_90a", path, sizeof path);
+    assert_string_equal(path, "/opt/kiln/lib/../share/kiln/kiln-sm_90a.kbundle");
+    kiln_default_bundle_path("libkiln.so", "sm_100a", path, sizeof path);
+    assert_string_equal(path, "./../share/kiln/kiln-sm_100a.kbundle");
+}
+
 /* The tuned step of the cascade: the table's entry for the call's key
  * serves it, unless it failed to load or does not fit the call. */
 static void test_dispatch_tuned_step(void **state)
@@ -628,6 +640,7 @@ int main(void)
         cmocka_unit_test(test_arch_and_shape),
         cmocka_unit_test(test_struct_size),
         cmocka_unit_test(test_log_env),
+        cmocka_unit_test(test_default_bundle_path),
         cmocka_unit_test(test_dispatch_tuned_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
