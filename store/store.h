@@ -51,7 +51,7 @@ typedef struct kiln_kernel_ref {
     const char *arch;                  /* "sm_90a" */
     const char *desc;                  /* canonical description text (NULL: "") */
     const char *source;                /* generated source; NULL: bundles and cache only */
-    const char *id;                    /* its kernel id; NULL: computed from source */
+    const char *id;                    /* its kernel id, used when source is NULL */
 } kiln_kernel_ref;
 
 /* Fills out (the caller frees it with kiln_cache_entry_free) and *origin.

@@ -91,6 +91,18 @@ static void test_round_trip(void **state)
     free(dir);
 }
 
+static void assert_same_bytes(const char *a, const char *b)
+{
+    char *x, *y;
+    size_t nx, ny;
+    assert_int_equal(kiln_file_read(a, &x, &nx, NULL), KILN_OK);
+    assert_int_equal(kiln_file_read(b, &y, &ny, NULL), KILN_OK);
+    assert_int_equal(nx, ny);
+    assert_memory_equal(x, y, nx);
+    free(x);
+    free(y);
+}
+
 static void test_deterministic(void **state)
 {
     (void)state;
@@ -100,14 +112,7 @@ static void test_deterministic(void **state)
     snprintf(bpath, sizeof bpath, "%s/b.kbundle", dir);
     write_bundle(a, 7, 0, NULL);
     write_bundle(bpath, 7, 1, NULL); /* added in the other order */
-    char *x, *y;
-    size_t nx, ny;
-    assert_int_equal(kiln_file_read(a, &x, &nx, NULL), KILN_OK);
-    assert_int_equal(kiln_file_read(bpath, &y, &ny, NULL), KILN_OK);
-    assert_int_equal(nx, ny);
-    assert_memory_equal(x, y, nx);
-    free(x);
-    free(y);
+    assert_same_bytes(a, bpath);
     kiln_test_rmtree(dir);
     free(dir);
 }
@@ -231,12 +236,7 @@ static void test_reproducible_from_empty_caches(void **state)
     char a[4096], b[4096];
     pack_fresh(dir, 1, a, sizeof a);
     pack_fresh(dir, 2, b, sizeof b);
-    char *x, *y;
-    size_t nx, ny;
-    assert_int_equal(kiln_file_read(a, &x, &nx, NULL), KILN_OK);
-    assert_int_equal(kiln_file_read(b, &y, &ny, NULL), KILN_OK);
-    assert_int_equal(nx, ny);
-    assert_memory_equal(x, y, nx);
+    assert_same_bytes(a, b);
     /* ... and the bundle holds none. */
     kiln_bundle *bd;
     kiln_cache_entry e;
@@ -245,8 +245,6 @@ static void test_reproducible_from_empty_caches(void **state)
     assert_true(e.stats.seconds == 0);
     kiln_cache_entry_free(&e);
     kiln_bundle_close(bd);
-    free(x);
-    free(y);
     kiln_test_rmtree(dir);
     free(dir);
 }
