@@ -6,7 +6,14 @@
  *   - Every fallible call returns a kiln_status; KILN_OK is 0.  The message of
  *     the last failure on a context is read with kiln_last_error(ctx).
  *   - kiln never aborts, exits or prints; diagnostics go to the log hook given
- *     in kiln_context_options, if any.
+ *     in kiln_context_options, if any.  With no hook, KILN_LOG=error|warning|
+ *     info|debug in the environment sends them to stderr from that level on
+ *     (at info, one line per dispatch decision).
+ *   - kiln_problem and kiln_context_options begin with struct_size, set by
+ *     their *_init functions; every call checks it, so a caller built against
+ *     another kiln.h (or a hand-made mirror in another language) gets
+ *     KILN_ERROR_INVALID_ARGUMENT naming the struct instead of misread fields.
+ *     Always fill them through kiln_problem_init / kiln_context_options_init.
  *   - Pointers named d_* are device pointers; everything else is host memory.
  *   - Ownership: the caller owns every buffer it passes; kiln copies what it
  *     keeps (option strings) and allocates nothing per call on the device.
@@ -40,11 +47,18 @@ extern "C" {
 #define KILN_VERSION_PATCH 0
 #define KILN_VERSION_STRING "0.1.0"
 
+/* Marks the functions libkiln.so exports; everything else in it is hidden. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
 /* The most groups one call may have. */
 #define KILN_MAX_GROUPS 65536
 
 /* Version of the library actually linked ("0.1.0"). */
-const char *kiln_version(void);
+KILN_API const char *kiln_version(void);
 
 typedef enum kiln_status {
     KILN_OK = 0,
@@ -62,7 +76,7 @@ typedef enum kiln_status {
 } kiln_status;
 
 /* Static text naming a status ("KILN_ERROR_INVALID_ARGUMENT"). */
-const char *kiln_status_name(kiln_status status);
+KILN_API const char *kiln_status_name(kiln_status status);
 
 typedef enum kiln_dtype {
     KILN_DTYPE_BF16 = 0,
@@ -105,30 +119,35 @@ typedef void (*kiln_log_fn)(void *user, kiln_log_level level, const char *messag
 typedef struct kiln_context kiln_context;
 
 typedef struct kiln_context_options {
+    size_t struct_size;        /* sizeof(kiln_context_options), set by _init */
     int device;                /* CUDA device ordinal (default 0) */
     const char *cache_dir;     /* NULL: $KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln, ~/.cache/kiln */
-    const char *const *bundle_paths; /* NULL-terminated list of bundles, or NULL */
+    const char *const *bundle_paths; /* NULL-terminated list of bundles, or NULL;
+                                  then also $KILN_BUNDLE_PATH (colon-separated), and
+                                  when neither names one, the default bundle installed
+                                  beside the library: <libdir>/../share/kiln/
+                                  kiln-<arch>.kbundle, if present */
     const char *const *tuning_tables; /* NULL-terminated list of tuning tables, or NULL */
     unsigned allowed_backends; /* KILN_ALLOW_*; 0 means KILN_ALLOW_ALL */
-    kiln_log_fn log;           /* NULL: silent */
+    kiln_log_fn log;           /* NULL: silent, or stderr under $KILN_LOG */
     void *log_user;
     kiln_log_level log_level;  /* lowest level passed to log */
 } kiln_context_options;
 
 /* Fills *opts with the defaults. */
-void kiln_context_options_init(kiln_context_options *opts);
+KILN_API void kiln_context_options_init(kiln_context_options *opts);
 
 /* Creates a context on opts->device (opts may be NULL for defaults).  Loads
  * libcuda.so.1 with dlopen; on failure *out is still set (so that
  * kiln_last_error can be read) and must be destroyed.  The caller's current
  * CUDA context is used if it is on the same device; otherwise the device's
  * primary context. */
-kiln_status kiln_context_create(const kiln_context_options *opts, kiln_context **out);
-void kiln_context_destroy(kiln_context *ctx);
+KILN_API kiln_status kiln_context_create(const kiln_context_options *opts, kiln_context **out);
+KILN_API void kiln_context_destroy(kiln_context *ctx);
 
 /* Text of the last failure on ctx ("" if none); valid until the next call on
  * ctx.  A NULL ctx gives "no context". */
-const char *kiln_last_error(const kiln_context *ctx);
+KILN_API const char *kiln_last_error(const kiln_context *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Problems                                                                 */
@@ -162,6 +181,7 @@ typedef struct kiln_epilogue {
  * packed valid rows [0, Σm) of the outputs are written.
  */
 typedef struct kiln_problem {
+    size_t struct_size;    /* sizeof(kiln_problem), set by kiln_problem_init */
     kiln_op op;
     kiln_dtype a_type;     /* type of X / dY */
     kiln_dtype b_type;     /* type of W (fprop, dgrad) or X (wgrad) */
@@ -193,19 +213,29 @@ typedef struct kiln_problem {
                               (rows past capacity are then not computed) */
 } kiln_problem;
 
-/* Fills *p with defaults: alpha 1, everything else 0/NULL. */
-void kiln_problem_init(kiln_problem *p, kiln_op op);
+/* Fills *p with defaults: struct_size, alpha 1, bf16 types, everything else
+ * 0/NULL. */
+KILN_API void kiln_problem_init(kiln_problem *p, kiln_op op);
 
 /* Runs the grouped GEMM on `stream` (a CUstream; NULL is the legacy default
  * stream).  Asynchronous: returns once launched.  On the generated path it
  * reads no sizes on the host, never synchronises and allocates nothing, so it
  * may be captured in a CUDA graph. */
-kiln_status kiln_gemm(kiln_context *ctx, const kiln_problem *problem, void *stream);
+KILN_API kiln_status kiln_gemm(kiln_context *ctx, const kiln_problem *problem, void *stream);
 
 /* Shorthands checking that problem->op matches. */
-kiln_status kiln_fprop(kiln_context *ctx, const kiln_problem *problem, void *stream);
-kiln_status kiln_dgrad(kiln_context *ctx, const kiln_problem *problem, void *stream);
-kiln_status kiln_wgrad(kiln_context *ctx, const kiln_problem *problem, void *stream);
+KILN_API kiln_status kiln_fprop(kiln_context *ctx, const kiln_problem *problem, void *stream);
+KILN_API kiln_status kiln_dgrad(kiln_context *ctx, const kiln_problem *problem, void *stream);
+KILN_API kiln_status kiln_wgrad(kiln_context *ctx, const kiln_problem *problem, void *stream);
+
+/* Resolves and loads the kernel kiln_gemm(ctx, problem, ...) would use (from
+ * a bundle, the cache, or compiled with NVRTC), and launches nothing.  Call
+ * it before capturing a CUDA graph: the captured calls then compile and load
+ * nothing.  Only the problem's shape, types, layouts and which pointers are
+ * set matter; device pointers are checked for alignment but never read.
+ * KILN_OK also when the call would go to cuBLASLt (nothing is loaded then,
+ * and cuBLASLt cannot be captured). */
+KILN_API kiln_status kiln_prepare(kiln_context *ctx, const kiln_problem *problem);
 
 /* What served the last successful kiln_gemm on ctx. */
 typedef struct kiln_call_report {
@@ -214,7 +244,7 @@ typedef struct kiln_call_report {
     char reason[256];      /* why the dispatcher chose it */
 } kiln_call_report;
 
-kiln_status kiln_last_call(const kiln_context *ctx, kiln_call_report *out);
+KILN_API kiln_status kiln_last_call(const kiln_context *ctx, kiln_call_report *out);
 
 /* Counters for proofs in tests: kernels compiled by NVRTC, loaded from the
  * cache, from bundles, since the context was created. */
@@ -225,7 +255,7 @@ typedef struct kiln_context_stats {
     uint64_t launches;
 } kiln_context_stats;
 
-kiln_status kiln_context_stats_get(const kiln_context *ctx, kiln_context_stats *out);
+KILN_API kiln_status kiln_context_stats_get(const kiln_context *ctx, kiln_context_stats *out);
 
 #ifdef __cplusplus
 }

@@ -8,8 +8,7 @@
 #include <cublasLt.h>
 
 #include "cublaslt.h"
-#include "jit.h"
-#include "validate.h"
+#include "problem.h"
 
 #define KILN_LT_WORKSPACE (32u << 20)
 
@@ -78,9 +77,9 @@ static kiln_status lt_check(kiln_cublaslt *lt, cublasStatus_t s, const char *wha
                           lt->cublasLtGetStatusString ? lt->cublasLtGetStatusString(s) : "?", (int)s);
 }
 
-static kiln_status lt_load(kiln_context *ctx, kiln_error *err)
+static kiln_status lt_load(kiln_cublaslt **slot, const kiln_rt_env *env, kiln_error *err)
 {
-    if (ctx->lt) return KILN_OK;
+    if (*slot) return KILN_OK;
     kiln_cublaslt *lt = calloc(1, sizeof *lt);
     if (!lt) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "cuBLASLt: out of memory");
     dlerror();
@@ -108,7 +107,7 @@ static kiln_status lt_load(kiln_context *ctx, kiln_error *err)
 #undef KILN_LT_LOOKUP
     kiln_status st = lt_check(lt, lt->cublasLtCreate(&lt->handle), "cublasLtCreate", err);
     if (!st)
-        st = kiln_driver_check(&ctx->drv, ctx->drv.cuMemAlloc(&lt->workspace, KILN_LT_WORKSPACE),
+        st = kiln_driver_check(env->drv, env->drv->cuMemAlloc(&lt->workspace, KILN_LT_WORKSPACE),
                                "cuMemAlloc(cuBLASLt workspace, 32 MiB)", err);
     if (st) {
         if (lt->handle) lt->cublasLtDestroy(lt->handle);
@@ -116,27 +115,24 @@ static kiln_status lt_load(kiln_context *ctx, kiln_error *err)
         free(lt);
         return st;
     }
-    kiln_ctx_log(ctx, KILN_LOG_INFO, "cuBLASLt %zu loaded", lt->cublasLtGetVersion());
-    ctx->lt = lt;
+    kiln_rt_logf(env->log, KILN_LOG_INFO, "cuBLASLt %zu loaded", lt->cublasLtGetVersion());
+    *slot = lt;
     return KILN_OK;
 }
 
-void kiln_cublaslt_destroy(kiln_context *ctx)
+void kiln_cublaslt_destroy(kiln_cublaslt *lt, const kiln_rt_env *env)
 {
-    kiln_cublaslt *lt = ctx->lt;
     if (!lt) return;
-    if (lt->epi_module) ctx->drv.cuModuleUnload(lt->epi_module);
-    if (lt->workspace) ctx->drv.cuMemFree(lt->workspace);
+    if (lt->epi_module) env->drv->cuModuleUnload(lt->epi_module);
+    if (lt->workspace) env->drv->cuMemFree(lt->workspace);
     if (lt->handle) lt->cublasLtDestroy(lt->handle);
     if (lt->lib) dlclose(lt->lib);
     free(lt->host_ptrs);
     free(lt);
-    ctx->lt = NULL;
 }
 
-static kiln_status epilogue_load(kiln_context *ctx, kiln_error *err)
+static kiln_status epilogue_load(kiln_cublaslt *lt, kiln_kernels *ks, kiln_error *err)
 {
-    kiln_cublaslt *lt = ctx->lt;
     if (lt->epi) return KILN_OK;
     kiln_kernel_desc d;
     kiln_desc_init(&d);
@@ -153,8 +149,8 @@ static kiln_status epilogue_load(kiln_context *ctx, kiln_error *err)
         kiln_strbuf_free(&sb);
         return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "epilogue: out of memory");
     }
-    kiln_status st = kiln_ctx_load_module(ctx, d.name, sb.data, epilogue_source, l.entry,
-                                          &lt->epi_module, &lt->epi, err);
+    kiln_status st = kiln_kernels_load_helper(ks, d.name, sb.data, epilogue_source, l.entry,
+                                              &lt->epi_module, &lt->epi, err);
     kiln_strbuf_free(&sb);
     return st;
 }
@@ -170,21 +166,20 @@ static cudaDataType_t lt_type(kiln_dtype t)
 
 /* Reads a device array of G pointers (synchronously: this path is not
  * graph-safe anyway). */
-static kiln_status read_ptrs(kiln_context *ctx, const void *const *d_ptrs, int groups, CUstream stream,
-                             kiln_error *err)
+static kiln_status read_ptrs(kiln_cublaslt *lt, const kiln_driver *drv, const void *const *d_ptrs,
+                             int groups, CUstream stream, kiln_error *err)
 {
-    kiln_cublaslt *lt = ctx->lt;
     if (lt->host_ptrs_cap < groups) {
         void **n = realloc(lt->host_ptrs, (size_t)groups * sizeof *n);
         if (!n) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "cuBLASLt: out of memory");
         lt->host_ptrs = n;
         lt->host_ptrs_cap = groups;
     }
-    kiln_status st = kiln_driver_check(&ctx->drv, ctx->drv.cuStreamSynchronize(stream),
+    kiln_status st = kiln_driver_check(drv, drv->cuStreamSynchronize(stream),
                                        "cuStreamSynchronize (reading a pointer array)", err);
     if (st) return st;
-    return kiln_driver_check(&ctx->drv,
-                             ctx->drv.cuMemcpyDtoH(lt->host_ptrs, (CUdeviceptr)(uintptr_t)d_ptrs,
+    return kiln_driver_check(drv,
+                             drv->cuMemcpyDtoH(lt->host_ptrs, (CUdeviceptr)(uintptr_t)d_ptrs,
                                                    (size_t)groups * sizeof(void *)),
                              "cuMemcpyDtoH (reading a pointer array)", err);
 }
@@ -233,7 +228,7 @@ static kiln_status lt_matmul(kiln_cublaslt *lt, lt_call *c, const kiln_problem *
     return st;
 }
 
-static kiln_status run_epilogue(kiln_context *ctx, const kiln_problem *p, int g, int64_t row0,
+static kiln_status run_epilogue(const kiln_cublaslt *lt, const kiln_driver *drv, const kiln_problem *p, int g, int64_t row0,
                                 int64_t rows, char *d, int64_t ldd, CUstream stream, kiln_error *err)
 {
     const kiln_epilogue *e = &p->epilogue;
@@ -252,28 +247,29 @@ static kiln_status run_epilogue(kiln_context *ctx, const kiln_problem *p, int g,
     void *params[] = {&dp, &lldd, &cp, &lldc, &beta, &bp, &sp, &sb, &ap, &lrows, &lcols, &t};
     int64_t blocks = (rows * cols + 255) / 256;
     if (blocks > 65536) blocks = 65536;
-    CUresult r = ctx->drv.cuLaunchKernel(ctx->lt->epi, (unsigned)blocks, 1, 1, 256, 1, 1, 0, stream,
-                                         params, NULL);
-    return kiln_driver_check(&ctx->drv, r, "launching kiln_lt_epilogue", err);
+    CUresult r = drv->cuLaunchKernel(lt->epi, (unsigned)blocks, 1, 1, 256, 1, 1, 0, stream, params,
+                                     NULL);
+    return kiln_driver_check(drv, r, "launching kiln_lt_epilogue", err);
 }
 
-kiln_status kiln_cublaslt_run(kiln_context *ctx, const kiln_problem *p, CUstream stream,
-                              kiln_error *err)
+kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln_kernels *ks,
+                              const kiln_problem *p, CUstream stream, kiln_error *err)
 {
+    const kiln_driver *drv = env->drv;
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    kiln_status st = kiln_driver_check(&ctx->drv, ctx->drv.cuStreamIsCapturing(stream, &cap),
+    kiln_status st = kiln_driver_check(drv, drv->cuStreamIsCapturing(stream, &cap),
                                        "cuStreamIsCapturing", err);
     if (st) return st;
     if (cap != CU_STREAM_CAPTURE_STATUS_NONE)
         return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
                               "the stream is capturing a CUDA graph, but the call went to cuBLASLt, "
                               "which takes its sizes from the host (not graph-safe)");
-    if ((st = lt_load(ctx, err))) return st;
-    kiln_cublaslt *lt = ctx->lt;
+    if ((st = lt_load(slot, env, err))) return st;
+    kiln_cublaslt *lt = *slot;
     const kiln_epilogue *e = &p->epilogue;
     int fix = p->op != KILN_OP_WGRAD &&
               (e->d_row_scale || e->d_alpha || e->d_bias || e->beta != 0.0f);
-    if (fix && (st = epilogue_load(ctx, err))) return st;
+    if (fix && (st = epilogue_load(lt, ks, err))) return st;
 
     int esz = kiln_dtype_size(p->a_type), osz = kiln_dtype_size(p->out_type);
     int64_t lda = p->lda ? p->lda : kiln_problem_a_cols(p);
@@ -281,8 +277,8 @@ kiln_status kiln_cublaslt_run(kiln_context *ctx, const kiln_problem *p, CUstream
     int64_t ldd = p->ldd ? p->ldd : kiln_problem_out_cols(p);
     int wptrs = p->op != KILN_OP_WGRAD && p->d_b_ptrs;
     int optrs = p->op == KILN_OP_WGRAD && p->wgrad_output == KILN_WGRAD_DISCRETE;
-    if (wptrs && (st = read_ptrs(ctx, p->d_b_ptrs, p->groups, stream, err))) return st;
-    if (optrs && (st = read_ptrs(ctx, (const void *const *)p->d_out_ptrs, p->groups, stream, err)))
+    if (wptrs && (st = read_ptrs(lt, drv, p->d_b_ptrs, p->groups, stream, err))) return st;
+    if (optrs && (st = read_ptrs(lt, drv, (const void *const *)p->d_out_ptrs, p->groups, stream, err)))
         return st;
 
     lt_call c;
@@ -307,8 +303,8 @@ kiln_status kiln_cublaslt_run(kiln_context *ctx, const kiln_problem *p, CUstream
             if (m == 0) {
                 /* An empty group's dW is zero (or left alone when accumulating). */
                 if (!p->accumulate)
-                    st = kiln_driver_check(&ctx->drv,
-                                           ctx->drv.cuMemsetD2D8Async((CUdeviceptr)(uintptr_t)dg,
+                    st = kiln_driver_check(drv,
+                                           drv->cuMemsetD2D8Async((CUdeviceptr)(uintptr_t)dg,
                                                                       (size_t)(ldd * osz), 0,
                                                                       (size_t)(p->k * osz),
                                                                       (size_t)p->n, stream),
@@ -333,7 +329,7 @@ kiln_status kiln_cublaslt_run(kiln_context *ctx, const kiln_problem *p, CUstream
                                (uint64_t)p->n, ldb, w, (uint64_t)p->n, (uint64_t)m, lda,
                                A + off * lda * esz, (uint64_t)p->k, (uint64_t)m, ldd, dg, alpha,
                                0.0f, stream, err);
-            if (!st && fix) st = run_epilogue(ctx, p, g, off, m, dg, ldd, stream, err);
+            if (!st && fix) st = run_epilogue(lt, drv, p, g, off, m, dg, ldd, stream, err);
         }
         off += m;
     }

@@ -17,12 +17,18 @@
 #ifndef KILN_CUBLASLT_H
 #define KILN_CUBLASLT_H
 
-#include "context.h"
+#include "env.h"
+#include "kernels.h"
 
-kiln_status kiln_cublaslt_run(kiln_context *ctx, const kiln_problem *p, CUstream stream,
-                              kiln_error *err);
+typedef struct kiln_cublaslt kiln_cublaslt;
 
-/* Frees the handle, workspace and helper module (with ctx->cu current). */
-void kiln_cublaslt_destroy(kiln_context *ctx);
+/* Runs p; *lt (NULL at first) holds the library, handle and workspace made
+ * at the first call.  The helper kernel is loaded through ks. */
+kiln_status kiln_cublaslt_run(kiln_cublaslt **lt, const kiln_rt_env *env, kiln_kernels *ks,
+                              const kiln_problem *p, CUstream stream, kiln_error *err);
+
+/* Frees the handle, workspace and helper module (the context's CUDA context
+ * current); lt may be NULL. */
+void kiln_cublaslt_destroy(kiln_cublaslt *lt, const kiln_rt_env *env);
 
 #endif /* KILN_CUBLASLT_H */

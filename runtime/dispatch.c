@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "dispatch.h"
-#include "validate.h"
+#include "problem.h"
 
 int kiln_dispatch_shape_class(const kiln_problem *p)
 {
@@ -50,6 +50,17 @@ static int has_arch(const kiln_dispatch_kernel *k, const char *arch)
 
 #define KILN_SM90_MAX_GROUPS 1024
 
+/* The most groups k takes.  Family sm90 keeps its tile schedule in shared
+ * memory, sized for 1024 groups (MAXG in the sm90 templates), and traps on
+ * more.  When templates report their limits in the launch table
+ * (kiln_launch_desc.max_groups), this becomes the one line
+ *   return k->launch && k->launch->max_groups > 0 ? k->launch->max_groups : KILN_MAX_GROUPS;
+ */
+static int max_groups(const kiln_dispatch_kernel *k)
+{
+    return !strcmp(k->desc->family, "sm90") ? KILN_SM90_MAX_GROUPS : KILN_MAX_GROUPS;
+}
+
 #define NO(...) (snprintf(why, why_size, __VA_ARGS__), 0)
 
 int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, const kiln_problem *p,
@@ -63,10 +74,7 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
         return NO("%s takes %s→%s", nm, kiln_dtype_name(d->a_type), kiln_dtype_name(d->out_type));
     if (d->accum_type != KILN_DTYPE_F32) return NO("%s accumulates in %s", nm, kiln_dtype_name(d->accum_type));
     const kiln_launch_desc *l = k->launch;
-    /* Family sm90 keeps its tile schedule in shared memory, sized for 1024
-     * groups (MAXG in the sm90 templates); it traps on more. */
-    if (!strcmp(d->family, "sm90") && p->groups > KILN_SM90_MAX_GROUPS)
-        return NO("%s handles at most %d groups", nm, KILN_SM90_MAX_GROUPS);
+    if (p->groups > max_groups(k)) return NO("%s handles at most %d groups", nm, max_groups(k));
     if (p->op == KILN_OP_WGRAD) {
         if (d->wgrad_output != p->wgrad_output)
             return NO("%s writes %s output", nm, d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
@@ -140,13 +148,29 @@ static int better(const kiln_kernel_desc *a, const kiln_kernel_desc *b, const ki
     return 0;
 }
 
-/* Tuning tables come later: this hook is where a tuned entry for (arch, op,
- * types, shape class) would be looked up. */
+/* The tables' entry for the call's key, if it serves the call (checked
+ * against the entry's own description like any kernel) and has not failed
+ * to load. */
 static int should_use_tuned(const kiln_dispatch_input *in, kiln_dispatch_choice *out)
 {
-    (void)in;
-    (void)out;
-    return 0;
+    if (!in->tuning || !(in->allowed & KILN_ALLOW_GENERATED)) return 0;
+    kiln_tuning_key key;
+    kiln_tuning_key_from_problem(in->problem, in->arch, &key);
+    const kiln_tuning_entry *e = kiln_tuning_lookup(in->tuning, &key);
+    if (!e) return 0;
+    long i = (long)(e - kiln_tuning_table_at(in->tuning, 0));
+    if (in->tuned_unavailable && in->tuned_unavailable[i]) return 0;
+    char why[200];
+    kiln_dispatch_kernel k = {e->key.arch, &e->kdesc, &e->launch};
+    if (!kiln_should_use_kernel(&k, in->arch, in->problem, why, sizeof why)) return 0;
+    char cls[32];
+    kiln_shape_class_name(&key.shape, cls, sizeof cls);
+    out->backend = KILN_BACKEND_GENERATED;
+    out->tuned = i;
+    snprintf(out->reason, sizeof out->reason,
+             "tuned kernel %s for %s (measured %.3f ms; runner-up %s)", e->kernel, cls,
+             e->median_ms, e->runnerup[0] ? e->runnerup : "none");
+    return 1;
 }
 
 static long should_use_generated(const kiln_dispatch_input *in, char *why, size_t why_size)
@@ -203,6 +227,7 @@ kiln_status kiln_dispatch(const kiln_dispatch_input *in, kiln_dispatch_choice *o
 {
     memset(out, 0, sizeof *out);
     out->kernel = -1;
+    out->tuned = -1;
     if (should_use_tuned(in, out)) return KILN_OK;
 
     char why_gen[512], why_lt[128];

@@ -2,17 +2,20 @@
  * dispatch.h — which backend serves a call: a flat cascade of pure
  * predicates (ggml-style should_use_*), cuBLASLt last.
  *
- *   tuned entry for (arch, op, types, shape class)   — hook, none yet
+ *   the tuning tables' entry for (arch, op, types, epilogue, shape class),
+ *     unless it failed to load
  *   ▸ a default generated kernel whose description supports the call
  *   ▸ cuBLASLt (a per-group loop; needs host sizes; not graph-safe)
  *
- * Pure: reads only the problem (no device memory) and the parsed kernel
- * descriptions, so it is unit-tested on the CPU.
+ * Pure: reads only the problem (no device memory), the parsed kernel
+ * descriptions and the tables, so it is unit-tested on the CPU.  Loading
+ * the chosen kernel is kernels.c's part.
  */
 #ifndef KILN_DISPATCH_H
 #define KILN_DISPATCH_H
 
 #include "kernel_desc.h"
+#include "tuning.h"
 
 /* One candidate generated kernel. */
 typedef struct kiln_dispatch_kernel {
@@ -28,11 +31,15 @@ typedef struct kiln_dispatch_input {
     size_t n_kernels;
     unsigned allowed;               /* KILN_ALLOW_* after KILN_BACKEND */
     const char *forced_by;          /* "KILN_BACKEND=generated" or NULL: for messages */
+    const kiln_tuning_table *tuning;/* merged tuning tables, or NULL */
+    const unsigned char *tuned_unavailable; /* per table entry: 1 once it failed to
+                                       load (then the heuristic serves its key) */
 } kiln_dispatch_input;
 
 typedef struct kiln_dispatch_choice {
     kiln_backend backend;
     long kernel;                    /* index into kernels, or -1 */
+    long tuned;                     /* index of the tuning table entry, or -1 */
     char reason[256];
 } kiln_dispatch_choice;
 

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "launch.h"
-#include "validate.h"
+#include "problem.h"
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -69,16 +69,16 @@ int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
     return ceil_div(grid, cluster) * cluster;
 }
 
-kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err)
+kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, kiln_error *err)
 {
     if (k->launch.smem_bytes <= 0) return KILN_OK;
-    CUresult r = ctx->drv.cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    CUresult r = env->drv->cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                              k->launch.smem_bytes);
     if (r != CUDA_SUCCESS) {
         char what[160];
         snprintf(what, sizeof what, "cuFuncSetAttribute(%s, MAX_DYNAMIC_SHARED_SIZE_BYTES, %d)",
                  k->desc.name, k->launch.smem_bytes);
-        return kiln_driver_check(&ctx->drv, r, what, err);
+        return kiln_driver_check(env->drv, r, what, err);
     }
     return KILN_OK;
 }
@@ -103,7 +103,7 @@ static CUtensorMapSwizzle tmap_swizzle(int bytes)
 }
 
 /* A 2-D map over a row-major matrix: dims innermost first. */
-static kiln_status encode_2d(kiln_context *ctx, kiln_tmap *map, const char *which,
+static kiln_status encode_2d(const kiln_driver *drv, kiln_tmap *map, const char *which,
                              const kiln_tmap_desc *td, kiln_dtype t, const void *base, int64_t cols,
                              int64_t rows, int64_t ld, kiln_error *err)
 {
@@ -112,7 +112,7 @@ static kiln_status encode_2d(kiln_context *ctx, kiln_tmap *map, const char *whic
     cuuint64_t strides[1] = {(cuuint64_t)(ld * kiln_dtype_size(t))};
     cuuint32_t box[2] = {(cuuint32_t)td->box_inner, (cuuint32_t)td->box_outer};
     cuuint32_t estride[2] = {1, 1};
-    CUresult r = ctx->drv.cuTensorMapEncodeTiled((CUtensorMap *)map, tmap_type(t), 2, (void *)base,
+    CUresult r = drv->cuTensorMapEncodeTiled((CUtensorMap *)map, tmap_type(t), 2, (void *)base,
                                                  dims, strides, box, estride,
                                                  CU_TENSOR_MAP_INTERLEAVE_NONE,
                                                  tmap_swizzle(td->swizzle),
@@ -125,53 +125,53 @@ static kiln_status encode_2d(kiln_context *ctx, kiln_tmap *map, const char *whic
                  "swizzle %d)",
                  which, (long long)rows, (long long)cols, kiln_dtype_name(t),
                  (long long)strides[0], td->box_outer, td->box_inner, td->swizzle);
-        return kiln_driver_check(&ctx->drv, r, what, err);
+        return kiln_driver_check(drv, r, what, err);
     }
     return KILN_OK;
 }
 
-static kiln_status encode_maps(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
+static kiln_status encode_maps(const kiln_driver *drv, const kiln_rt_kernel *k, const kiln_problem *p,
                                const kiln_kernel_args *a, kiln_tmap maps[3], kiln_error *err)
 {
     const kiln_launch_desc *l = &k->launch;
     kiln_status st;
     if (l->tmap[0].used &&
-        (st = encode_2d(ctx, &maps[0], "a", &l->tmap[0], p->a_type, p->d_a, kiln_problem_a_cols(p),
+        (st = encode_2d(drv, &maps[0], "a", &l->tmap[0], p->a_type, p->d_a, kiln_problem_a_cols(p),
                         p->capacity, a->lda, err)))
         return st;
     if (l->tmap[1].used) {
         if (p->op == KILN_OP_WGRAD)
-            st = encode_2d(ctx, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k, p->capacity,
+            st = encode_2d(drv, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k, p->capacity,
                            a->ldb, err);
         else /* contiguous weights viewed as one [G*N, K] matrix */
-            st = encode_2d(ctx, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k,
+            st = encode_2d(drv, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k,
                            (int64_t)p->groups * p->n, a->ldb, err);
         if (st) return st;
     }
     if (l->tmap[2].used) {
         if (p->op == KILN_OP_WGRAD)
-            st = encode_2d(ctx, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out, p->k,
+            st = encode_2d(drv, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out, p->k,
                            (int64_t)p->groups * p->n, a->ldd, err);
         else
-            st = encode_2d(ctx, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out,
+            st = encode_2d(drv, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out,
                            kiln_problem_out_cols(p), p->capacity, a->ldd, err);
         if (st) return st;
     }
     return KILN_OK;
 }
 
-kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
-                                  CUstream stream, kiln_error *err)
+kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_rt_kernel *k, const kiln_problem *p,
+                            CUstream stream, kiln_error *err)
 {
     kiln_kernel_args args;
-    kiln_launch_fill_args(p, ctx->num_sms, &args);
+    kiln_launch_fill_args(p, env->dev->num_sms, &args);
     kiln_tmap maps[3];
     memset(maps, 0, sizeof maps);
-    kiln_status st = encode_maps(ctx, k, p, &args, maps, err);
+    kiln_status st = encode_maps(env->drv, k, p, &args, maps, err);
     if (st) return st;
 
     const kiln_launch_desc *l = &k->launch;
-    int64_t grid = kiln_launch_grid(p, &k->desc, l, ctx->num_sms);
+    int64_t grid = kiln_launch_grid(p, &k->desc, l, env->dev->num_sms);
     if (grid > 0x7fffffff)
         return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
                               "%s: %lld CTAs exceed the grid limit (2^31-1)", k->desc.name,
@@ -200,16 +200,16 @@ kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, co
         cfg.hStream = stream;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        r = ctx->drv.cuLaunchKernelEx(&cfg, k->function, params, NULL);
+        r = env->drv->cuLaunchKernelEx(&cfg, k->function, params, NULL);
     } else {
-        r = ctx->drv.cuLaunchKernel(k->function, (unsigned)grid, 1, 1, threads, 1, 1, smem, stream,
+        r = env->drv->cuLaunchKernel(k->function, (unsigned)grid, 1, 1, threads, 1, 1, smem, stream,
                                     params, NULL);
     }
     if (r != CUDA_SUCCESS) {
         char what[256];
         snprintf(what, sizeof what, "launching %s (grid %lld, %u threads, %u B smem, cluster %d)",
                  k->desc.name, (long long)grid, threads, smem, cluster);
-        return kiln_driver_check(&ctx->drv, r, what, err);
+        return kiln_driver_check(env->drv, r, what, err);
     }
     return KILN_OK;
 }

@@ -7,8 +7,9 @@
 #ifndef KILN_LAUNCH_H
 #define KILN_LAUNCH_H
 
-#include "context.h"
+#include "env.h"
 #include "kernel_abi.h"
+#include "kernels.h"
 
 /* Fills the kernel arguments (leading dims defaulted, sizes kind, SMs). */
 void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args *args);
@@ -22,9 +23,15 @@ int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
                          const kiln_launch_desc *l, int num_sms);
 
 /* Sets a loaded function's dynamic shared memory limit (once, at load). */
-kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err);
+kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, kiln_error *err);
 
 /* Launches k for p on stream. */
+kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_rt_kernel *k, const kiln_problem *p,
+                            CUstream stream, kiln_error *err);
+
+/* The same two in the context form cli/tune_gpu.c calls (context.c). */
+typedef struct kiln_context kiln_context;
+kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err);
 kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
                                   CUstream stream, kiln_error *err);
 

@@ -1,27 +1,6 @@
-/*
- * validate.h — checks a kiln_problem against the contract in kiln.h before
- * any work is done.  Pure: no driver, no device memory is read (only the
- * optional host copy of the sizes), so it is unit-tested on the CPU.
- */
+/* validate.h — the old name of problem.h, for tests/support/gpu_util.h
+ * until it includes problem.h. */
 #ifndef KILN_VALIDATE_H
 #define KILN_VALIDATE_H
-
-#include "common.h"
-
-/* Byte alignment every row operand and weight pointer must have: kiln's
- * kernels move 16-byte vectors and describe operands to the tensor-memory
- * accelerator, which needs 16-byte aligned addresses and strides. */
-#define KILN_OPERAND_ALIGN 16
-
-/* Output columns of the op: N for fprop, K for dgrad, K for wgrad. */
-int64_t kiln_problem_out_cols(const kiln_problem *p);
-/* Columns of the row operand A: K for fprop, N for dgrad and wgrad. */
-int64_t kiln_problem_a_cols(const kiln_problem *p);
-/* 1 if the problem asks for any epilogue term beyond D = acc. */
-int kiln_problem_has_epilogue(const kiln_problem *p);
-
-/* KILN_OK, or KILN_ERROR_INVALID_ARGUMENT with a message naming the
- * argument ("problem->d_a is NULL"). */
-kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err);
-
-#endif /* KILN_VALIDATE_H */
+#include "problem.h"
+#endif

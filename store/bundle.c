@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "bundle.h"
-#include "kernel_abi.h"
+#include "store.h"
 
 static const char MAGIC[8] = {'K', 'I', 'L', 'N', 'B', 'N', 'D', '1'};
 #define HEADER_BYTES 96  /* magic 8, u32 ×2, u64 ×4, 16 + 16 version texts, 8 spare */
@@ -51,28 +51,9 @@ static int get_text(const uint8_t *p, size_t width, char *out)
     return 1;
 }
 
-static void hash_field(kiln_sha256 *s, const char *v)
-{
-    uint64_t n = strlen(v);
-    uint8_t len[8];
-    put_u64(len, n);
-    kiln_sha256_update(s, len, 8);
-    kiln_sha256_update(s, v, n);
-}
-
 void kiln_bundle_id(const char *arch, const char *desc, const char *source_sha256, char out[65])
 {
-    kiln_sha256 s;
-    uint8_t d[32];
-    char abi[16];
-    snprintf(abi, sizeof abi, "abi%d", KILN_KERNEL_ABI_VERSION);
-    kiln_sha256_init(&s);
-    hash_field(&s, abi);
-    hash_field(&s, arch);
-    hash_field(&s, desc);
-    hash_field(&s, source_sha256);
-    kiln_sha256_final(&s, d);
-    kiln_hex(d, 32, out);
+    kiln_kernel_id(arch, desc, source_sha256, out);
 }
 
 /* ---- writer ------------------------------------------------------------- */
@@ -122,7 +103,11 @@ kiln_status kiln_bundle_writer_add(kiln_bundle_writer *w, const char *id, const 
     pending *p = &w->items[w->n];
     memset(p, 0, sizeof *p);
     kiln_strbuf_init(&p->bytes);
-    kiln_status st = kiln_cache_entry_encode(e, &p->bytes);
+    /* The compile time is the one thing in an entry that differs between two
+     * builds of the same kernel; a bundle must not depend on it. */
+    kiln_cache_entry timeless = *e;
+    timeless.stats.seconds = 0;
+    kiln_status st = kiln_cache_entry_encode(&timeless, &p->bytes);
     if (st != KILN_OK || p->bytes.oom) {
         kiln_strbuf_free(&p->bytes);
         return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "bundle: cannot encode %s", name);

@@ -12,8 +12,9 @@
  *   table    an optional tuning table, as text
  *   trailer  SHA-256 of every byte before it
  * The same inputs give byte-identical bundles: no time stamps, no paths,
- * entries sorted.  A kernel is found by its id: SHA-256 of (kernel ABI
- * version, arch, canonical description, SHA-256 of the generated source).  The NVRTC and
+ * entries sorted, and entries carry no compile time (it is zeroed on the way
+ * in; everything else in an entry depends only on the kernel and the
+ * compiler).  A kernel is found by its kernel id (store.h).  The NVRTC and
  * kiln versions are recorded but are no part of the id: a cubin does not
  * need the compiler that made it.
  */
@@ -22,7 +23,8 @@
 
 #include "cache.h"
 
-#define KILN_BUNDLE_FORMAT 1
+/* 2: entries are cache format 2 (keys made from the kernel id). */
+#define KILN_BUNDLE_FORMAT 2
 
 typedef struct kiln_bundle_record {
     char id[65];                 /* lookup id, hex */
@@ -35,9 +37,7 @@ typedef struct kiln_bundle_record {
     uint64_t cubin_size;
 } kiln_bundle_record;
 
-/* id = SHA-256(ABI version, arch, desc, SHA-256 of the source as hex).  Taking
- * the source's hash lets a cache entry (which keeps the hash, not the source)
- * be exported into a bundle. */
+/* The kernel id (kiln_kernel_id, store.h), under its old name. */
 void kiln_bundle_id(const char *arch, const char *desc, const char *source_sha256,
                     char out[65]);
 
@@ -46,7 +46,8 @@ void kiln_bundle_id(const char *arch, const char *desc, const char *source_sha25
 typedef struct kiln_bundle_writer kiln_bundle_writer;
 
 kiln_status kiln_bundle_writer_create(kiln_bundle_writer **out, kiln_error *err);
-/* Adds one kernel (copied).  The same id twice is kept once. */
+/* Adds one kernel (copied, its compile time zeroed).  The same id twice is
+ * kept once. */
 kiln_status kiln_bundle_writer_add(kiln_bundle_writer *w, const char *id, const char *name,
                                    const kiln_cache_entry *e, kiln_error *err);
 /* Attaches a tuning table's text (copied). */

@@ -1,13 +1,14 @@
 /*
  * cache.c — the on-disk, content-addressed cubin cache.
  *
- * Layout: <dir>/v1/<first 2 hex digits of key>/<key>.kbin.  Writers use
+ * Layout: <dir>/v<KILN_CACHE_FORMAT>/<first 2 hex digits of key>/<key>.kbin.  Writers use
  * kiln_file_write_atomic (a temp file "<entry>.tmp.<pid>.<ns>.<addr>" beside
  * the entry, fsync, rename), so readers see a whole old entry, a whole new
  * one, or none; temp files never end in ".kbin" and are ignored by
  * foreach/get (clear removes them).
  *
- * Entry format (all integers little-endian), KILN_CACHE_FORMAT 1:
+ * Entry format (all integers little-endian), KILN_CACHE_FORMAT 2 (the
+ * layout of format 1; only the keys changed):
  *
  *   0    8   magic "KILNCUB1"
  *   8    4   u32 format version
@@ -35,7 +36,7 @@
 #include <unistd.h>
 
 #include "cache.h"
-#include "kernel_abi.h"
+#include "store.h"
 
 #ifndef KILN_PATH_MAX
 #define KILN_PATH_MAX 1024
@@ -97,32 +98,32 @@ void kiln_cache_key_parts(const kiln_cache_key_fields *f, char out[65])
     snprintf(num, sizeof num, "%d", f->format);
     key_field(&s, num);
     key_field(&s, f->kiln_version);
-    snprintf(num, sizeof num, "%d", f->abi_version);
-    key_field(&s, num);
     key_field(&s, f->nvrtc_version);
     key_field(&s, f->nvrtc_options);
-    key_field(&s, f->arch);
-    key_field(&s, f->desc);
-    key_field(&s, f->source);
+    key_field(&s, f->kernel_id);
     uint8_t d[32];
     kiln_sha256_final(&s, d);
     kiln_hex(d, 32, out);
     out[64] = '\0';
 }
 
-void kiln_cache_key(const char *arch, const char *desc, const char *source, char out[65])
+void kiln_cache_key_of_id(const char *kernel_id, char out[65])
 {
     kiln_cache_key_fields f = {
         .format = KILN_CACHE_FORMAT,
         .kiln_version = kiln_version(),
-        .abi_version = KILN_KERNEL_ABI_VERSION,
         .nvrtc_version = kiln_nvrtc_version(),
         .nvrtc_options = kiln_nvrtc_options(),
-        .arch = arch,
-        .desc = desc,
-        .source = kiln_source_body(source),
+        .kernel_id = kernel_id,
     };
     kiln_cache_key_parts(&f, out);
+}
+
+void kiln_cache_key(const char *arch, const char *desc, const char *source, char out[65])
+{
+    char id[65];
+    kiln_kernel_id_of_source(arch, desc ? desc : "", source, id);
+    kiln_cache_key_of_id(id, out);
 }
 
 /* ---- open / close ------------------------------------------------------- */

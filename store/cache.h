@@ -1,9 +1,9 @@
 /*
  * cache.h — the on-disk, content-addressed cubin cache.
  *
- * Key: SHA-256 of (cache format version, kiln version, kernel ABI version,
- * NVRTC version, arch, canonical description, generated source).  No path
- * goes into the key.  An entry file holds a header, the key, the canonical
+ * Key: SHA-256 of (cache format version, kiln version, NVRTC version and
+ * options, kernel id): the kernel's one identity (store.h) plus the compiler
+ * that built the cubin.  No path goes into the key.  An entry file holds a header, the key, the canonical
  * description, compile stats, the cubin and a checksum; all are verified on
  * read and a damaged entry is reported as a miss (and rebuilt by the caller).
  * Writes are temp file + fsync + rename, so many processes can share one
@@ -15,7 +15,8 @@
 #include "common.h"
 #include "nvrtc.h"
 
-#define KILN_CACHE_FORMAT 1
+/* 2: keys are made from the kernel id (the entry layout is that of 1). */
+#define KILN_CACHE_FORMAT 2
 
 typedef struct kiln_cache kiln_cache;
 
@@ -39,7 +40,10 @@ const char *kiln_cache_path(const kiln_cache *c);
 /* Where the default directory is, without opening it (buf of KILN_PATH_MAX). */
 void kiln_cache_default_dir(char *buf, size_t size);
 
-/* The source's provenance line is left out of the key (kiln_source_body). */
+/* The key of a kernel id (store.h) for this build's compiler. */
+void kiln_cache_key_of_id(const char *kernel_id, char out[65]);
+/* The key of (arch, desc, source): kiln_cache_key_of_id of its kernel id
+ * (the source's provenance line is left out, kiln_source_body). */
 void kiln_cache_key(const char *arch, const char *desc, const char *source, char out[65]);
 
 /* 1: hit (entry filled), 0: miss (absent or damaged; *damaged set when the
@@ -62,20 +66,15 @@ kiln_status kiln_cache_entry_encode(const kiln_cache_entry *e, kiln_strbuf *out)
 kiln_status kiln_cache_entry_decode(const void *data, size_t len, kiln_cache_entry *out,
                                     kiln_error *err);
 
-/* Additions (jit/cache owner): */
-
-/* Every input of a key, for tests and tools; kiln_cache_key fills it with
- * this build's values (KILN_CACHE_FORMAT, kiln_version(),
- * KILN_KERNEL_ABI_VERSION, kiln_nvrtc_version(), kiln_nvrtc_options()). */
+/* Every input of a key, for tests and tools; kiln_cache_key_of_id fills it
+ * with this build's values (KILN_CACHE_FORMAT, kiln_version(),
+ * kiln_nvrtc_version(), kiln_nvrtc_options()). */
 typedef struct kiln_cache_key_fields {
     int format;
     const char *kiln_version;
-    int abi_version;
     const char *nvrtc_version;
     const char *nvrtc_options;
-    const char *arch;
-    const char *desc;
-    const char *source;
+    const char *kernel_id;
 } kiln_cache_key_fields;
 void kiln_cache_key_parts(const kiln_cache_key_fields *f, char out[65]);
 

@@ -1,17 +1,17 @@
 /*
- * jit.h — get the cubin of a generated kernel: from the cache when there,
- * else compile with NVRTC and store it.  No Lua or libyaml: the runtime uses
- * this too, with sources from its built-in catalog.
+ * jit.h — the cubin of a generated kernel from the cache, else compiled with
+ * NVRTC and stored: kiln_store_resolve (store.h) without bundles, in the
+ * form `kiln compile` calls.
  */
 #ifndef KILN_JIT_H
 #define KILN_JIT_H
 
-#include "cache.h"
+#include "store.h"
 
-typedef enum kiln_jit_origin {
-    KILN_JIT_CACHE = 0,
-    KILN_JIT_COMPILED = 1,
-} kiln_jit_origin;
+/* The old names of kiln_origin's values, for `kiln compile`. */
+typedef kiln_origin kiln_jit_origin;
+#define KILN_JIT_CACHE KILN_ORIGIN_CACHE
+#define KILN_JIT_COMPILED KILN_ORIGIN_NVRTC
 
 /* Fills out (the caller frees it with kiln_cache_entry_free).  A cache that
  * cannot be written is reported through *warning (may be NULL) and is not an

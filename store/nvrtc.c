@@ -28,7 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The toolkit's header; compiler/nvrtc.h (ours) shadows <nvrtc.h>. */
+#include <dlfcn.h>
+
+/* The toolkit's header, for its types only (nothing links libnvrtc);
+ * store/nvrtc.h (ours) shadows <nvrtc.h>. */
 #ifdef KILN_CUDA_NVRTC_H
 #include KILN_CUDA_NVRTC_H
 #else
@@ -36,6 +39,70 @@
 #endif
 
 #include "nvrtc.h"
+
+/* ---- loading ------------------------------------------------------------ */
+
+/* NVRTC is opened with dlopen at the first compile, like libcuda and
+ * cuBLASLt, so that a deployment that serves every kernel from bundles
+ * needs no NVRTC at all. */
+#define KILN_NVRTC_FUNCTIONS(X)                                                                    \
+    X(nvrtcVersion)                                                                                \
+    X(nvrtcGetErrorString)                                                                         \
+    X(nvrtcCreateProgram)                                                                          \
+    X(nvrtcCompileProgram)                                                                         \
+    X(nvrtcDestroyProgram)                                                                         \
+    X(nvrtcGetProgramLogSize)                                                                      \
+    X(nvrtcGetProgramLog)                                                                          \
+    X(nvrtcGetCUBINSize)                                                                           \
+    X(nvrtcGetCUBIN)
+
+static struct {
+#define KILN_NVRTC_FIELD(name) __typeof__(name) *name;
+    KILN_NVRTC_FUNCTIONS(KILN_NVRTC_FIELD)
+#undef KILN_NVRTC_FIELD
+} g_nv;                                  /* written once, under g_load_once */
+static char g_load_error[512];           /* why loading failed, or "" */
+static pthread_once_t g_load_once = PTHREAD_ONCE_INIT;
+
+static void load_nvrtc(void)
+{
+    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so"};
+    void *lib = NULL;
+    const char *why = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) {
+        dlerror();
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!lib && !why) why = dlerror();
+    }
+    if (!lib) {
+        snprintf(g_load_error, sizeof g_load_error,
+                 "libnvrtc.so.13 not found (kernels can only come from bundles or the cache; "
+                 "is the CUDA toolkit's lib64 on LD_LIBRARY_PATH?): %s",
+                 why ? why : "unknown reason");
+        return;
+    }
+#define KILN_NVRTC_LOOKUP(name)                                                                    \
+    {                                                                                              \
+        void *fn = dlsym(lib, #name);                                                              \
+        if (!fn) {                                                                                 \
+            snprintf(g_load_error, sizeof g_load_error, "libnvrtc has no %s", #name);              \
+            memset(&g_nv, 0, sizeof g_nv);                                                         \
+            dlclose(lib);                                                                          \
+            return;                                                                                \
+        }                                                                                          \
+        memcpy(&g_nv.name, &fn, sizeof fn);                                                        \
+    }
+    KILN_NVRTC_FUNCTIONS(KILN_NVRTC_LOOKUP)
+#undef KILN_NVRTC_LOOKUP
+    /* Never closed: NVRTC stays loaded for the life of the process. */
+}
+
+kiln_status kiln_nvrtc_load(kiln_error *err)
+{
+    pthread_once(&g_load_once, load_nvrtc);
+    if (g_load_error[0]) return kiln_error_set(err, KILN_ERROR_COMPILE, "%s", g_load_error);
+    return KILN_OK;
+}
 
 /* Options every kernel is compiled with, besides -arch.  They are part of
  * every cache key (kiln_nvrtc_options), so changing them rebuilds. */
@@ -56,7 +123,7 @@ static char g_version[32] = "unknown";   /* written once, under g_version_once *
 static void version_init(void)
 {
     int major = 0, minor = 0;
-    if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS)
+    if (kiln_nvrtc_load(NULL) == KILN_OK && g_nv.nvrtcVersion(&major, &minor) == NVRTC_SUCCESS)
         snprintf(g_version, sizeof g_version, "%d.%d", major, minor);
 }
 
@@ -307,10 +374,10 @@ static kiln_status save_failed(const char *save_dir, const char *base, const cha
 static char *program_log(nvrtcProgram prog)
 {
     size_t n = 0;
-    if (nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS || n == 0) return strdup("");
+    if (g_nv.nvrtcGetProgramLogSize(prog, &n) != NVRTC_SUCCESS || n == 0) return strdup("");
     char *log = malloc(n + 1);
     if (!log) return NULL;
-    if (nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
+    if (g_nv.nvrtcGetProgramLog(prog, log) != NVRTC_SUCCESS) log[0] = '\0';
     log[n] = '\0';
     return log;
 }
@@ -329,6 +396,11 @@ kiln_status kiln_nvrtc_compile(const char *source, const char *name, const char 
                               "kernel %s: bad arch '%s' (expected sm_<number>[a|f], e.g. sm_90a)",
                               name, arch ? arch : "(null)");
 
+    kiln_status lst = kiln_nvrtc_load(err);
+    if (lst != KILN_OK) {
+        kiln_error_prefix(err, "kernel %s (%s)", name, arch);
+        return lst;
+    }
     char sname[128], base[160], archopt[32];
     safe_name(name, sname, sizeof sname);
     snprintf(base, sizeof base, "%s-%s.cu", sname, arch);
@@ -341,26 +413,26 @@ kiln_status kiln_nvrtc_compile(const char *source, const char *name, const char 
     nvrtcProgram prog;
     /* The program is named like the file a failed source is saved to, so
      * the log's "x.cu(12): error" lines point into that file. */
-    nvrtcResult r = nvrtcCreateProgram(&prog, source, base, 0, NULL, NULL);
+    nvrtcResult r = g_nv.nvrtcCreateProgram(&prog, source, base, 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
         return kiln_error_set(err, r == NVRTC_ERROR_OUT_OF_MEMORY ? KILN_ERROR_OUT_OF_MEMORY
                                                                   : KILN_ERROR_COMPILE,
                               "kernel %s (%s): nvrtcCreateProgram: %s", name, arch,
-                              nvrtcGetErrorString(r));
-    nvrtcResult cr = nvrtcCompileProgram(prog, (int)(N_OPTIONS + 1), opts);
+                              g_nv.nvrtcGetErrorString(r));
+    nvrtcResult cr = g_nv.nvrtcCompileProgram(prog, (int)(N_OPTIONS + 1), opts);
     out->log = program_log(prog);
     if (!out->log) {
-        nvrtcDestroyProgram(&prog);
+        g_nv.nvrtcDestroyProgram(&prog);
         return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "kernel %s (%s): out of memory",
                               name, arch);
     }
     if (cr != NVRTC_SUCCESS) {
-        nvrtcDestroyProgram(&prog);
+        g_nv.nvrtcDestroyProgram(&prog);
         out->stats.seconds = kiln_now() - t0;
         char line[1024];
         int n_errors = 0;
         first_error_line(out->log, line, sizeof line, &n_errors);
-        if (!line[0]) snprintf(line, sizeof line, "%s", nvrtcGetErrorString(cr));
+        if (!line[0]) snprintf(line, sizeof line, "%s", g_nv.nvrtcGetErrorString(cr));
         char more[64] = "";
         if (n_errors > 1) snprintf(more, sizeof more, " (and %d more errors)", n_errors - 1);
         char path[4200];
@@ -375,25 +447,25 @@ kiln_status kiln_nvrtc_compile(const char *source, const char *name, const char 
                               arch, line, more, serr.msg);
     }
     size_t size = 0;
-    r = nvrtcGetCUBINSize(prog, &size);
+    r = g_nv.nvrtcGetCUBINSize(prog, &size);
     if (r != NVRTC_SUCCESS || size == 0) {
-        nvrtcDestroyProgram(&prog);
+        g_nv.nvrtcDestroyProgram(&prog);
         return kiln_error_set(err, KILN_ERROR_COMPILE, "kernel %s (%s): nvrtcGetCUBINSize: %s",
-                              name, arch, r != NVRTC_SUCCESS ? nvrtcGetErrorString(r) : "no cubin");
+                              name, arch, r != NVRTC_SUCCESS ? g_nv.nvrtcGetErrorString(r) : "no cubin");
     }
     out->cubin = malloc(size);
     if (!out->cubin) {
-        nvrtcDestroyProgram(&prog);
+        g_nv.nvrtcDestroyProgram(&prog);
         return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "kernel %s (%s): out of memory",
                               name, arch);
     }
-    r = nvrtcGetCUBIN(prog, out->cubin);
-    nvrtcDestroyProgram(&prog);
+    r = g_nv.nvrtcGetCUBIN(prog, out->cubin);
+    g_nv.nvrtcDestroyProgram(&prog);
     if (r != NVRTC_SUCCESS) {
         free(out->cubin);
         out->cubin = NULL;
         return kiln_error_set(err, KILN_ERROR_COMPILE, "kernel %s (%s): nvrtcGetCUBIN: %s", name,
-                              arch, nvrtcGetErrorString(r));
+                              arch, g_nv.nvrtcGetErrorString(r));
     }
     out->cubin_size = size;
     out->stats.seconds = kiln_now() - t0;

@@ -1,6 +1,10 @@
 /*
  * nvrtc.h — compile generated CUDA source to a cubin with NVRTC, capturing
  * the log on every path and the resource use ptxas reports.
+ *
+ * libnvrtc.so.13 (else libnvrtc.so) is opened with dlopen at the first
+ * compile or version query; nothing links it, so a user served by bundles
+ * alone needs no NVRTC.
  */
 #ifndef KILN_NVRTC_H
 #define KILN_NVRTC_H
@@ -30,14 +34,17 @@ kiln_status kiln_nvrtc_compile(const char *source, const char *name, const char 
                                kiln_error *err);
 void kiln_compile_result_free(kiln_compile_result *r);
 
-/* NVRTC's version as "13.0"; static storage. */
+/* Loads NVRTC (once per process).  KILN_ERROR_COMPILE naming the library
+ * and dlerror's reason when it cannot be loaded; err may be NULL. */
+kiln_status kiln_nvrtc_load(kiln_error *err);
+
+/* NVRTC's version as "13.0" ("unknown" when NVRTC cannot be loaded); static
+ * storage. */
 const char *kiln_nvrtc_version(void);
 
 /* Parses ptxas -v text ("Used 168 registers, 0 bytes spill stores, ...")
  * into stats; exposed for tests. */
 void kiln_nvrtc_parse_ptxas(const char *log, kiln_compile_stats *stats);
-
-/* Additions (jit/cache owner): */
 
 /* The options every compile uses besides -arch, as one string; part of every
  * cache key.  Static storage. */

@@ -6,6 +6,7 @@
 
 #include "testutil.h"
 #include "bundle.h"
+#include "store.h"
 
 /* A synthetic entry: random-looking cubin bytes (never all zeros). */
 static void make_entry(kiln_cache_entry *e, int seed, const char *arch)
@@ -87,6 +88,18 @@ static void test_round_trip(void **state)
     kiln_bundle_close(b);
 }
 
+static void assert_same_bytes(const char *a, const char *b)
+{
+    char *x, *y;
+    size_t nx, ny;
+    assert_int_equal(kiln_file_read(a, &x, &nx, NULL), KILN_OK);
+    assert_int_equal(kiln_file_read(b, &y, &ny, NULL), KILN_OK);
+    assert_int_equal(nx, ny);
+    assert_memory_equal(x, y, nx);
+    free(x);
+    free(y);
+}
+
 static void test_deterministic(void **state)
 {
     const char *dir = *state;
@@ -95,14 +108,7 @@ static void test_deterministic(void **state)
     snprintf(bpath, sizeof bpath, "%s/b.kbundle", dir);
     write_bundle(a, 7, 0, NULL);
     write_bundle(bpath, 7, 1, NULL); /* added in the other order */
-    char *x, *y;
-    size_t nx, ny;
-    assert_int_equal(kiln_file_read(a, &x, &nx, NULL), KILN_OK);
-    assert_int_equal(kiln_file_read(bpath, &y, &ny, NULL), KILN_OK);
-    assert_int_equal(nx, ny);
-    assert_memory_equal(x, y, nx);
-    free(x);
-    free(y);
+    assert_same_bytes(a, bpath);
 }
 
 /* Writes a damaged copy of src to dst: truncated to `len` bytes (0: keep),
@@ -174,6 +180,131 @@ static void test_id_ignores_compiler_versions(void **state)
     assert_string_not_equal(a, d);
 }
 
+static const char k_src[] =
+    "extern \"C\" __global__ void rep(float *x) { x[threadIdx.x] *= 2.0f; }\n";
+
+static const kiln_kernel_ref k_rep = {.name = "rep", .arch = "sm_90a", .desc = "name=rep",
+                                      .source = k_src};
+
+/* Resolves k_rep through s, which must compile it. */
+static void compile_rep(const kiln_store *s, kiln_cache_entry *e)
+{
+    kiln_origin o;
+    kiln_error err;
+    if (kiln_store_resolve(s, &k_rep, e, &o, &err) != KILN_OK) fail_msg("%s", err.msg);
+    assert_int_equal(o, KILN_ORIGIN_NVRTC);
+}
+
+/* Compiles k_src through an empty cache in dir/cache<n> and packs it. */
+static void pack_fresh(const char *dir, int n, char *path, size_t size)
+{
+    char cdir[4096];
+    snprintf(cdir, sizeof cdir, "%s/cache%d", dir, n);
+    kiln_cache *c;
+    assert_int_equal(kiln_cache_open(cdir, &c, NULL), KILN_OK);
+    kiln_store s = {.cache = c};
+    kiln_cache_entry e;
+    compile_rep(&s, &e);
+    assert_true(e.stats.seconds > 0); /* the cache keeps the compile time... */
+    char id[65];
+    kiln_bundle_id(e.arch, e.desc, e.source_sha256, id);
+    kiln_bundle_writer *w;
+    assert_int_equal(kiln_bundle_writer_create(&w, NULL), KILN_OK);
+    assert_int_equal(kiln_bundle_writer_add(w, id, "rep", &e, NULL), KILN_OK);
+    snprintf(path, size, "%s/b%d.kbundle", dir, n);
+    assert_int_equal(kiln_bundle_writer_write(w, path, NULL), KILN_OK);
+    kiln_bundle_writer_destroy(w);
+    kiln_cache_entry_free(&e);
+    kiln_cache_close(c);
+}
+
+/* Two packs of the same kernel from two empty caches are byte-identical
+ * (no compile time inside bundled entries). */
+static void test_reproducible_from_empty_caches(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("bundle-rep");
+    char a[4096], b[4096];
+    pack_fresh(dir, 1, a, sizeof a);
+    pack_fresh(dir, 2, b, sizeof b);
+    assert_same_bytes(a, b);
+    /* ... and the bundle holds none. */
+    kiln_bundle *bd;
+    kiln_cache_entry e;
+    assert_int_equal(kiln_bundle_open(a, &bd, NULL), KILN_OK);
+    assert_int_equal(kiln_bundle_load(bd, 0, &e, NULL), KILN_OK);
+    assert_true(e.stats.seconds == 0);
+    kiln_cache_entry_free(&e);
+    kiln_bundle_close(bd);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+static void count_warning(void *user, const char *message)
+{
+    (void)message;
+    (*(int *)user)++;
+}
+
+/* The one chain: a bundle first, then the cache, then NVRTC; one id for
+ * bundle and cache; with no source only bundles and the cache. */
+static void test_resolve_chain(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("bundle-chain");
+    char cdir[4096], bpath[4096];
+    snprintf(cdir, sizeof cdir, "%s/cache", dir);
+    kiln_cache *c;
+    assert_int_equal(kiln_cache_open(cdir, &c, NULL), KILN_OK);
+    int warnings = 0;
+    kiln_store s = {.cache = c, .warn = count_warning, .warn_user = &warnings};
+    kiln_cache_entry e;
+    compile_rep(&s, &e);
+    kiln_origin o;
+    kiln_error err;
+    char id[65], key[65];
+    kiln_kernel_id_of_source("sm_90a", "name=rep", k_src, id);
+    kiln_cache_key_of_id(id, key);
+    assert_string_equal(e.key, key); /* the cache files it under the id's key */
+
+    /* By id alone (no source): the cache serves it. */
+    kiln_kernel_ref by_id = {.name = "rep", .arch = "sm_90a", .id = id};
+    kiln_cache_entry e2;
+    assert_int_equal(kiln_store_resolve(&s, &by_id, &e2, &o, &err), KILN_OK);
+    assert_int_equal(o, KILN_ORIGIN_CACHE);
+    kiln_cache_entry_free(&e2);
+
+    /* A bundle holding it comes before the cache. */
+    kiln_bundle_writer *w;
+    assert_int_equal(kiln_bundle_writer_create(&w, NULL), KILN_OK);
+    assert_int_equal(kiln_bundle_writer_add(w, id, "rep", &e, NULL), KILN_OK);
+    snprintf(bpath, sizeof bpath, "%s/b.kbundle", dir);
+    assert_int_equal(kiln_bundle_writer_write(w, bpath, NULL), KILN_OK);
+    kiln_bundle_writer_destroy(w);
+    size_t for_arch = 0;
+    assert_int_equal(kiln_store_add_bundle(&s, bpath, "sm_80", &for_arch, &err), KILN_ERROR_CACHE);
+    assert_non_null(strstr(err.msg, "no kernel for sm_80"));
+    assert_int_equal(kiln_store_add_bundle(&s, bpath, "sm_90a", &for_arch, &err), KILN_OK);
+    assert_int_equal(for_arch, 1);
+    assert_int_equal(kiln_store_resolve(&s, &k_rep, &e2, &o, &err), KILN_OK);
+    assert_int_equal(o, KILN_ORIGIN_BUNDLE);
+    assert_int_equal(e2.cubin_size, e.cubin_size);
+    kiln_cache_entry_free(&e2);
+
+    /* Neither holds another kernel and there is no source: a clear miss. */
+    kiln_store_close_bundles(&s);
+    char other[65];
+    kiln_kernel_id("sm_90a", "name=other", id, other);
+    by_id.id = other;
+    assert_int_equal(kiln_store_resolve(&s, &by_id, &e2, &o, &err), KILN_ERROR_CACHE);
+    assert_non_null(strstr(err.msg, "no source to compile"));
+    assert_int_equal(warnings, 0);
+    kiln_cache_entry_free(&e);
+    kiln_cache_close(c);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -181,6 +312,8 @@ int main(void)
         kiln_test_with_dir(test_deterministic),
         kiln_test_with_dir(test_damaged_refused),
         cmocka_unit_test(test_id_ignores_compiler_versions),
+        cmocka_unit_test(test_reproducible_from_empty_caches),
+        cmocka_unit_test(test_resolve_chain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

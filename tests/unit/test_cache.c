@@ -12,7 +12,7 @@
 #include "common.h"
 #include "cache.h"
 #include "jit.h"
-#include "kernel_abi.h"
+#include "store.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -91,11 +91,11 @@ static int is_damaged_miss(kiln_cache *c, const char *key)
     return !hit && damaged == 1;
 }
 
-/* Counts files under <dir>/v1/<xx>/ whose names contain sub. */
+/* Counts files under <dir>/v<format>/<xx>/ whose names contain sub. */
 static int count_files(const char *dir, const char *sub)
 {
     char root[4200];
-    snprintf(root, sizeof root, "%s/v1", dir);
+    snprintf(root, sizeof root, "%s/v%d", dir, KILN_CACHE_FORMAT);
     DIR *d = opendir(root);
     if (!d) return 0;
     int n = 0;
@@ -148,7 +148,7 @@ static void test_miss_then_hit(void **state)
     kiln_cache_entry_free(&got);
     /* The layout the docs promise. */
     char path[4400];
-    snprintf(path, sizeof path, "%s/v1/%.2s/%s.kbin", dir, e.key, e.key);
+    snprintf(path, sizeof path, "%s/v%d/%.2s/%s.kbin", dir, KILN_CACHE_FORMAT, e.key, e.key);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     char p2[4400];
@@ -171,39 +171,51 @@ static void test_key_stability_and_sensitivity(void **state)
     assert_int_equal(strlen(k1), 64);
     for (int i = 0; i < 64; i++) assert_non_null(strchr("0123456789abcdef", k1[i]));
 
+    char id[65];
+    kiln_kernel_id_of_source("sm_90a", "desc", "src", id);
     kiln_cache_key_fields base = {
         .format = KILN_CACHE_FORMAT,
         .kiln_version = kiln_version(),
-        .abi_version = KILN_KERNEL_ABI_VERSION,
         .nvrtc_version = kiln_nvrtc_version(),
         .nvrtc_options = kiln_nvrtc_options(),
-        .arch = "sm_90a",
-        .desc = "desc",
-        .source = "src",
+        .kernel_id = id,
     };
     char kb[65];
     kiln_cache_key_parts(&base, kb);
     assert_string_equal(kb, k1); /* kiln_cache_key uses exactly these inputs */
+    kiln_cache_key_of_id(id, kb);
+    assert_string_equal(kb, k1); /* one id, one key */
 
-    kiln_cache_key_fields v[9];
-    for (int i = 0; i < 9; i++) v[i] = base;
+    char id2[65];
+    kiln_kernel_id_of_source("sm_90a", "desc2", "src", id2);
+    kiln_cache_key_fields v[7];
+    for (int i = 0; i < 7; i++) v[i] = base;
     v[0].format = KILN_CACHE_FORMAT + 1;
     v[1].kiln_version = "999.0.0";
-    v[2].abi_version = KILN_KERNEL_ABI_VERSION + 1;
-    v[3].nvrtc_version = "99.9";
-    v[4].nvrtc_options = "-O0";
-    v[5].arch = "sm_80";
-    v[6].desc = "desc2";
-    v[7].source = "src ";
-    /* Fields cannot run together: "desc"+"src" vs "descs"+"rc". */
-    v[8].desc = "descs";
-    v[8].source = "rc";
-    char keys[9][65];
-    for (int i = 0; i < 9; i++) {
+    v[2].nvrtc_version = "99.9";
+    v[3].nvrtc_options = "-O0";
+    v[4].kernel_id = id2;
+    /* Fields cannot run together: "13.0"+"-x" vs "13.0-"+"x". */
+    v[5].nvrtc_version = "13.0";
+    v[5].nvrtc_options = "-x";
+    v[6].nvrtc_version = "13.0-";
+    v[6].nvrtc_options = "x";
+    char keys[7][65];
+    for (int i = 0; i < 7; i++) {
         kiln_cache_key_parts(&v[i], keys[i]);
         assert_string_not_equal(keys[i], kb);
         for (int j = 0; j < i; j++) assert_string_not_equal(keys[i], keys[j]);
     }
+    /* The kernel id is sensitive to each of its inputs, and its fields
+     * cannot run together either. */
+    char ids[5][65];
+    kiln_kernel_id("sm_90a", "desc", "0000", ids[0]);
+    kiln_kernel_id("sm_80", "desc", "0000", ids[1]);
+    kiln_kernel_id("sm_90a", "desc2", "0000", ids[2]);
+    kiln_kernel_id("sm_90a", "desc", "0001", ids[3]);
+    kiln_kernel_id("sm_90a", "desc0", "000", ids[4]);
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < i; j++) assert_string_not_equal(ids[i], ids[j]);
     /* The public form is sensitive to its own arguments too. */
     kiln_cache_key("sm_80", "desc", "src", k2);
     assert_string_not_equal(k1, k2);
@@ -346,9 +358,9 @@ static void test_damaged_entries(void **state)
             break;
         }
         case WRONG_VERSION:
-            data[8] = 2; /* a future format, properly sealed */
+            data[8] = KILN_CACHE_FORMAT + 1; /* a future format, properly sealed */
             reseal(data, len);
-            expect = "version 2";
+            expect = "version";
             break;
         case EMPTY:
             len = 0;
@@ -509,10 +521,10 @@ static void test_unwritable(void **state)
     kiln_test_write_file(path, "x");
     snprintf(path, sizeof path, "%s/file/cache", dir);
     check_unwritable(path, "Not a directory");
-    /* ... or the cache exists but its v1 folder is a regular file. */
+    /* ... or the cache exists but its version folder is a regular file. */
     snprintf(path, sizeof path, "%s/c2", dir);
     assert_int_equal(mkdir(path, 0755), 0);
-    snprintf(path, sizeof path, "%s/c2/v1", dir);
+    snprintf(path, sizeof path, "%s/c2/v%d", dir, KILN_CACHE_FORMAT);
     kiln_test_write_file(path, "x");
     snprintf(path, sizeof path, "%s/c2", dir);
     check_unwritable(path, "Not a directory");

@@ -1,25 +1,26 @@
 /* test_validate.c — the pure parts of the runtime, on the CPU: the contract
- * checks of kiln_gemm (runtime/validate.c) and the backend cascade
- * (runtime/dispatch.c).  Both read no device memory, so fake, well-aligned
- * addresses stand in for device pointers.  The runtime library itself needs
- * libcuda at run time, so its two pure sources are compiled in here. */
+ * checks of kiln_gemm (runtime/problem.c), the struct_size checks of the
+ * public structs, and the backend cascade (runtime/dispatch.c), tuned step
+ * included.  None reads device memory, so fake, well-aligned addresses
+ * stand in for device pointers.  Linked against the runtime, through its
+ * internal headers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
 
-#include "../../runtime/dispatch.c"
-#include "../../runtime/validate.c"
+#include "dispatch.h"
+#include "env.h"
+#include "kernels.h"
+#include "problem.h"
+#include "tuning.h"
 
 #define FAKE(addr) ((void *)(uintptr_t)(addr))
 
 static void base_problem(kiln_problem *p, kiln_op op)
 {
-    memset(p, 0, sizeof *p);
-    p->op = op;
-    p->a_type = p->b_type = p->out_type = KILN_DTYPE_BF16;
-    p->epilogue.alpha = 1.0f;
+    kiln_problem_init(p, op);
     p->groups = 4;
     p->n = 64;
     p->k = 32;
@@ -319,7 +320,7 @@ static kiln_kernel_desc *add_kernel(fake_catalog *c, const char *name, kiln_op o
 static kiln_status run_dispatch(fake_catalog *c, const kiln_problem *p, unsigned allowed,
                                 kiln_dispatch_choice *out, kiln_error *err)
 {
-    kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, allowed, NULL};
+    kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, allowed, NULL, NULL, NULL};
     kiln_error_clear(err);
     return kiln_dispatch(&in, out, err);
 }
@@ -448,7 +449,8 @@ static void test_dispatch_refusals(void **state)
     assert_int_equal(ch.backend, KILN_BACKEND_CUBLASLT);
 
     /* Other arch. */
-    kiln_dispatch_input in = {&p, "sm_80", c.k, c.n, KILN_ALLOW_GENERATED, "KILN_BACKEND=generated"};
+    kiln_dispatch_input in = {&p, "sm_80", c.k, c.n, KILN_ALLOW_GENERATED, "KILN_BACKEND=generated",
+                              NULL, NULL};
     assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_ERROR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "built for sm_90a"));
     assert_non_null(strstr(err.msg, "not allowed by KILN_BACKEND=generated"));
@@ -486,6 +488,141 @@ static void test_arch_and_shape(void **state)
     assert_int_equal(kiln_dispatch_shape_class(&p), 1);
 }
 
+/* A problem made for another kiln.h (struct_size stale) is refused by name
+ * before any other member is read; so are stale context options. */
+static void test_struct_size(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    assert_int_equal(p.struct_size, sizeof p);
+    p.struct_size = sizeof p - 8; /* a mirror missing one member */
+    expect_bad(&p, "kiln_problem.struct_size");
+    p.struct_size = 0;            /* memset, never initialised */
+    expect_bad(&p, "set it with kiln_problem_init");
+
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    assert_int_equal(o.struct_size, sizeof o);
+    o.struct_size += 8;
+    kiln_context *ctx = NULL;
+    /* Refused before the driver is loaded, so this runs on the CPU. */
+    assert_int_equal(kiln_context_create(&o, &ctx), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(ctx);
+    assert_non_null(strstr(kiln_last_error(ctx), "kiln_context_options.struct_size"));
+    /* A stale problem through the public call names the struct too. */
+    assert_int_equal(kiln_gemm(ctx, &p, NULL), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(kiln_last_error(ctx), "kiln_problem.struct_size"));
+    assert_int_equal(kiln_prepare(ctx, &p), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(kiln_last_error(ctx), "kiln_problem.struct_size"));
+    kiln_context_destroy(ctx);
+}
+
+/* KILN_LOG: with no hook, a level sends the log to stderr; a hook given
+ * wins; anything else is refused naming the variable. */
+static void test_log_env(void **state)
+{
+    (void)state;
+    kiln_rt_log log;
+    kiln_error err;
+    setenv("KILN_LOG", "info", 1);
+    assert_int_equal(kiln_rt_log_init(&log, NULL, NULL, KILN_LOG_WARNING, &err), KILN_OK);
+    assert_non_null(log.fn);
+    assert_int_equal(log.level, KILN_LOG_INFO);
+    kiln_log_fn hook = (kiln_log_fn)(uintptr_t)0x1000;
+    assert_int_equal(kiln_rt_log_init(&log, hook, NULL, KILN_LOG_ERROR, &err), KILN_OK);
+    assert_ptr_equal(log.fn, hook);
+    assert_int_equal(log.level, KILN_LOG_ERROR);
+    setenv("KILN_LOG", "loud", 1);
+    kiln_context *ctx = NULL;
+    assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(kiln_last_error(ctx), "KILN_LOG=loud"));
+    kiln_context_destroy(ctx);
+    unsetenv("KILN_LOG");
+    assert_int_equal(kiln_rt_log_init(&log, NULL, NULL, KILN_LOG_WARNING, &err), KILN_OK);
+    assert_null(log.fn);
+}
+
+/* The default bundle is looked for beside the library, in share/kiln. */
+static void test_default_bundle_path(void **state)
+{
+    (void)state;
+    char path[256];
+    kiln_default_bundle_path("/opt/kiln/lib/libkiln.so.0", "sm_90a", path, sizeof path);
+    assert_string_equal(path, "/opt/kiln/lib/../share/kiln/kiln-sm_90a.kbundle");
+    kiln_default_bundle_path("libkiln.so", "sm_100a", path, sizeof path);
+    assert_string_equal(path, "./../share/kiln/kiln-sm_100a.kbundle");
+}
+
+/* The tuned step of the cascade: the table's entry for the call's key
+ * serves it, unless it failed to load or does not fit the call. */
+static void test_dispatch_tuned_step(void **state)
+{
+    (void)state;
+    fake_catalog c;
+    memset(&c, 0, sizeof c);
+    add_kernel(&c, "k_default", KILN_OP_FPROP, "sm90", 64, 128);
+    fake_catalog w;
+    memset(&w, 0, sizeof w);
+    kiln_kernel_desc *td = add_kernel(&w, "k_tuned", KILN_OP_FPROP, "sm90", 128, 256);
+    snprintf(w.l[0].entry, sizeof w.l[0].entry, "k_tuned");
+    w.l[0].threads = 384;
+    w.l[0].cluster_m = w.l[0].cluster_n = 1;
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    kiln_desc_format(td, &w.l[0], &sb);
+
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    kiln_tuning_table *t = NULL;
+    kiln_error err;
+    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_tuning_entry e;
+    memset(&e, 0, sizeof e);
+    kiln_tuning_key_from_problem(&p, "sm_90a", &e.key);
+    snprintf(e.kernel, sizeof e.kernel, "k_tuned");
+    memset(e.bundle_id, 'a', 64);
+    memset(e.cache_key, 'b', 64);
+    e.median_ms = 0.5;
+    e.desc = sb.data;
+    if (kiln_tuning_table_add(t, &e, &err) != KILN_OK) fail_msg("%s", err.msg);
+
+    unsigned char unavailable[1] = {0};
+    kiln_dispatch_input in = {&p, "sm_90a", c.k, c.n, KILN_ALLOW_ALL, NULL, t, unavailable};
+    kiln_dispatch_choice ch;
+    assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_GENERATED);
+    assert_int_equal(ch.tuned, 0);
+    assert_int_equal(ch.kernel, -1);
+    assert_non_null(strstr(ch.reason, "tuned kernel k_tuned"));
+
+    /* Once it failed to load, the heuristic serves the key. */
+    unavailable[0] = 1;
+    assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_OK);
+    assert_int_equal(ch.tuned, -1);
+    assert_int_equal(ch.kernel, 0);
+    unavailable[0] = 0;
+
+    /* Generated kernels not allowed: no tuned kernel either. */
+    in.allowed = KILN_ALLOW_CUBLASLT;
+    p.host_sizes = (const int32_t[]){1, 2, 3, 4};
+    assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_CUBLASLT);
+    assert_int_equal(ch.tuned, -1);
+    in.allowed = KILN_ALLOW_ALL;
+    p.host_sizes = NULL;
+
+    /* Another key (a bias the entry's kernel lacks): the heuristic. */
+    full_epilogue(&c.d[0]);
+    p.epilogue.d_bias = FAKE(0x500000);
+    assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_OK);
+    assert_int_equal(ch.tuned, -1);
+    assert_int_equal(ch.kernel, 0);
+
+    kiln_tuning_table_destroy(t);
+    kiln_strbuf_free(&sb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -501,6 +638,10 @@ int main(void)
         cmocka_unit_test(test_dispatch_scale_bias_and_family),
         cmocka_unit_test(test_dispatch_refusals),
         cmocka_unit_test(test_arch_and_shape),
+        cmocka_unit_test(test_struct_size),
+        cmocka_unit_test(test_log_env),
+        cmocka_unit_test(test_default_bundle_path),
+        cmocka_unit_test(test_dispatch_tuned_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,11 @@
-/* validate.c — the contract checks of kiln_gemm; pure, so CPU-testable. */
+/* problem.c — defaults, geometry and the contract checks of a kiln_problem
+ * (see problem.h); pure, so CPU-testable. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kernel_desc.h"
-#include "validate.h"
+#include "problem.h"
 
 #define BAD(...) kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -17,10 +19,37 @@ int64_t kiln_problem_a_cols(const kiln_problem *p)
     return p->op == KILN_OP_FPROP ? p->k : p->n;
 }
 
-int kiln_problem_has_epilogue(const kiln_problem *p)
+void kiln_problem_init(kiln_problem *p, kiln_op op)
 {
-    const kiln_epilogue *e = &p->epilogue;
-    return e->d_bias || e->d_row_scale || e->d_alpha || e->alpha != 1.0f || e->beta != 0.0f;
+    if (!p) return;
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->op = op;
+    p->a_type = p->b_type = p->out_type = KILN_DTYPE_BF16;
+    p->epilogue.alpha = 1.0f;
+}
+
+void kiln_context_options_init(kiln_context_options *opts)
+{
+    if (!opts) return;
+    memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
+    opts->allowed_backends = KILN_ALLOW_ALL;
+    opts->log_level = KILN_LOG_WARNING;
+}
+
+/* A caller built against another kiln.h (or a foreign-function mirror of
+ * the struct) would have its members read at the wrong offsets: refuse it
+ * before reading anything else. */
+#define STRUCT_SIZE_HINT "(set it with %s, or rebuild against this kiln.h)"
+
+kiln_status kiln_validate_options(const kiln_context_options *opts, kiln_error *err)
+{
+    if (opts->struct_size != sizeof *opts)
+        return BAD("kiln_context_options.struct_size = %zu, but this kiln's kiln_context_options "
+                   "is %zu bytes " STRUCT_SIZE_HINT,
+                   opts->struct_size, sizeof *opts, "kiln_context_options_init");
+    return KILN_OK;
 }
 
 static int is_16bit(kiln_dtype t) { return t == KILN_DTYPE_BF16 || t == KILN_DTYPE_F16; }
@@ -126,6 +155,9 @@ static kiln_status check_epilogue(const kiln_problem *p, kiln_error *err)
 kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err)
 {
     if (!p) return BAD("problem is NULL");
+    if (p->struct_size != sizeof *p)
+        return BAD("kiln_problem.struct_size = %zu, but this kiln's kiln_problem is %zu bytes "
+                   STRUCT_SIZE_HINT, p->struct_size, sizeof *p, "kiln_problem_init");
     if ((unsigned)p->op > KILN_OP_WGRAD) return BAD("problem->op = %d is not a kiln_op", (int)p->op);
     const char *opn = kiln_op_name(p->op);
 
