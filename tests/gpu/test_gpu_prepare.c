@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include "gpu_util.h"
+#include "half.h"
 
 enum { G = 2, N = 64, K = 64, CAP = 64 };
 static const int32_t k_counts[G] = {40, 24};
@@ -91,7 +92,7 @@ static void case_check(const op_case *c)
                 int64_t r = c->op == KILN_OP_WGRAD ? i : row0 + i;
                 int64_t at = c->op == KILN_OP_WGRAD ? ((int64_t)g * N + i) * K + j : r * cols + j;
                 double want = reference(c, g, r, j, row0);
-                double got = bf16_to_f32(out[at]);
+                double got = kiln_bf16_to_f32(out[at]);
                 if (got != got) fail_msg("%s: output element %lld not written", kiln_op_name(c->op), (long long)at);
                 num += (got - want) * (got - want);
                 den += want * want;
