@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # KilnPackage.cmake — kiln as a library others can use: the versioned
 # libkiln.so, one static libkiln.a, the default bundle, install() rules,
 # kilnConfig.cmake (kiln::kiln, kiln::kiln_static) and kiln.pc.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cuda_driver.h — the few CUDA driver calls the examples make for their own
  * buffers (a context, device memory, copies), opened with dlopen from

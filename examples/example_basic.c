@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* example_basic.c — a grouped GEMM through kiln's C API: fprop, dgrad and
  * wgrad of a small MoE layer on random bf16 data, checked against a CPU
  * reference.  Prints a skip message and exits 0 where there is no GPU.

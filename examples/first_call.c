@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * first_call.c — cold first-call latency: from the start of main to the
  * first grouped GEMM done (context creation, kernel load or compile, the

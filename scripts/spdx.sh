@@ -5,6 +5,8 @@
 #   scripts/spdx.sh           add the line where it is missing (running it
 #                             again changes nothing)
 #   scripts/spdx.sh --check   list the files without one; exit 1 if any
+# Both take FILE... to look at those files only (paths from the top folder),
+# instead of every file git tracks or would track.
 # The line goes first, or after a `#!` line (and a Python coding line).
 # Files matched by a `path = [...]` of REUSE.toml are left alone: they are
 # pasted verbatim into generated kernels or are test fixtures, and REUSE.toml
@@ -15,10 +17,9 @@ cd "$(dirname "$0")/.."
 license=Apache-2.0
 tag="SPDX-License-Identifier:"
 check=0
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 case ${1:-} in
-  --check) check=1 ;;
-  "") ;;
-  *) echo "usage: scripts/spdx.sh [--check]" >&2; exit 2 ;;
+  -*) echo "usage: scripts/spdx.sh [--check] [FILE...]" >&2; exit 2 ;;
 esac
 
 # The globs of REUSE.toml's annotations (one `path = [...]` line each).
@@ -81,7 +82,8 @@ while IFS= read -r f; do
     add_line "$f" "$line"
     changed=$((changed + 1))
   fi
-done < <(git ls-files --cached --others --exclude-standard | sort -u)
+done < <(if [ $# -gt 0 ]; then printf '%s\n' "$@"; else
+           git ls-files --cached --others --exclude-standard | sort -u; fi)
 
 if [ $check = 1 ]; then
   if [ $missing -gt 0 ]; then

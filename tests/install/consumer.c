@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* consumer.c — the smallest program built against an installed kiln (by
  * tests/install/test_install.sh, through find_package and pkg-config): it
  * must compile with nothing but <kiln.h>, link, and run without a driver.

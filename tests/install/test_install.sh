@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_install.sh — kiln as its users get it: installs the build to a
 # temporary prefix and checks what landed there:
 #   1. the files (kiln.h, libkiln.so.0.1.0 and its links, libkiln.a, bin/kiln,
