@@ -101,7 +101,9 @@ fi
 
 # 5. pkg-config: shared, then static (-l:libkiln.a and Libs.private)
 export PKG_CONFIG_PATH=$libdir/pkgconfig
-if pc_flags=$(pkg-config --cflags --libs kiln) && pc_static=$(pkg-config --static --libs kiln); then
+if ! command -v pkg-config > /dev/null; then
+  fail "pkg-config is not installed (apt-get install pkgconf)"
+elif pc_flags=$(pkg-config --cflags --libs kiln) && pc_static=$(pkg-config --static --libs kiln); then
   pc_libdir=$(pkg-config --variable=libdir kiln)
   # shellcheck disable=SC2086  # flags are words
   if "$cc" -o "$tmp/pc_consumer" "$here/consumer.c" $pc_flags -Wl,-rpath,"$pc_libdir"; then
