@@ -1,15 +1,17 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* example_basic.c — a grouped GEMM through kiln's C API: fprop, dgrad and
  * wgrad of a small MoE layer on random bf16 data, checked against a CPU
  * reference.  Prints a skip message and exits 0 where there is no GPU.
  *
- * Memory is handled with the CUDA driver API, loaded through kiln's own
- * loader (runtime/driver.h) so this program links nothing but kiln. */
+ * Memory is handled with the CUDA driver API, opened with dlopen by the few
+ * lines of cuda_driver.h, so this program needs only kiln.h to build and
+ * links nothing but kiln. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "cuda_driver.h"
 #include "kiln.h"
 
 enum { G = 4, N = 256, K = 128, CAP = 512 };
@@ -66,15 +68,14 @@ int main(void)
         kiln_context_destroy(ctx);
         return 0;
     }
-    /* Our own handle on the driver, for memory. */
-    kiln_driver cu;
-    kiln_error err;
-    if (kiln_driver_load(&cu, &err) != KILN_OK) return 1;
-    CUdevice dev;
-    CUcontext cc;
-    CHECK(cu.cuDeviceGet(&dev, 0));
-    CHECK(cu.cuDevicePrimaryCtxRetain(&cc, dev));
-    CHECK(cu.cuCtxSetCurrent(cc));
+    /* Our own handle on the driver, for memory, in the context kiln uses
+     * (device 0's primary context). */
+    cuda_driver cu;
+    char why[128];
+    if (cuda_driver_open(&cu, why, sizeof why)) {
+        fprintf(stderr, "%s\n", why);
+        return 1;
+    }
 
     int32_t sizes[G] = {100, 0, 250, 77}; /* tokens routed to each expert */
     int rows = 0;

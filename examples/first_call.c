@@ -1,35 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * first_call.c — cold first-call latency: from the start of main to the
  * first grouped GEMM done (context creation, kernel load or compile, the
  * launch).  Run it once with a bundle ($KILN_BUNDLE_PATH) and an empty
  * cache, once with an empty cache alone, to compare; it prints where the
- * kernel came from.
+ * kernel came from.  Needs only kiln.h (and cuda_driver.h beside it).
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "common.h"
-#include "driver.h"
+#include "cuda_driver.h"
 #include "kiln.h"
+
+/* Seconds on a monotonic clock. */
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 int main(void)
 {
-    double t0 = kiln_now();
-    kiln_driver drv;
-    kiln_error err;
-    if (kiln_driver_load(&drv, &err) != KILN_OK) {
-        printf("first_call: skipped: %s\n", err.msg);
-        return 0;
-    }
-    CUdevice dev;
-    CUcontext cu;
-    int count = 0;
-    if (drv.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0 ||
-        drv.cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
-        drv.cuDevicePrimaryCtxRetain(&cu, dev) != CUDA_SUCCESS ||
-        drv.cuCtxSetCurrent(cu) != CUDA_SUCCESS) {
-        printf("first_call: skipped: no CUDA device\n");
+    double t0 = now();
+    cuda_driver drv;
+    char why[128];
+    if (cuda_driver_open(&drv, why, sizeof why)) {
+        printf("first_call: skipped: %s\n", why);
         return 0;
     }
     const int G = 8, N = 256, K = 256, T = 1024;
@@ -46,7 +46,7 @@ int main(void)
         return 1;
     }
     free(h);
-    double t_setup = kiln_now();
+    double t_setup = now();
     kiln_context *ctx = NULL;
     kiln_context_options o;
     kiln_context_options_init(&o);
@@ -69,7 +69,7 @@ int main(void)
         printf("first_call: %s\n", kiln_last_error(ctx));
         return 1;
     }
-    double t_done = kiln_now();
+    double t_done = now();
     kiln_context_stats st;
     kiln_call_report rep;
     kiln_context_stats_get(ctx, &st);
