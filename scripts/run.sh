@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-build/kiln pack specs --arch sm_90a -o build/kiln-sm_90a.kbundle
+# the build packed build/kiln-sm_90a.kbundle (cmake/KilnPackage.cmake)
 build/kiln bundle verify build/kiln-sm_90a.kbundle
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   scripts/gpu_all.sh build

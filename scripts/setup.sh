@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs="cmake ninja-build gcc liblua5.4-dev libyaml-dev libcmocka-dev"
+pkgs="cmake ninja-build gcc pkgconf liblua5.4-dev libyaml-dev libcmocka-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -74,6 +74,16 @@ static void load_nvrtc(void)
         lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         if (!lib && !why) why = dlerror();
     }
+    /* libkiln no longer links NVRTC, so its RUNPATH no longer names the
+     * toolkit: look where the toolkit lives too. */
+    const char *home = getenv("CUDA_HOME");
+    char path[1024];
+    for (int i = 0; i < 2 && !lib; i++) {
+        const char *root = i == 0 ? home : "/usr/local/cuda";
+        if (!root || !*root) continue;
+        snprintf(path, sizeof path, "%s/lib64/libnvrtc.so.13", root);
+        lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
     if (!lib) {
         snprintf(g_load_error, sizeof g_load_error,
                  "libnvrtc.so.13 not found (kernels can only come from bundles or the cache; "
