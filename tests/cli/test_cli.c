@@ -43,9 +43,30 @@ static void test_version_and_help(void **state)
     assert_int_equal(kiln_test_kiln(&out, "--version"), 0);
     assert_non_null(strstr(out, KILN_VERSION_STRING));
     free(out);
+    /* kiln --help lists every subcommand; each has its own --help, exit 0. */
+    static const char *const commands[] = {"emit", "compile", "cache", "pack",
+                                           "bundle", "catalog", "tune"};
     assert_int_equal(kiln_test_kiln(&out, "--help"), 0);
-    assert_non_null(strstr(out, "compile SPEC_OR_DIR"));
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "\n  %s ", commands[i]);
+        if (!strstr(out, want)) fail_msg("kiln --help does not list %s:\n%s", commands[i], out);
+    }
     free(out);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "usage: kiln %s ", commands[i]);
+        int rc = kiln_test_kiln(&out, "%s --help", commands[i]);
+        if (rc != 0 || strncmp(out, want, strlen(want)) || !strstr(out, "Exit"))
+            fail_msg("kiln %s --help: exit %d:\n%s", commands[i], rc, out);
+        free(out);
+        /* An option of another subcommand is refused, naming this one's help. */
+        snprintf(want, sizeof want, "see kiln %s --help", commands[i]);
+        rc = kiln_test_kiln(&out, "%s --no-such-option", commands[i]);
+        if (rc != 2 || !strstr(out, want)) fail_msg("kiln %s --no-such-option: exit %d:\n%s",
+                                                    commands[i], rc, out);
+        free(out);
+    }
     assert_int_equal(kiln_test_kiln(&out, "frobnicate"), 2);
     assert_non_null(strstr(out, "unknown command 'frobnicate'"));
     free(out);

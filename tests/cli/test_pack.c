@@ -100,14 +100,14 @@ static void test_damaged_bundles_refused(void **state)
         char path[4200], *out;
         damaged_copy(cases[i].name, cases[i].snippet, path, sizeof path);
         int rc = kiln_test_kiln(&out, "bundle verify %s", path);
-        if (rc != 1 || !strstr(out, "refused") || !strstr(out, cases[i].reason) ||
+        if (rc != 2 || !strstr(out, "refused") || !strstr(out, cases[i].reason) ||
             !strstr(out, path))
             fail_msg("%s: exit %d, output:\n%s", cases[i].name, rc, out);
         free(out);
         /* Importing it writes nothing into a cache. */
         char cache[4300];
         snprintf(cache, sizeof cache, "%s/import-%s", g_dir, cases[i].name);
-        assert_int_equal(kiln_test_kiln(&out, "cache import %s --cache-dir %s", path, cache), 1);
+        assert_int_equal(kiln_test_kiln(&out, "cache import %s --cache-dir %s", path, cache), 2);
         free(out);
         assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", cache), 0);
         assert_non_null(strstr(out, " 0 entries"));
