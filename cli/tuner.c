@@ -823,6 +823,8 @@ static void blue(double r, char out[16])
     snprintf(out, 16, "#%02x%02x%02x", R, G, B);
 }
 
+static const char SUBTITLE[] = "TFLOP/s (2·T·N·K per call) per variant and shape; outlined: "
+                               "the tuning table's winner of its key";
 static const char LEGEND[] = "grey: not timed (failed to compile, spills, or another arch); "
                              "orange: failed at run time or wrong result";
 
@@ -858,6 +860,7 @@ static void layout(plot *p, const char *title)
     p->width = p->left + (int)p->n_shapes * p->cell_w + 20;
     if (title_w + 30 > p->width) p->width = title_w + 30;
     if (text_w(LEGEND, 11) + 30 > p->width) p->width = text_w(LEGEND, 11) + 30;
+    if (text_w(SUBTITLE, 11) + 30 > p->width) p->width = text_w(SUBTITLE, 11) + 30;
     size_t groups = 0;
     for (size_t r = 0; r < p->n_v; r++) groups += !r || !same_group(&p->v[p->rows[r]], &p->v[p->rows[r - 1]]);
     p->height = p->top + (int)(p->n_v + groups) * p->cell_h + 110;
@@ -883,8 +886,7 @@ static void header(const plot *p, const char *title, kiln_strbuf *out)
         if (!nl) break;
         c = nl + 1;
     }
-    kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\">TFLOP/s (2·T·N·K per call) per variant and "
-                            "shape; outlined: the tuning table's winner of its key</text>\n", y);
+    kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\">%s</text>\n", y + 18, SUBTITLE);
     for (size_t s = 0; s < p->n_shapes; s++) {
         int x = p->left + (int)s * p->cell_w + p->cell_w / 2;
         kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "

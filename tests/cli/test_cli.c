@@ -149,6 +149,30 @@ static void test_compile_twice_hits_cache(void **state)
     free(dir);
 }
 
+/* compile --json names every sweep point validation dropped, with why. */
+static void test_compile_json_lists_dropped_points(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("cli-json");
+    char *out;
+    int rc = kiln_test_kiln(&out, "compile --json --arch sm_90a --cache-dir %s "
+                                  "tests/data/tune/sweep.yaml", dir);
+    if (rc != 0) fail_msg("compile --json: exit %d:\n%s", rc, out);
+    const char *d = strstr(out, "\"dropped\": [");
+    if (!d) fail_msg("no dropped list:\n%s", out);
+    size_t n = 0;
+    for (const char *p = strstr(d, "\"reason\": "); p; p = strstr(p + 1, "\"reason\": ")) {
+        assert_non_null(strstr(p, "tile.m must be"));
+        n++;
+    }
+    assert_int_equal(n, 2); /* tile.m 256 with each of two tile.k */
+    assert_non_null(strstr(d, "tswp__m256_k8"));
+    assert_non_null(strstr(d, "tswp__m256_k16"));
+    free(out);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
 static void test_emit(void **state)
 {
     (void)state;
@@ -213,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_version_and_help),
         cmocka_unit_test(test_bad_spec_exits_2_and_caches_nothing),
         cmocka_unit_test(test_compile_twice_hits_cache),
+        cmocka_unit_test(test_compile_json_lists_dropped_points),
         cmocka_unit_test(test_emit),
         cmocka_unit_test(test_compile_failure_exits_1),
         cmocka_unit_test(test_catalog),
