@@ -59,7 +59,7 @@ static int extract(kiln_bundle *b, const char *dir)
     int rc = KILN_EXIT_OK;
     for (size_t i = 0; i < n && rc == KILN_EXIT_OK; i++) {
         const kiln_bundle_record *r = kiln_bundle_record_at(b, i);
-        char name[128], arch[32], shown[512];
+        char name[128], arch[32], shown[KILN_ERROR_MAX];
         safe_part(r->name, name, sizeof name);
         safe_part(r->arch, arch, sizeof arch);
         snprintf(names[i], sizeof names[i], "%s.%s.cubin", name, arch);
@@ -70,17 +70,19 @@ static int extract(kiln_bundle *b, const char *dir)
             }
         if (strcmp(name, r->name) || strcmp(arch, r->arch))
             fprintf(stderr, "kiln bundle extract: warning: record %zu is named '%s' for '%s'; "
-                            "written as %s\n", i, kiln_cli_printable(r->name, shown, sizeof shown),
-                    kiln_cli_printable(r->arch, shown + 256, 256), names[i]);
+                            "written as %s\n", i, kiln_cli_printable(r->name, shown, 1024),
+                    kiln_cli_printable(r->arch, shown + 1024, 1024), names[i]);
         char path[KILN_PATH_MAX + 300];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         kiln_cache_entry e;
         memset(&e, 0, sizeof e);
-        if (kiln_bundle_load(b, i, &e, &err) != KILN_OK ||
-            kiln_file_write_atomic(path, e.cubin, e.cubin_size, &err) != KILN_OK) {
-            fprintf(stderr, "kiln bundle extract: %s\n", err.msg);
+        /* A damaged entry is bad input; a failed write is a failure. */
+        if (kiln_bundle_load(b, i, &e, &err) != KILN_OK) rc = KILN_EXIT_USAGE;
+        else if (kiln_file_write_atomic(path, e.cubin, e.cubin_size, &err) != KILN_OK)
             rc = KILN_EXIT_COMPILE;
-        }
+        if (rc != KILN_EXIT_OK)
+            fprintf(stderr, "kiln bundle extract: %s\n",
+                    kiln_cli_printable(err.msg, shown, sizeof shown));
         kiln_cache_entry_free(&e);
     }
     free(names);
@@ -176,6 +178,6 @@ const kiln_cli_command kiln_cmd_bundle = {
     "           plain letters, digits, '_' and '-' is written with '_' instead\n"
     "\n"
     "Exit: 0 ok, 1 a write failed, 2 bad input (a file that is not a bundle, or a\n"
-    "damaged one).\n",
+    "damaged one: extract stops at the first damaged entry).\n",
     0,
     run};

@@ -16,7 +16,8 @@ static int cache_import(const kiln_cli_options *o, const char *path)
     kiln_error err;
     kiln_error_clear(&err);
     if (kiln_bundle_open(path, &b, &err) != KILN_OK) {
-        fprintf(stderr, "kiln cache import: %s\n", err.msg);
+        char msg[KILN_ERROR_MAX];
+        fprintf(stderr, "kiln cache import: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
         return KILN_EXIT_USAGE;
     }
     if (kiln_cache_open(o->cache_dir, &c, &err) != KILN_OK) {
@@ -28,16 +29,16 @@ static int cache_import(const kiln_cli_options *o, const char *path)
     size_t done = 0;
     for (size_t i = 0; i < kiln_bundle_count(b) && rc == KILN_EXIT_OK; i++) {
         kiln_cache_entry e;
-        if (kiln_bundle_load(b, i, &e, &err) != KILN_OK || kiln_cache_put(c, &e, &err) != KILN_OK)
-            rc = KILN_EXIT_COMPILE;
-        else
-            done++;
+        if (kiln_bundle_load(b, i, &e, &err) != KILN_OK) rc = KILN_EXIT_USAGE; /* damaged */
+        else if (kiln_cache_put(c, &e, &err) != KILN_OK) rc = KILN_EXIT_COMPILE;
+        else done++;
         kiln_cache_entry_free(&e);
     }
+    char msg[KILN_ERROR_MAX];
     if (rc == KILN_EXIT_OK)
         printf("imported %zu kernels from %s into %s\n", done, path, kiln_cache_path(c));
     else
-        fprintf(stderr, "kiln cache import: %s\n", err.msg);
+        fprintf(stderr, "kiln cache import: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
     kiln_cache_close(c);
     kiln_bundle_close(b);
     return rc;
@@ -108,7 +109,8 @@ static void cache_visit(void *user, const char *key, const kiln_cache_entry *e, 
     w->count++;
     if (!ok) {
         w->bad++;
-        printf("%.16s  DAMAGED  %s\n", key, problem ? problem : "");
+        char why[1024];
+        printf("%.16s  DAMAGED  %s\n", key, kiln_cli_printable(problem, why, sizeof why));
         return;
     }
     w->bytes += e->cubin_size;
@@ -117,8 +119,10 @@ static void cache_visit(void *user, const char *key, const kiln_cache_entry *e, 
     kiln_launch_desc l;
     kiln_error err;
     const char *name = e->desc && kiln_desc_parse(e->desc, &d, &l, &err) ? d.name : "?";
-    printf("%.16s  %-8s %8zu B  %3d regs  %-40s\n", key, e->arch, e->cubin_size,
-           e->stats.registers, name);
+    char arch[128], shown[512]; /* both read from the file */
+    printf("%.16s  %-8s %8zu B  %3d regs  %-40s\n", key,
+           kiln_cli_printable(e->arch, arch, sizeof arch), e->cubin_size, e->stats.registers,
+           kiln_cli_printable(name, shown, sizeof shown));
 }
 
 static int run(const kiln_cli_options *o, int n, char **args)

@@ -61,7 +61,9 @@ int main(int argc, char **argv)
     }
     const kiln_cli_command *c = find(cmd);
     if (!c) {
-        fprintf(stderr, "kiln: unknown command '%s' (see kiln --help)\n", cmd);
+        char shown[256];
+        fprintf(stderr, "kiln: unknown command '%s' (see kiln --help)\n",
+                kiln_cli_printable(cmd, shown, sizeof shown));
         return KILN_EXIT_USAGE;
     }
     return kiln_cli_run(c, argc - 1, argv + 1);
