@@ -1,77 +1,50 @@
 /*
- * cmd_bundle.c — `kiln pack`, `kiln bundle ls|verify`, and moving kernels
- * between caches and bundles (`kiln cache import|export`).
+ * cmd_bundle.c — `kiln bundle ls|verify BUNDLE` and `kiln bundle extract
+ * BUNDLE DIR`.  Names and arches come from the file, so they are printed
+ * escaped and never used as paths as they are.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "tuning.h"
 
-int kiln_cmd_pack(const kiln_cli_options *o, int n, char **args)
+/* The file name extract writes for a record's name or arch: letters, digits,
+ * '_' and '-' kept, anything else '_', so that no name from the file (a
+ * "../../x", a "/etc/passwd", a ".") can leave DIR or hide there. */
+static void safe_part(const char *s, char *out, size_t size)
 {
-    if (!o->output || !o->arch_list || n < 1) {
-        fprintf(stderr, "kiln pack: usage: kiln pack SPEC_OR_DIR... --arch LIST -o BUNDLE "
-                        "[--table FILE]\n");
-        return KILN_EXIT_USAGE;
+    size_t n = 0;
+    for (; *s && n + 1 < size; s++) {
+        char c = *s;
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '_' || c == '-';
+        out[n++] = keep ? c : '_';
     }
-    char *table = NULL;
-    size_t table_len = 0;
-    kiln_error err;
-    kiln_error_clear(&err);
-    if (o->table) {
-        /* A table travels only if it parses: the runtime would refuse it. */
-        kiln_tuning_table *t = NULL;
-        if (kiln_file_read(o->table, &table, &table_len, &err) != KILN_OK ||
-            kiln_tuning_table_parse(table, table_len, o->table, &t, &err) != KILN_OK) {
-            fprintf(stderr, "kiln pack: %s\n", err.msg);
-            free(table);
-            return KILN_EXIT_USAGE;
-        }
-        kiln_tuning_table_destroy(t);
-    }
-    kiln_spec_set set;
-    int rc = kiln_spec_set_load(&set, n, args, o->arch_list);
-    if (rc != KILN_EXIT_OK) {
-        free(table);
-        return rc;
-    }
-    kiln_build_result *results = NULL;
-    size_t failed = 0;
-    double seconds = 0;
-    rc = kiln_build_all(o, &set, 1, &results, &failed, &seconds);
-    kiln_bundle_writer *w = NULL;
-    if (rc == KILN_EXIT_OK && failed) {
-        for (size_t i = 0; i < set.n_jobs; i++)
-            if (!results[i].ok) fprintf(stderr, "%s\n", results[i].error);
-        fprintf(stderr, "kiln pack: %zu of %zu kernels failed; no bundle written\n", failed,
-                set.n_jobs);
-        rc = KILN_EXIT_COMPILE;
-    }
-    if (rc == KILN_EXIT_OK && kiln_bundle_writer_create(&w, &err) != KILN_OK) rc = KILN_EXIT_COMPILE;
-    for (size_t i = 0; rc == KILN_EXIT_OK && i < set.n_jobs; i++)
-        if (kiln_bundle_writer_add(w, results[i].id, set.jobs[i].spec->desc.name,
-                                   &results[i].entry, &err) != KILN_OK)
-            rc = KILN_EXIT_COMPILE;
-    if (rc == KILN_EXIT_OK && table &&
-        kiln_bundle_writer_set_table(w, table, table_len, &err) != KILN_OK)
-        rc = KILN_EXIT_COMPILE;
-    if (rc == KILN_EXIT_OK && kiln_bundle_writer_write(w, o->output, &err) != KILN_OK)
-        rc = KILN_EXIT_COMPILE;
-    if (rc == KILN_EXIT_OK)
-        printf("%s: %zu kernels (%s), %s in %.2fs\n", o->output, kiln_bundle_writer_count(w),
-               o->arch_list, table ? "with a tuning table" : "no tuning table", seconds);
-    else if (err.msg[0])
-        fprintf(stderr, "kiln pack: %s\n", err.msg);
-    kiln_bundle_writer_destroy(w);
-    kiln_build_results_free(results, set.n_jobs);
-    kiln_spec_set_free(&set);
-    free(table);
-    return rc;
+    if (n == 0) out[n++] = '_';
+    out[n] = '\0';
 }
 
-/* Writes each cubin of b as DIR/<name>.<arch>.cubin (for cuobjdump). */
+/* The tuning table, if any, goes to DIR/kiln-tuning.txt (tune's default name). */
+static int extract_table(kiln_bundle *b, const char *dir)
+{
+    size_t len = 0;
+    const char *text = kiln_bundle_table(b, &len);
+    if (!text || !len) return KILN_EXIT_OK;
+    char path[KILN_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/kiln-tuning.txt", dir);
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_file_write_atomic(path, text, len, &err) != KILN_OK) {
+        fprintf(stderr, "kiln bundle extract: %s\n", err.msg);
+        return KILN_EXIT_COMPILE;
+    }
+    printf("tuning table written to %s\n", path);
+    return KILN_EXIT_OK;
+}
+
+/* Writes each cubin of b as DIR/<name>.<arch>.cubin (for cuobjdump), the
+ * name and arch made safe; a name taken twice gets the record's index. */
 static int extract(kiln_bundle *b, const char *dir)
 {
     kiln_error err;
@@ -80,55 +53,110 @@ static int extract(kiln_bundle *b, const char *dir)
         fprintf(stderr, "kiln bundle extract: %s\n", err.msg);
         return KILN_EXIT_COMPILE;
     }
-    for (size_t i = 0; i < kiln_bundle_count(b); i++) {
+    size_t n = kiln_bundle_count(b);
+    char (*names)[256] = calloc(n ? n : 1, sizeof *names);
+    if (!names) return KILN_EXIT_COMPILE;
+    int rc = KILN_EXIT_OK;
+    for (size_t i = 0; i < n && rc == KILN_EXIT_OK; i++) {
         const kiln_bundle_record *r = kiln_bundle_record_at(b, i);
+        char name[128], arch[32], shown[KILN_ERROR_MAX];
+        safe_part(r->name, name, sizeof name);
+        safe_part(r->arch, arch, sizeof arch);
+        snprintf(names[i], sizeof names[i], "%s.%s.cubin", name, arch);
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(names[k], names[i])) {
+                snprintf(names[i], sizeof names[i], "%s.%s.%zu.cubin", name, arch, i);
+                break;
+            }
+        if (strcmp(name, r->name) || strcmp(arch, r->arch))
+            fprintf(stderr, "kiln bundle extract: warning: record %zu is named '%s' for '%s'; "
+                            "written as %s\n", i, kiln_cli_printable(r->name, shown, 1024),
+                    kiln_cli_printable(r->arch, shown + 1024, 1024), names[i]);
+        char path[KILN_PATH_MAX + 300];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         kiln_cache_entry e;
-        char path[KILN_PATH_MAX + 128];
-        snprintf(path, sizeof path, "%s/%s.%s.cubin", dir, r->name, r->arch);
-        if (kiln_bundle_load(b, i, &e, &err) != KILN_OK ||
-            kiln_file_write_atomic(path, e.cubin, e.cubin_size, &err) != KILN_OK) {
-            fprintf(stderr, "kiln bundle extract: %s\n", err.msg);
-            kiln_cache_entry_free(&e);
-            return KILN_EXIT_COMPILE;
-        }
+        memset(&e, 0, sizeof e);
+        /* A damaged entry is bad input; a failed write is a failure. */
+        if (kiln_bundle_load(b, i, &e, &err) != KILN_OK) rc = KILN_EXIT_USAGE;
+        else if (kiln_file_write_atomic(path, e.cubin, e.cubin_size, &err) != KILN_OK)
+            rc = KILN_EXIT_COMPILE;
+        if (rc != KILN_EXIT_OK)
+            fprintf(stderr, "kiln bundle extract: %s\n",
+                    kiln_cli_printable(err.msg, shown, sizeof shown));
         kiln_cache_entry_free(&e);
     }
-    printf("%zu cubins written to %s\n", kiln_bundle_count(b), dir);
-    return KILN_EXIT_OK;
+    free(names);
+    if (rc != KILN_EXIT_OK) return rc;
+    printf("%zu cubins written to %s\n", n, dir);
+    return extract_table(b, dir);
 }
 
-int kiln_cmd_bundle(const kiln_cli_options *o, int n, char **args)
+/* The table, line by line, escaped: what the runtime would read from it. */
+static void list_table(const kiln_bundle *b)
 {
+    size_t len = 0;
+    const char *text = kiln_bundle_table(b, &len);
+    if (!text || !len) {
+        printf("no tuning table\n");
+        return;
+    }
+    char timer[96];
+    kiln_cli_table_timer(text, len, timer, sizeof timer);
+    printf("tuning table (%zu bytes%s%s):\n", len, timer[0] ? ", timer " : "", timer);
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t ll = nl ? (size_t)(nl - (text + at)) : len - at;
+        char *line = strndup(text + at, ll);
+        char shown[4096];
+        if (line) printf("  %s\n", kiln_cli_printable(line, shown, sizeof shown));
+        free(line);
+        at += ll + 1;
+    }
+}
+
+static void list(const kiln_bundle *b)
+{
+    printf("%-16s %-8s %5s %6s %9s  %s\n", "id", "arch", "regs", "spills", "cubin", "kernel");
+    for (size_t i = 0; i < kiln_bundle_count(b); i++) {
+        const kiln_bundle_record *r = kiln_bundle_record_at(b, i);
+        char id[200], name[512], arch[128];
+        kiln_cli_printable(r->id, id, sizeof id);
+        printf("%.16s %-8s %5d %6d %9llu  %s\n", id, kiln_cli_printable(r->arch, arch, sizeof arch),
+               r->registers, r->spill_bytes, (unsigned long long)r->cubin_size,
+               kiln_cli_printable(r->name, name, sizeof name));
+    }
+    size_t table_len = 0;
+    kiln_bundle_table(b, &table_len);
+    printf("%zu kernels%s\n", kiln_bundle_count(b), table_len ? ", with a tuning table" : "");
+    list_table(b);
+}
+
+static int run(const kiln_cli_options *o, int n, char **args)
+{
+    (void)o;
     int is_extract = n == 3 && !strcmp(args[0], "extract");
     if (!is_extract && (n != 2 || (strcmp(args[0], "ls") && strcmp(args[0], "verify")))) {
-        fprintf(stderr, "kiln bundle: usage: kiln bundle ls|verify BUNDLE, or kiln bundle "
-                        "extract BUNDLE DIR\n");
+        fprintf(stderr, "kiln bundle: takes ls BUNDLE, verify BUNDLE or extract BUNDLE DIR "
+                        "(see kiln bundle --help)\n");
         return KILN_EXIT_USAGE;
     }
     kiln_bundle *b = NULL;
     kiln_error err;
     kiln_error_clear(&err);
     if (kiln_bundle_open(args[1], &b, &err) != KILN_OK) {
-        fprintf(stderr, "kiln bundle: %s\n", err.msg);
-        return KILN_EXIT_COMPILE;
+        char msg[KILN_ERROR_MAX];
+        fprintf(stderr, "kiln bundle: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
+        return KILN_EXIT_USAGE;
     }
     int rc = KILN_EXIT_OK;
-    size_t table_len = 0;
-    kiln_bundle_table(b, &table_len);
     if (is_extract) {
         rc = extract(b, args[2]);
     } else if (!strcmp(args[0], "ls")) {
-        printf("%-16s %-8s %5s %6s %9s  %s\n", "id", "arch", "regs", "spills", "cubin", "kernel");
-        for (size_t i = 0; i < kiln_bundle_count(b); i++) {
-            const kiln_bundle_record *r = kiln_bundle_record_at(b, i);
-            printf("%.16s %-8s %5d %6d %9llu  %s\n", r->id, r->arch, r->registers, r->spill_bytes,
-                   (unsigned long long)r->cubin_size, r->name);
-        }
-        printf("%zu kernels%s\n", kiln_bundle_count(b),
-               table_len ? ", with a tuning table" : "");
+        list(b);
     } else if (kiln_bundle_verify(b, &err) != KILN_OK) {
-        fprintf(stderr, "kiln bundle verify: %s\n", err.msg);
-        rc = KILN_EXIT_COMPILE;
+        char msg[KILN_ERROR_MAX];
+        fprintf(stderr, "kiln bundle verify: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
+        rc = KILN_EXIT_USAGE;
     } else {
         printf("%s: %zu kernels, all checksums good\n", args[1], kiln_bundle_count(b));
     }
@@ -136,86 +164,20 @@ int kiln_cmd_bundle(const kiln_cli_options *o, int n, char **args)
     return rc;
 }
 
-int kiln_cmd_cache_import(const kiln_cli_options *o, const char *path)
-{
-    kiln_bundle *b = NULL;
-    kiln_cache *c = NULL;
-    kiln_error err;
-    kiln_error_clear(&err);
-    if (kiln_bundle_open(path, &b, &err) != KILN_OK ||
-        kiln_cache_open(o->cache_dir, &c, &err) != KILN_OK) {
-        fprintf(stderr, "kiln cache import: %s\n", err.msg);
-        kiln_bundle_close(b);
-        return KILN_EXIT_COMPILE;
-    }
-    int rc = KILN_EXIT_OK;
-    size_t done = 0;
-    for (size_t i = 0; i < kiln_bundle_count(b) && rc == KILN_EXIT_OK; i++) {
-        kiln_cache_entry e;
-        if (kiln_bundle_load(b, i, &e, &err) != KILN_OK || kiln_cache_put(c, &e, &err) != KILN_OK)
-            rc = KILN_EXIT_COMPILE;
-        else
-            done++;
-        kiln_cache_entry_free(&e);
-    }
-    if (rc == KILN_EXIT_OK)
-        printf("imported %zu kernels from %s into %s\n", done, path, kiln_cache_path(c));
-    else
-        fprintf(stderr, "kiln cache import: %s\n", err.msg);
-    kiln_cache_close(c);
-    kiln_bundle_close(b);
-    return rc;
-}
-
-typedef struct export_state {
-    kiln_bundle_writer *w;
-    kiln_error err;
-    size_t skipped;
-    int failed;
-} export_state;
-
-static void export_visit(void *user, const char *key, const kiln_cache_entry *e, int ok,
-                         const char *problem)
-{
-    export_state *s = user;
-    (void)key;
-    (void)problem;
-    if (s->failed) return;
-    if (!ok) { /* a damaged entry is never exported */
-        s->skipped++;
-        return;
-    }
-    kiln_kernel_desc d;
-    kiln_launch_desc l;
-    kiln_error perr;
-    const char *name = e->desc && kiln_desc_parse(e->desc, &d, &l, &perr) ? d.name : "?";
-    char id[65];
-    kiln_bundle_id(e->arch, e->desc ? e->desc : "", e->source_sha256, id);
-    if (kiln_bundle_writer_add(s->w, id, name, e, &s->err) != KILN_OK) s->failed = 1;
-}
-
-int kiln_cmd_cache_export(const kiln_cli_options *o, const char *dir, const char *path)
-{
-    (void)o;
-    kiln_cache *c = NULL;
-    export_state s;
-    memset(&s, 0, sizeof s);
-    if (kiln_cache_open(dir, &c, &s.err) != KILN_OK ||
-        kiln_bundle_writer_create(&s.w, &s.err) != KILN_OK) {
-        fprintf(stderr, "kiln cache export: %s\n", s.err.msg);
-        if (c) kiln_cache_close(c);
-        return KILN_EXIT_COMPILE;
-    }
-    int rc = KILN_EXIT_OK;
-    if (kiln_cache_foreach(c, export_visit, &s, &s.err) != KILN_OK || s.failed ||
-        kiln_bundle_writer_write(s.w, path, &s.err) != KILN_OK) {
-        fprintf(stderr, "kiln cache export: %s\n", s.err.msg);
-        rc = KILN_EXIT_COMPILE;
-    } else {
-        printf("%s: %zu kernels from %s%s\n", path, kiln_bundle_writer_count(s.w), dir,
-               s.skipped ? " (damaged entries skipped)" : "");
-    }
-    kiln_bundle_writer_destroy(s.w);
-    kiln_cache_close(c);
-    return rc;
-}
+const kiln_cli_command kiln_cmd_bundle = {
+    "bundle", "list or check a bundle; extract its cubins and tuning table",
+    "usage: kiln bundle ls BUNDLE\n"
+    "       kiln bundle verify BUNDLE\n"
+    "       kiln bundle extract BUNDLE DIR\n"
+    "\n"
+    "  ls       one line per kernel (id, arch, registers, spills, cubin bytes, name),\n"
+    "           then the tuning table it carries, if any\n"
+    "  verify   check the file's and every entry's checksum\n"
+    "  extract  write each cubin as DIR/NAME.ARCH.cubin (for cuobjdump) and the\n"
+    "           tuning table as DIR/kiln-tuning.txt; a name from the file that is not\n"
+    "           plain letters, digits, '_' and '-' is written with '_' instead\n"
+    "\n"
+    "Exit: 0 ok, 1 a write failed, 2 bad input (a file that is not a bundle, or a\n"
+    "damaged one: extract stops at the first damaged entry).\n",
+    0,
+    run};

@@ -11,8 +11,6 @@
 #include "cli.h"
 #include "tuning.h"
 
-/* ---- catalog ------------------------------------------------------------ */
-
 /* Writes s as a C string literal, one source line per literal line. */
 static void put_c_string(kiln_strbuf *sb, const char *s)
 {
@@ -72,11 +70,11 @@ static int catalog_entry(kiln_strbuf *sb, kiln_expander *ex, const kiln_job *j, 
     return keep ? 1 : 2;
 }
 
-int kiln_cmd_catalog(const kiln_cli_options *o, int n, char **args)
+static int run(const kiln_cli_options *o, int n, char **args)
 {
     if (!o->output || n < 1 || (o->tuned_specs && !o->table)) {
-        fprintf(stderr, "kiln catalog: usage: kiln catalog -o FILE [--table TABLE "
-                        "[--tuned-specs DIR]] SPEC_OR_DIR...\n");
+        fprintf(stderr, "kiln catalog: needs -o FILE and specs; --tuned-specs needs --table "
+                        "(see kiln catalog --help)\n");
         return KILN_EXIT_USAGE;
     }
     kiln_error err;
@@ -95,10 +93,10 @@ int kiln_cmd_catalog(const kiln_cli_options *o, int n, char **args)
     }
     kiln_spec_set set, tuned;
     memset(&tuned, 0, sizeof tuned);
-    int rc = kiln_spec_set_load(&set, n, args, o->arch_list);
+    int rc = kiln_spec_set_load(&set, o, n, args, 0);
     if (rc == KILN_EXIT_OK && o->tuned_specs) {
         char *dirs[1] = {(char *)o->tuned_specs};
-        rc = kiln_spec_set_load(&tuned, 1, dirs, o->arch_list);
+        rc = kiln_spec_set_load(&tuned, o, 1, dirs, 0);
         if (rc != KILN_EXIT_OK) kiln_spec_set_free(&set);
     }
     kiln_expander *ex = NULL;
@@ -129,10 +127,10 @@ int kiln_cmd_catalog(const kiln_cli_options *o, int n, char **args)
     if (rc == KILN_EXIT_OK) {
         if (sb.oom) {
             fprintf(stderr, "kiln catalog: out of memory\n");
-            rc = KILN_EXIT_USAGE;
+            rc = KILN_EXIT_COMPILE;
         } else if (kiln_file_write_atomic(o->output, sb.data, sb.len, &err) != KILN_OK) {
             fprintf(stderr, "kiln catalog: %s\n", err.msg);
-            rc = KILN_EXIT_USAGE;
+            rc = KILN_EXIT_COMPILE;
         }
     }
     kiln_strbuf_free(&sb);
@@ -143,3 +141,18 @@ int kiln_cmd_catalog(const kiln_cli_options *o, int n, char **args)
     free(table_text);
     return rc;
 }
+
+const kiln_cli_command kiln_cmd_catalog = {
+    "catalog", "write the runtime's built-in kernel table (a build step)",
+    "usage: kiln catalog -o FILE [--table TABLE [--tuned-specs DIR]] SPEC_OR_DIR...\n"
+    "                    [--arch LIST] [--template-dir DIR]\n"
+    "\n"
+    "Writes the C source of the runtime's built-in kernel table: every kernel of the\n"
+    "specs with its generated source, plus, with --table, the table itself and the\n"
+    "kernels of the sweeps in DIR that the table names as winners.  The build runs\n"
+    "it as kiln_catalog_gen.\n"
+    "\n"
+    "Exit: 0 ok, 2 bad input (a bad spec or table, a template error), or 1 when\n"
+    "FILE cannot be written.\n",
+    KILN_OPT_OUTPUT | KILN_OPT_TABLE | KILN_OPT_TUNED_SPECS | KILN_OPT_ARCH | KILN_OPT_TEMPLATE_DIR,
+    run};

@@ -1,158 +1,65 @@
 /*
  * cmd_compile.c — `kiln compile`: expand and compile every kernel of the
- * given specs into the cache, in parallel, then print a summary table (or
- * JSON).  Workers each own a Lua state; NVRTC is thread-safe per program.
+ * given specs into the cache (build.c), then print a summary table, or JSON
+ * with every kernel and every sweep point that validation dropped.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
-
-typedef struct pool {
-    const kiln_cli_options *opts;
-    const kiln_spec_set *set;
-    kiln_cache *cache;
-    int keep;                    /* keep each entry and its bundle id */
-    kiln_build_result *results;
-    size_t next, finished, failed;
-    int progress;                /* stderr is a terminal */
-    int warned;                  /* cache warning printed once */
-    double start;
-    pthread_mutex_t lock;
-} pool;
-
-static void progress_line(pool *p, const kiln_job *j)
-{
-    if (!p->progress) return;
-    double el = kiln_now() - p->start;
-    double eta = p->finished ? el / (double)p->finished * (double)(p->set->n_jobs - p->finished) : 0;
-    fprintf(stderr, "\r\033[K[%zu/%zu] %zu failed, %.1fs, eta %.0fs  %s (%s)", p->finished,
-            p->set->n_jobs, p->failed, el, eta, j->spec->desc.name, j->arch);
-    fflush(stderr);
-}
-
-static void run_job(pool *p, kiln_expander *ex, size_t i)
-{
-    const kiln_job *j = &p->set->jobs[i];
-    kiln_build_result *r = &p->results[i];
-    double t0 = kiln_now();
-    kiln_error err, warn;
-    kiln_error_clear(&err);
-    kiln_error_clear(&warn);
-    char *src = NULL;
-    kiln_launch_desc launch;
-    kiln_cache_entry entry;
-    memset(&entry, 0, sizeof entry);
-    if (!ex) {
-        snprintf(r->error, sizeof r->error, "no template expander");
-    } else if (kiln_expand(ex, j->spec, j->arch, &src, &launch, &err) != KILN_OK) {
-        snprintf(r->error, sizeof r->error, "%s", err.msg);
-    } else {
-        kiln_strbuf desc;
-        kiln_strbuf_init(&desc);
-        kiln_desc_format(&j->spec->desc, &launch, &desc);
-        if (desc.oom) {
-            snprintf(r->error, sizeof r->error, "out of memory");
-        } else if (kiln_jit_get(p->cache, j->spec->desc.name, j->arch, desc.data, src, &entry,
-                                &r->origin, &warn, &err) != KILN_OK) {
-            snprintf(r->error, sizeof r->error, "%s", err.msg);
-        } else {
-            r->ok = 1;
-            r->stats = entry.stats;
-            r->cubin_size = entry.cubin_size;
-            r->smem_dynamic = launch.smem_bytes;
-            if (p->keep) {
-                char sha[65];
-                kiln_source_sha256(src, sha);
-                kiln_bundle_id(j->arch, desc.data, sha, r->id);
-                r->entry = entry;
-                memset(&entry, 0, sizeof entry);
-            }
-        }
-        kiln_strbuf_free(&desc);
-    }
-    kiln_cache_entry_free(&entry);
-    free(src);
-    r->seconds = kiln_now() - t0;
-    pthread_mutex_lock(&p->lock);
-    p->finished++;
-    if (!r->ok) p->failed++;
-    if (warn.msg[0] && !p->warned) {
-        p->warned = 1;
-        fprintf(stderr, "%skiln: warning: %s (kernels are compiled but not cached)\n",
-                p->progress ? "\r\033[K" : "", warn.msg);
-    }
-    progress_line(p, j);
-    pthread_mutex_unlock(&p->lock);
-}
-
-static void *worker(void *arg)
-{
-    pool *p = arg;
-    kiln_expander *ex = NULL;
-    kiln_error err;
-    kiln_error_clear(&err);
-    if (kiln_cli_expander(p->opts, &ex, &err) != KILN_OK) ex = NULL;
-    for (;;) {
-        pthread_mutex_lock(&p->lock);
-        size_t i = p->next < p->set->n_jobs ? p->next++ : (size_t)-1;
-        pthread_mutex_unlock(&p->lock);
-        if (i == (size_t)-1) break;
-        if (!ex) {
-            snprintf(p->results[i].error, sizeof p->results[i].error, "%s", err.msg);
-            pthread_mutex_lock(&p->lock);
-            p->finished++;
-            p->failed++;
-            pthread_mutex_unlock(&p->lock);
-            continue;
-        }
-        run_job(p, ex, i);
-    }
-    if (ex) kiln_expander_destroy(ex);
-    return NULL;
-}
-
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 32) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
-}
+#include "json.h"
 
 static void print_json(const kiln_spec_set *set, const kiln_build_result *results, double total)
 {
-    printf("{\"kiln\": \"%s\", \"nvrtc\": \"%s\", \"seconds\": %.3f, \"kernels\": [\n",
-           kiln_version(), kiln_nvrtc_version(), total);
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    kiln_json j;
+    kiln_json_init(&j, &sb, 2);
+    kiln_json_object(&j);
+    kiln_json_kstring(&j, "kiln", kiln_version());
+    kiln_json_kstring(&j, "nvrtc", kiln_nvrtc_version());
+    kiln_json_knumber(&j, "seconds", total);
+    kiln_json_key(&j, "kernels");
+    kiln_json_array(&j);
     for (size_t i = 0; i < set->n_jobs; i++) {
-        const kiln_job *j = &set->jobs[i];
+        const kiln_job *jb = &set->jobs[i];
         const kiln_build_result *r = &results[i];
-        printf("  {\"name\": ");
-        json_string(j->spec->desc.name);
-        printf(", \"spec\": ");
-        json_string(j->spec->path);
-        printf(", \"arch\": \"%s\", \"ok\": %s", j->arch, r->ok ? "true" : "false");
-        if (r->ok)
-            printf(", \"origin\": \"%s\", \"nvrtc_seconds\": %.3f, \"registers\": %d, "
-                   "\"spill_stores\": %d, \"spill_loads\": %d, \"smem_static\": %d, "
-                   "\"smem_dynamic\": %d, \"cubin_bytes\": %zu",
-                   r->origin == KILN_JIT_CACHE ? "cache" : "compiled", r->stats.seconds,
-                   r->stats.registers, r->stats.spill_stores, r->stats.spill_loads,
-                   r->stats.smem_static, r->smem_dynamic, r->cubin_size);
-        else {
-            printf(", \"error\": ");
-            json_string(r->error);
+        kiln_json_object(&j);
+        kiln_json_kstring(&j, "name", jb->spec->desc.name);
+        kiln_json_kstring(&j, "spec", jb->spec->path);
+        kiln_json_kstring(&j, "arch", jb->arch);
+        kiln_json_kbool(&j, "ok", r->ok);
+        if (r->ok) {
+            kiln_json_kstring(&j, "origin", r->origin == KILN_JIT_CACHE ? "cache" : "compiled");
+            kiln_json_knumber(&j, "nvrtc_seconds", r->stats.seconds);
+            kiln_json_kint(&j, "registers", r->stats.registers);
+            kiln_json_kint(&j, "spill_stores", r->stats.spill_stores);
+            kiln_json_kint(&j, "spill_loads", r->stats.spill_loads);
+            kiln_json_kint(&j, "smem_static", r->stats.smem_static);
+            kiln_json_kint(&j, "smem_dynamic", r->smem_dynamic);
+            kiln_json_kint(&j, "cubin_bytes", (long long)r->cubin_size);
+        } else {
+            kiln_json_kstring(&j, "error", r->error);
         }
-        printf("}%s\n", i + 1 < set->n_jobs ? "," : "");
+        kiln_json_end(&j);
     }
-    printf("]}\n");
+    kiln_json_end(&j);
+    /* Sweep points validation refused: the spec file and why. */
+    kiln_json_key(&j, "dropped");
+    kiln_json_array(&j);
+    for (size_t i = 0; i < set->n_lists; i++)
+        for (size_t k = 0; k < set->lists[i].dropped; k++) {
+            kiln_json_object(&j);
+            kiln_json_kstring(&j, "spec", set->lists[i].count ? set->lists[i].items[0].path : "");
+            kiln_json_kstring(&j, "reason", set->lists[i].dropped_reasons
+                                                ? set->lists[i].dropped_reasons[k] : "");
+            kiln_json_end(&j);
+        }
+    kiln_json_end(&j);
+    kiln_json_end(&j);
+    if (!sb.oom) fputs(sb.data, stdout);
+    kiln_strbuf_free(&sb);
 }
 
 static void print_table(const kiln_spec_set *set, const kiln_build_result *results,
@@ -183,60 +90,14 @@ static void print_table(const kiln_spec_set *set, const kiln_build_result *resul
         if (!results[i].ok) fprintf(stderr, "%s\n", results[i].error);
 }
 
-int kiln_build_all(const kiln_cli_options *o, const kiln_spec_set *set, int keep,
-                   kiln_build_result **results, size_t *failed, double *seconds)
+static int run(const kiln_cli_options *o, int n, char **args)
 {
-    pool p;
-    memset(&p, 0, sizeof p);
-    p.opts = o;
-    p.set = set;
-    p.keep = keep;
-    p.progress = isatty(2) && !o->json;
-    p.start = kiln_now();
-    pthread_mutex_init(&p.lock, NULL);
-    p.results = calloc(set->n_jobs ? set->n_jobs : 1, sizeof *p.results);
-    if (!p.results) {
-        fprintf(stderr, "kiln: out of memory\n");
-        pthread_mutex_destroy(&p.lock);
-        return KILN_EXIT_COMPILE;
+    if (n < 1) {
+        fprintf(stderr, "kiln compile: name at least one spec or directory (see kiln compile --help)\n");
+        return KILN_EXIT_USAGE;
     }
-    kiln_error err;
-    kiln_error_clear(&err);
-    if (!o->no_cache && kiln_cache_open(o->cache_dir, &p.cache, &err) != KILN_OK) {
-        fprintf(stderr, "kiln: warning: %s (compiling without a cache)\n", err.msg);
-        p.cache = NULL;
-    }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int jobs = o->jobs ? o->jobs : (int)(cores > 0 ? cores : 1);
-    if ((size_t)jobs > set->n_jobs) jobs = (int)set->n_jobs;
-    if (jobs < 1) jobs = 1;
-    pthread_t *threads = calloc((size_t)jobs, sizeof *threads);
-    int started = 0;
-    for (int t = 0; threads && t < jobs; t++)
-        if (pthread_create(&threads[t], NULL, worker, &p) == 0) started++;
-    if (started == 0) worker(&p); /* no threads: do the work here */
-    for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
-    free(threads);
-    if (p.progress) fprintf(stderr, "\r\033[K");
-    if (p.cache) kiln_cache_close(p.cache);
-    pthread_mutex_destroy(&p.lock);
-    *results = p.results;
-    *failed = p.failed;
-    *seconds = kiln_now() - p.start;
-    return KILN_EXIT_OK;
-}
-
-void kiln_build_results_free(kiln_build_result *r, size_t n)
-{
-    if (!r) return;
-    for (size_t i = 0; i < n; i++) kiln_cache_entry_free(&r[i].entry);
-    free(r);
-}
-
-int kiln_cmd_compile(const kiln_cli_options *o, int n, char **args)
-{
     kiln_spec_set set;
-    int rc = kiln_spec_set_load(&set, n, args, o->arch_list);
+    int rc = kiln_spec_set_load(&set, o, n, args, 0);
     if (rc != KILN_EXIT_OK) return rc;
     kiln_build_result *results = NULL;
     size_t failed = 0;
@@ -251,3 +112,26 @@ int kiln_cmd_compile(const kiln_cli_options *o, int n, char **args)
     kiln_spec_set_free(&set);
     return rc;
 }
+
+const kiln_cli_command kiln_cmd_compile = {
+    "compile", "compile every kernel of specs into the cache; a summary table",
+    "usage: kiln compile SPEC_OR_DIR... [--arch LIST] [-j N] [--json] [--no-cache]\n"
+    "                    [--cache-dir DIR] [--template-dir DIR]\n"
+    "\n"
+    "Expands every kernel of the specs (files, or directories searched for *.yaml)\n"
+    "and compiles it with NVRTC into the cache, or takes it from there.  Prints a\n"
+    "table (kernel, arch, origin, NVRTC seconds, registers, spills, shared memory,\n"
+    "cubin bytes), or with --json the same per kernel plus every sweep point that\n"
+    "validation dropped and why.\n"
+    "\n"
+    "  --arch LIST       comma-separated archs instead of each spec's own\n"
+    "  -j N              parallel compiles (default: the number of cores)\n"
+    "  --no-cache        compile everything, store nothing\n"
+    "  --cache-dir DIR   cache directory (default $KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln,\n"
+    "                    ~/.cache/kiln)\n"
+    "  --template-dir D  look for templates here first (also $KILN_TEMPLATE_DIR)\n"
+    "\n"
+    "Exit: 0 ok, 1 a kernel failed to compile, 2 bad input (a bad spec: nothing built).\n",
+    KILN_OPT_CACHE_DIR | KILN_OPT_TEMPLATE_DIR | KILN_OPT_ARCH | KILN_OPT_JOBS | KILN_OPT_JSON |
+        KILN_OPT_NO_CACHE,
+    run};

@@ -3,9 +3,10 @@
  * compile every variant in parallel (through the cache), time each usable
  * variant on each shape with a timer backend (one worker per device),
  * journal every measurement, then write the tuning table, a summary (or
- * JSON) and optionally an SVG heat map.  The pieces live in tune.c and
- * tune_gpu.c; this file drives them and does the printing.
+ * JSON, or CSV) and optionally an SVG heat map.  The tuner's pieces live in
+ * tuner.c and tune_gpu.c; this file drives them and does the printing.
  */
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,61 +15,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "json.h"
 #include "tune.h"
-
-typedef struct tune_args {
-    const char *shapes;
-    const char *journal;
-    const char *timer;
-    const char *plot;
-} tune_args;
-
-static void tune_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: kiln tune SWEEP... --shapes FILE [-o TABLE] [--journal FILE] [-j N]\n"
-            "                 [--timer fake|gpu] [--plot FILE.svg] [--json] [--arch LIST]\n"
-            "                 [--cache-dir DIR] [--template-dir DIR]\n"
-            "\n"
-            "Compiles every kernel of the sweep specs (-j N in parallel, through the cache),\n"
-            "times each on each shape of FILE (lines: name groups tokens_per_group K N sizes),\n"
-            "and writes the fastest per (arch, op, types, epilogue, shape class) to TABLE\n"
-            "(default kiln-tuning.txt).  Every measurement is appended to the journal\n"
-            "(default TABLE.journal) as it ends, so a killed run resumes where it stopped.\n"
-            "\n"
-            "  --timer gpu    CUDA events on every GPU, one worker per GPU (the default;\n"
-            "                 also $KILN_TUNE_TIMER)\n"
-            "  --timer fake   deterministic times from a formula, no GPU (for CI)\n"
-            "  --plot F.svg   heat map of TFLOP/s per variant and shape\n"
-            "See docs/tuning.md.\n");
-}
-
-/* Takes tune's own options out of argv; the rest go to kiln_cli_parse. */
-static int split_args(int argc, char **argv, tune_args *t, char **rest, int *nrest)
-{
-    memset(t, 0, sizeof *t);
-    *nrest = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        const char **slot = !strcmp(a, "--shapes")  ? &t->shapes
-                            : !strcmp(a, "--journal") ? &t->journal
-                            : !strcmp(a, "--timer")   ? &t->timer
-                            : !strcmp(a, "--plot")    ? &t->plot
-                                                      : NULL;
-        if (!slot) {
-            rest[(*nrest)++] = argv[i];
-            continue;
-        }
-        if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1])) {
-            fprintf(stderr, "kiln tune: %s needs a value%s%s%s\n", a,
-                    i + 1 < argc ? " (got the option '" : "", i + 1 < argc ? argv[i + 1] : "",
-                    i + 1 < argc ? "')" : "");
-            return KILN_EXIT_USAGE;
-        }
-        *slot = argv[++i];
-    }
-    return KILN_EXIT_OK;
-}
 
 /* ---- timing workers ----------------------------------------------------- */
 
@@ -234,18 +182,6 @@ static void *time_worker(void *arg)
 
 /* ---- printing ----------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 32) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static const char *state_name(kiln_tune_state s)
 {
     switch (s) {
@@ -266,90 +202,197 @@ typedef struct summary {
     int journal_repaired;
 } summary;
 
-static void print_json(const run *r, const kiln_tuning_table *table, const summary *sm,
-                       const kiln_spec_set *set)
+/* TFLOP/s of a timed cell; NaN when not timed (JSON writes null). */
+static double cell_tflops(const run *r, size_t i, size_t s)
 {
-    FILE *f = stdout;
-    fprintf(f, "{\"kiln\": \"%s\", \"timer\": ", kiln_version());
-    json_str(f, sm->timer_id);
-    fprintf(f, ", \"device\": ");
-    json_str(f, sm->timer_device);
-    fprintf(f, ", \"workers\": %d, \"table\": ", sm->devices);
-    json_str(f, sm->table_path);
-    fprintf(f, ", \"journal\": ");
-    json_str(f, sm->journal_path);
-    fprintf(f, ",\n \"counts\": {\"variants\": %zu, \"usable\": %zu, \"compile_failed\": %zu, "
-               "\"spilled\": %zu, \"other_arch\": %zu, \"dropped\": %zu, \"measured\": %zu, "
-               "\"from_journal\": %zu, \"failed_measurements\": %zu, \"table_entries\": %zu},\n",
-            sm->variants, sm->usable, sm->compile_failed, sm->spilled, sm->other_arch, sm->dropped,
-            sm->measured_now, sm->from_journal, sm->failed_cells, kiln_tuning_table_count(table));
-    fprintf(f, " \"dropped\": [");
-    int first = 1;
-    for (size_t i = 0; i < set->n_lists; i++)
-        for (size_t k = 0; k < set->lists[i].dropped; k++) {
-            fprintf(f, "%s\n   ", first ? "" : ",");
-            json_str(f, set->lists[i].dropped_reasons ? set->lists[i].dropped_reasons[k] : "");
-            first = 0;
-        }
-    fprintf(f, "],\n \"shapes\": [");
+    const kiln_tune_cell *c = &r->v[i].cells[s];
+    if (c->state != KILN_TUNE_TIMED || !(c->m.median_ms > 0)) return NAN;
+    return kiln_tune_shape_flops(&r->shapes[s]) / (c->m.median_ms * 1e9);
+}
+
+static void json_counts(kiln_json *j, const summary *sm, const kiln_tuning_table *table)
+{
+    kiln_json_key(j, "counts");
+    kiln_json_object(j);
+    kiln_json_kint(j, "variants", (long long)sm->variants);
+    kiln_json_kint(j, "usable", (long long)sm->usable);
+    kiln_json_kint(j, "compile_failed", (long long)sm->compile_failed);
+    kiln_json_kint(j, "spilled", (long long)sm->spilled);
+    kiln_json_kint(j, "other_arch", (long long)sm->other_arch);
+    kiln_json_kint(j, "dropped", (long long)sm->dropped);
+    kiln_json_kint(j, "measured", (long long)sm->measured_now);
+    kiln_json_kint(j, "from_journal", (long long)sm->from_journal);
+    kiln_json_kint(j, "failed_measurements", (long long)sm->failed_cells);
+    kiln_json_kint(j, "table_entries", (long long)kiln_tuning_table_count(table));
+    kiln_json_end(j);
+}
+
+static void json_shapes(kiln_json *j, const run *r)
+{
+    kiln_json_key(j, "shapes");
+    kiln_json_array(j);
     for (size_t s = 0; s < r->n_shapes; s++) {
         const kiln_tune_shape *sh = &r->shapes[s];
         kiln_shape_class c;
         char cls[48];
         kiln_shape_class_of(sh->groups, kiln_tune_shape_total(sh), sh->n, sh->k, &c);
         kiln_shape_class_name(&c, cls, sizeof cls);
-        fprintf(f, "%s\n   {\"name\": ", s ? "," : "");
-        json_str(f, sh->name);
-        fprintf(f, ", \"groups\": %d, \"tokens_per_group\": %lld, \"k\": %lld, \"n\": %lld, "
-                   "\"sizes\": \"%s\", \"class\": \"%s\", \"flops\": %.6g}",
-                sh->groups, (long long)sh->tokens_per_group, (long long)sh->k, (long long)sh->n,
-                sh->sizes, cls, kiln_tune_shape_flops(sh));
+        kiln_json_object(j);
+        kiln_json_kstring(j, "name", sh->name);
+        kiln_json_kint(j, "groups", sh->groups);
+        kiln_json_kint(j, "tokens_per_group", (long long)sh->tokens_per_group);
+        kiln_json_kint(j, "k", (long long)sh->k);
+        kiln_json_kint(j, "n", (long long)sh->n);
+        kiln_json_kstring(j, "sizes", sh->sizes);
+        kiln_json_kstring(j, "class", cls);
+        kiln_json_knumber(j, "flops", kiln_tune_shape_flops(sh));
+        kiln_json_end(j);
     }
-    fprintf(f, "],\n \"variants\": [");
+    kiln_json_end(j);
+}
+
+static void json_variants(kiln_json *j, const run *r)
+{
+    kiln_json_key(j, "variants");
+    kiln_json_array(j);
     for (size_t i = 0; i < r->n_v; i++) {
         const kiln_tune_entry *v = &r->v[i];
-        fprintf(f, "%s\n   {\"name\": ", i ? "," : "");
-        json_str(f, v->name);
-        fprintf(f, ", \"arch\": \"%s\", \"usable\": %s, \"status\": ", v->arch,
-                v->usable ? "true" : "false");
-        json_str(f, v->status);
-        fprintf(f, ", \"bundle_id\": \"%s\", \"results\": [", v->bundle_id ? v->bundle_id : "");
+        kiln_json_object(j);
+        kiln_json_kstring(j, "name", v->name);
+        kiln_json_kstring(j, "arch", v->arch);
+        kiln_json_kbool(j, "usable", v->usable);
+        kiln_json_kstring(j, "status", v->status);
+        kiln_json_kstring(j, "bundle_id", v->bundle_id ? v->bundle_id : "");
+        kiln_json_key(j, "results");
+        kiln_json_array(j);
         for (size_t s = 0; s < r->n_shapes; s++) {
             const kiln_tune_cell *c = &v->cells[s];
-            fprintf(f, "%s{\"shape\": ", s ? ", " : "");
-            json_str(f, r->shapes[s].name);
-            fprintf(f, ", \"state\": \"%s\"", state_name(c->state));
+            kiln_json_object(j);
+            kiln_json_kstring(j, "shape", r->shapes[s].name);
+            kiln_json_kstring(j, "state", state_name(c->state));
             if (c->state == KILN_TUNE_TIMED || c->state == KILN_TUNE_BAD) {
-                fprintf(f, ", \"median_ms\": %.6g, \"rel_err\": %.3g, \"from_journal\": %s",
-                        c->m.median_ms, c->m.rel_err, c->from_journal ? "true" : "false");
-                if (c->state == KILN_TUNE_TIMED)
-                    fprintf(f, ", \"tflops\": %.4g",
-                            kiln_tune_shape_flops(&r->shapes[s]) / (c->m.median_ms * 1e9));
-                if (c->m.note[0]) {
-                    fprintf(f, ", \"note\": ");
-                    json_str(f, c->m.note);
-                }
+                kiln_json_knumber(j, "median_ms", c->m.median_ms);
+                kiln_json_knumber(j, "rel_err", c->m.rel_err);
+                kiln_json_kbool(j, "from_journal", c->from_journal);
+                if (c->state == KILN_TUNE_TIMED) kiln_json_knumber(j, "tflops", cell_tflops(r, i, s));
+                if (c->m.note[0]) kiln_json_kstring(j, "note", c->m.note);
             }
-            fputc('}', f);
+            kiln_json_end(j);
         }
-        fprintf(f, "]}");
+        kiln_json_end(j);
+        kiln_json_end(j);
     }
-    fprintf(f, "],\n \"entries\": [");
+    kiln_json_end(j);
+}
+
+static void print_json(const run *r, const kiln_tuning_table *table, const summary *sm,
+                       const kiln_spec_set *set)
+{
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    kiln_json j;
+    kiln_json_init(&j, &sb, 2);
+    kiln_json_object(&j);
+    kiln_json_kstring(&j, "kiln", kiln_version());
+    kiln_json_kstring(&j, "timer", sm->timer_id);
+    kiln_json_kstring(&j, "device", sm->timer_device);
+    kiln_json_kint(&j, "workers", sm->devices);
+    kiln_json_kstring(&j, "table", sm->table_path);
+    kiln_json_kstring(&j, "journal", sm->journal_path);
+    json_counts(&j, sm, table);
+    kiln_json_key(&j, "dropped");
+    kiln_json_array(&j);
+    for (size_t i = 0; i < set->n_lists; i++)
+        for (size_t k = 0; k < set->lists[i].dropped; k++)
+            kiln_json_string(&j, set->lists[i].dropped_reasons ? set->lists[i].dropped_reasons[k] : "");
+    kiln_json_end(&j);
+    json_shapes(&j, r);
+    json_variants(&j, r);
+    kiln_json_key(&j, "entries");
+    kiln_json_array(&j);
     for (size_t i = 0; i < kiln_tuning_table_count(table); i++) {
         const kiln_tuning_entry *e = kiln_tuning_table_at(table, i);
         kiln_strbuf k;
         kiln_strbuf_init(&k);
         kiln_tuning_key_format(&e->key, &k);
-        fprintf(f, "%s\n   {\"key\": ", i ? "," : "");
-        json_str(f, k.data ? k.data : "");
-        fprintf(f, ", \"kernel\": ");
-        json_str(f, e->kernel);
-        fprintf(f, ", \"median_ms\": %.6g, \"runnerup\": ", e->median_ms);
-        json_str(f, e->runnerup);
-        fprintf(f, ", \"runnerup_ms\": %.6g}", e->runnerup_ms);
+        kiln_json_object(&j);
+        kiln_json_kstring(&j, "key", k.data ? k.data : "");
+        kiln_json_kstring(&j, "kernel", e->kernel);
+        kiln_json_knumber(&j, "median_ms", e->median_ms);
+        kiln_json_kstring(&j, "runnerup", e->runnerup);
+        kiln_json_knumber(&j, "runnerup_ms", e->runnerup[0] ? e->runnerup_ms : NAN);
+        kiln_json_end(&j);
         kiln_strbuf_free(&k);
     }
-    fprintf(f, "]}\n");
+    kiln_json_end(&j);
+    kiln_json_end(&j);
+    if (!sb.oom) fputs(sb.data, stdout);
+    kiln_strbuf_free(&sb);
+}
+
+/* A CSV field: quoted when it holds a comma, a quote or a line break. */
+static void csv_field(const char *s, int last)
+{
+    if (strpbrk(s, ",\"\r\n")) {
+        putchar('"');
+        for (; *s; s++) {
+            if (*s == '"') putchar('"');
+            putchar(*s);
+        }
+        putchar('"');
+    } else {
+        fputs(s, stdout);
+    }
+    putchar(last ? '\n' : ',');
+}
+
+/* One line per (variant, shape): everything a spreadsheet needs, the
+ * winner flag being the table's choice for that cell's tuning key. */
+static void print_csv(const run *r, const kiln_tuning_table *table)
+{
+    printf("variant,arch,op,epilogue,shape,groups,tokens_per_group,k,n,sizes,class,state,"
+           "median_ms,tflops,rel_err,from_journal,winner,note\n");
+    for (size_t i = 0; i < r->n_v; i++)
+        for (size_t s = 0; s < r->n_shapes; s++) {
+            const kiln_tune_entry *v = &r->v[i];
+            const kiln_tune_shape *sh = &r->shapes[s];
+            const kiln_tune_cell *c = &v->cells[s];
+            char cls[48] = "", num[160];
+            int winner = 0;
+            kiln_shape_class sc;
+            kiln_shape_class_of(sh->groups, kiln_tune_shape_total(sh), sh->n, sh->k, &sc);
+            kiln_shape_class_name(&sc, cls, sizeof cls);
+            if (v->usable) {
+                kiln_tuning_key k;
+                kiln_problem p;
+                kiln_tune_problem_of(&v->cfg, sh, &p);
+                kiln_tuning_key_from_problem(&p, v->arch, &k);
+                const kiln_tuning_entry *e = kiln_tuning_lookup(table, &k);
+                winner = e && v->bundle_id && !strcmp(e->bundle_id, v->bundle_id);
+            }
+            csv_field(v->name, 0);
+            csv_field(v->arch, 0);
+            csv_field(v->usable ? kiln_op_name(v->cfg.op) : "", 0);
+            csv_field(v->usable ? v->cfg.sig : "", 0);
+            csv_field(sh->name, 0);
+            snprintf(num, sizeof num, "%d,%lld,%lld,%lld", sh->groups,
+                     (long long)sh->tokens_per_group, (long long)sh->k, (long long)sh->n);
+            fputs(num, stdout);
+            putchar(',');
+            csv_field(sh->sizes, 0);
+            csv_field(cls, 0);
+            csv_field(state_name(c->state), 0);
+            int measured = c->state == KILN_TUNE_TIMED || c->state == KILN_TUNE_BAD;
+            double tf = cell_tflops(r, i, s);
+            char ms[32] = "", tfs[32] = "", rel[32] = "";
+            if (measured) {
+                snprintf(ms, sizeof ms, "%.6g", c->m.median_ms);
+                snprintf(rel, sizeof rel, "%.3g", c->m.rel_err);
+            }
+            if (tf == tf) snprintf(tfs, sizeof tfs, "%.4g", tf); /* timed and correct only */
+            printf("%s,%s,%s,%d,%d,", ms, tfs, rel, measured && c->from_journal, winner);
+            csv_field(measured ? c->m.note : v->usable ? "" : v->status, 1);
+        }
 }
 
 static void print_text(const run *r, const kiln_tuning_table *table, const summary *sm,
@@ -429,8 +472,6 @@ static void print_text(const run *r, const kiln_tuning_table *table, const summa
     printf("\n");
 }
 
-/* ---- the command -------------------------------------------------------- */
-
 static int make_timers(const char *name, const kiln_cli_options *o, kiln_tune_timer ***out,
                        int *n)
 {
@@ -471,281 +512,366 @@ static int make_timers(const char *name, const kiln_cli_options *o, kiln_tune_ti
     return KILN_EXIT_OK;
 }
 
-int kiln_cmd_tune(int argc, char **argv)
-{
-    tune_args ta;
-    char **pass = calloc((size_t)argc + 1, sizeof *pass);
-    int npass = 0;
-    if (!pass) return KILN_EXIT_USAGE;
-    int rc = split_args(argc, argv, &ta, pass, &npass);
-    kiln_cli_options o;
-    char **paths = NULL;
-    int n_paths = 0;
-    if (rc == KILN_EXIT_OK) rc = kiln_cli_parse(npass, pass, &o, &paths, &n_paths);
-    free(pass);
-    if (rc != KILN_EXIT_OK) return rc;
-    if (o.help) {
-        tune_usage(stdout);
-        free(paths);
-        return KILN_EXIT_OK;
-    }
-    const char *timer_name = ta.timer;
-    if (!timer_name) timer_name = getenv("KILN_TUNE_TIMER");
-    if (!timer_name || !*timer_name) timer_name = "gpu";
-    if (n_paths < 1 || !ta.shapes || (strcmp(timer_name, "gpu") && strcmp(timer_name, "fake"))) {
-        if (n_paths < 1) fprintf(stderr, "kiln tune: name at least one sweep spec\n");
-        else if (!ta.shapes) fprintf(stderr, "kiln tune: --shapes FILE is required\n");
-        else fprintf(stderr, "kiln tune: --timer takes fake or gpu (got '%s')\n", timer_name);
-        tune_usage(stderr);
-        free(paths);
-        return KILN_EXIT_USAGE;
-    }
-    const char *table_path = o.output ? o.output : "kiln-tuning.txt";
+/* ---- the command -------------------------------------------------------- */
+
+/* Everything one `kiln tune` holds, released by tune_free. */
+typedef struct tune {
+    const kiln_cli_options *o;
+    int n_paths;
+    char **paths;
+    const char *timer_name, *table_path, *journal_path;
     char journal_buf[KILN_PATH_MAX];
-    snprintf(journal_buf, sizeof journal_buf, "%s.journal", table_path);
-    const char *journal_path = ta.journal ? ta.journal : journal_buf;
-
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_tune_shape *shapes = NULL;
-    size_t n_shapes = 0;
-    if (kiln_tune_shapes_load(ta.shapes, &shapes, &n_shapes, &err) != KILN_OK) {
-        fprintf(stderr, "kiln tune: %s\n", err.msg);
-        free(paths);
-        return KILN_EXIT_USAGE;
-    }
+    kiln_tune_shape *shapes;
+    size_t n_shapes;
     kiln_spec_set set;
-    rc = kiln_spec_set_load(&set, n_paths, paths, o.arch_list);
-    if (rc != KILN_EXIT_OK) {
-        free(shapes);
-        free(paths);
-        return rc;
-    }
-    /* The devices first: no point compiling for an hour to find no GPU. */
-    kiln_tune_timer **timers = NULL;
-    int n_timers = 0;
-    rc = make_timers(timer_name, &o, &timers, &n_timers);
-    kiln_tune_journal *journal = NULL;
-    if (rc == KILN_EXIT_OK && kiln_tune_journal_open(journal_path, &journal, &err) != KILN_OK) {
-        fprintf(stderr, "kiln tune: %s\n", err.msg);
-        rc = KILN_EXIT_USAGE;
-    }
-    kiln_build_result *results = NULL;
-    size_t failed = 0;
-    double seconds = 0;
-    if (rc == KILN_EXIT_OK) rc = kiln_build_all(&o, &set, 1, &results, &failed, &seconds);
-
-    kiln_tune_entry *v = NULL;
+    kiln_tune_timer **timers;
+    int n_timers;
+    kiln_tune_journal *journal;
+    kiln_build_result *results;
+    kiln_tune_entry *v;
     summary sm;
-    memset(&sm, 0, sizeof sm);
     run r;
-    memset(&r, 0, sizeof r);
-    pthread_mutex_init(&r.lock, NULL);
-    kiln_tuning_table *table = NULL;
-    if (rc == KILN_EXIT_OK) {
-        v = calloc(set.n_jobs ? set.n_jobs : 1, sizeof *v);
-        if (!v) rc = KILN_EXIT_COMPILE;
+    kiln_tuning_table *table;
+} tune;
+
+static int check_args(tune *t)
+{
+    const kiln_cli_options *o = t->o;
+    t->timer_name = o->timer;
+    if (!t->timer_name) t->timer_name = getenv("KILN_TUNE_TIMER");
+    if (!t->timer_name || !*t->timer_name) t->timer_name = "gpu";
+    const char *why = NULL;
+    if (t->n_paths < 1) why = "name at least one sweep spec";
+    else if (!o->shapes) why = "--shapes FILE is required";
+    else if (o->json && o->csv) why = "--json and --csv are two ways to print; pick one";
+    if (why) fprintf(stderr, "kiln tune: %s (see kiln tune --help)\n", why);
+    else if (strcmp(t->timer_name, "gpu") && strcmp(t->timer_name, "fake"))
+        fprintf(stderr, "kiln tune: --timer takes fake or gpu (got '%s')\n", t->timer_name);
+    else return KILN_EXIT_OK;
+    return KILN_EXIT_USAGE;
+}
+
+/* What one built job is for the tuner: usable, or why not. */
+static void classify(tune *t, kiln_tune_entry *e, const kiln_job *j, const kiln_build_result *b)
+{
+    const char *timer_arch = t->n_timers ? t->timers[0]->arch : "";
+    summary *sm = &t->sm;
+    if (!b->ok) {
+        /* First line of the compiler's message. */
+        char first[120];
+        snprintf(first, sizeof first, "%s", b->error);
+        char *nl = strchr(first, '\n');
+        if (nl) *nl = '\0';
+        snprintf(e->status, sizeof e->status, "failed to compile: %s", first);
+        sm->compile_failed++;
+    } else if (b->stats.spill_stores + b->stats.spill_loads > 0) {
+        snprintf(e->status, sizeof e->status, "spills (%d B stores, %d B loads, %d registers)",
+                 b->stats.spill_stores, b->stats.spill_loads, b->stats.registers);
+        sm->spilled++;
+    } else if (timer_arch[0] && strcmp(timer_arch, j->arch)) {
+        snprintf(e->status, sizeof e->status, "built for %s; the GPU is %s", j->arch, timer_arch);
+        sm->other_arch++;
+    } else {
+        kiln_error perr;
+        kiln_error_clear(&perr);
+        if (!b->entry.desc || !kiln_desc_parse(b->entry.desc, &e->desc, &e->launch, &perr)) {
+            snprintf(e->status, sizeof e->status, "bad description in the cache entry: %s",
+                     perr.msg);
+            sm->compile_failed++;
+        } else {
+            e->usable = 1;
+            snprintf(e->status, sizeof e->status, "ok (%d registers)", b->stats.registers);
+            sm->usable++;
+        }
     }
-    const char *timer_arch = n_timers ? timers[0]->arch : "";
-    sm.timer_id = n_timers ? timers[0]->id : timer_name;
-    sm.timer_device = n_timers ? timers[0]->device : "";
-    sm.devices = n_timers;
-    for (size_t i = 0; rc == KILN_EXIT_OK && i < set.n_jobs; i++) {
-        kiln_tune_entry *e = &v[i];
-        const kiln_job *j = &set.jobs[i];
-        kiln_build_result *b = &results[i];
+    if (b->ok) {
+        e->bundle_id = b->id;
+        e->cache_key = b->entry.key;
+        e->desc_text = b->entry.desc;
+        e->cubin = b->entry.cubin;
+        e->cubin_size = b->entry.cubin_size;
+    }
+    if (e->usable) kiln_tune_config_of(&e->desc, &e->cfg);
+}
+
+/* Cells the journal already has are not timed again. */
+static void from_journal(tune *t, kiln_tune_entry *e)
+{
+    for (size_t s = 0; s < t->n_shapes; s++) {
+        if (!e->usable) {
+            e->cells[s].state = KILN_TUNE_SKIPPED;
+            continue;
+        }
+        char sid[160];
+        kiln_tune_shape_id(&t->shapes[s], sid, sizeof sid);
+        const kiln_tune_record *rec = kiln_tune_journal_find(t->journal, e->bundle_id, sid,
+                                                             t->sm.timer_id);
+        if (rec) {
+            e->cells[s].state = rec->m.ok ? KILN_TUNE_TIMED : KILN_TUNE_BAD;
+            e->cells[s].m = rec->m;
+            e->cells[s].from_journal = 1;
+            t->sm.from_journal++;
+        }
+    }
+}
+
+static int make_variants(tune *t)
+{
+    t->v = calloc(t->set.n_jobs ? t->set.n_jobs : 1, sizeof *t->v);
+    if (!t->v) return KILN_EXIT_COMPILE;
+    t->sm.timer_id = t->n_timers ? t->timers[0]->id : t->timer_name;
+    t->sm.timer_device = t->n_timers ? t->timers[0]->device : "";
+    t->sm.devices = t->n_timers;
+    for (size_t i = 0; i < t->set.n_jobs; i++) {
+        kiln_tune_entry *e = &t->v[i];
+        const kiln_job *j = &t->set.jobs[i];
         e->name = j->spec->desc.name;
         e->arch = j->arch;
-        e->cells = calloc(n_shapes, sizeof *e->cells);
-        if (!e->cells) {
-            rc = KILN_EXIT_COMPILE;
-            break;
-        }
-        sm.variants++;
-        if (!b->ok) {
-            /* First line of the compiler's message. */
-            char first[120];
-            snprintf(first, sizeof first, "%s", b->error);
-            char *nl = strchr(first, '\n');
-            if (nl) *nl = '\0';
-            snprintf(e->status, sizeof e->status, "failed to compile: %s", first);
-            sm.compile_failed++;
-        } else if (b->stats.spill_stores + b->stats.spill_loads > 0) {
-            snprintf(e->status, sizeof e->status, "spills (%d B stores, %d B loads, %d registers)",
-                     b->stats.spill_stores, b->stats.spill_loads, b->stats.registers);
-            sm.spilled++;
-        } else if (timer_arch[0] && strcmp(timer_arch, j->arch)) {
-            snprintf(e->status, sizeof e->status, "built for %s; the GPU is %s", j->arch,
-                     timer_arch);
-            sm.other_arch++;
-        } else {
-            kiln_error perr;
-            kiln_error_clear(&perr);
-            if (!b->entry.desc || !kiln_desc_parse(b->entry.desc, &e->desc, &e->launch, &perr)) {
-                snprintf(e->status, sizeof e->status, "bad description in the cache entry: %s",
-                         perr.msg);
-                sm.compile_failed++;
-            } else {
-                e->usable = 1;
-                snprintf(e->status, sizeof e->status, "ok (%d registers)", b->stats.registers);
-                sm.usable++;
-            }
-        }
-        if (b->ok) {
-            e->bundle_id = b->id;
-            e->cache_key = b->entry.key;
-            e->desc_text = b->entry.desc;
-            e->cubin = b->entry.cubin;
-            e->cubin_size = b->entry.cubin_size;
-        }
-        if (e->usable) kiln_tune_config_of(&e->desc, &e->cfg);
-        for (size_t s = 0; s < n_shapes; s++) {
-            if (!e->usable) {
-                e->cells[s].state = KILN_TUNE_SKIPPED;
-                continue;
-            }
-            char sid[160];
-            kiln_tune_shape_id(&shapes[s], sid, sizeof sid);
-            const kiln_tune_record *rec = kiln_tune_journal_find(journal, e->bundle_id, sid,
-                                                                 sm.timer_id);
-            if (rec) {
-                e->cells[s].state = rec->m.ok ? KILN_TUNE_TIMED : KILN_TUNE_BAD;
-                e->cells[s].m = rec->m;
-                e->cells[s].from_journal = 1;
-                sm.from_journal++;
-            }
-        }
+        e->cells = calloc(t->n_shapes, sizeof *e->cells);
+        if (!e->cells) return KILN_EXIT_COMPILE;
+        t->sm.variants++;
+        classify(t, e, j, &t->results[i]);
+        from_journal(t, e);
     }
-    sm.dropped = set.dropped;
-    sm.journal_skipped = journal ? kiln_tune_journal_skipped(journal) : 0;
-    sm.journal_repaired = journal ? kiln_tune_journal_repaired(journal) : 0;
+    t->sm.dropped = t->set.dropped;
+    t->sm.journal_skipped = kiln_tune_journal_skipped(t->journal);
+    t->sm.journal_repaired = kiln_tune_journal_repaired(t->journal);
+    return KILN_EXIT_OK;
+}
 
-    if (rc == KILN_EXIT_OK) {
-        /* Units: (shape, config) pairs with something left to time. */
-        r.v = v;
-        r.n_v = set.n_jobs;
-        r.shapes = shapes;
-        r.n_shapes = n_shapes;
-        r.journal = journal;
-        r.timer_id = sm.timer_id;
-        r.progress = isatty(2) && !o.json;
-        r.log_units = !isatty(2) && !o.json;
-        r.start = kiln_now();
-        const char *stop = getenv("KILN_TUNE_STOP_AFTER");
-        r.stop_after = stop && *stop ? atol(stop) : 0;
-        r.units = calloc(n_shapes * (set.n_jobs ? set.n_jobs : 1), sizeof *r.units);
-        if (!r.units) rc = KILN_EXIT_COMPILE;
-        for (size_t s = 0; rc == KILN_EXIT_OK && s < n_shapes; s++)
-            for (size_t i = 0; i < set.n_jobs; i++) {
-                if (!v[i].usable || v[i].cells[s].state != KILN_TUNE_PENDING) continue;
-                r.todo++;
-                int seen = 0;
-                for (size_t u = 0; u < r.n_units && !seen; u++)
-                    seen = r.units[u].shape == s && kiln_tune_config_equal(&v[r.units[u].cfg_of].cfg,
-                                                                          &v[i].cfg);
-                if (!seen) r.units[r.n_units++] = (unit){s, i};
-            }
-        if (sm.from_journal && !o.json)
-            fprintf(stderr, "kiln tune: resuming from %s: %zu measurements done, %zu to go\n",
-                    journal_path, sm.from_journal, r.todo);
-        if (sm.journal_repaired)
-            fprintf(stderr, "kiln tune: %s: cut off a torn last line (an interrupted write)\n",
-                    journal_path);
-        if (sm.journal_skipped)
-            fprintf(stderr, "kiln tune: %s: %zu malformed lines ignored\n", journal_path,
-                    sm.journal_skipped);
-        if (rc == KILN_EXIT_OK && r.n_units) {
-            int workers = n_timers;
-            if ((size_t)workers > r.n_units) workers = (int)r.n_units;
-            if (workers > 1 && !o.json)
-                fprintf(stderr, "kiln tune: timing on %d devices, one worker each\n", workers);
-            pthread_t *th = calloc((size_t)workers, sizeof *th);
-            worker_arg *wa = calloc((size_t)workers, sizeof *wa);
-            int started = 0;
-            for (int w = 0; th && wa && w < workers; w++) {
-                wa[w] = (worker_arg){&r, timers[w]};
-                if (pthread_create(&th[w], NULL, time_worker, &wa[w]) == 0) started++;
-            }
-            if (started == 0 && wa) {
-                wa[0] = (worker_arg){&r, timers[0]};
-                time_worker(&wa[0]);
-            }
-            for (int w = 0; w < started; w++) pthread_join(th[w], NULL);
-            free(th);
-            free(wa);
-            if (r.progress) fprintf(stderr, "\r\033[K");
+/* Units: (shape, config) pairs with something left to time. */
+static int plan_units(tune *t)
+{
+    run *r = &t->r;
+    r->v = t->v;
+    r->n_v = t->set.n_jobs;
+    r->shapes = t->shapes;
+    r->n_shapes = t->n_shapes;
+    r->journal = t->journal;
+    r->timer_id = t->sm.timer_id;
+    r->progress = isatty(2) && !t->o->json && !t->o->csv;
+    r->log_units = !isatty(2) && !t->o->json && !t->o->csv;
+    r->start = kiln_now();
+    const char *stop = getenv("KILN_TUNE_STOP_AFTER");
+    r->stop_after = stop && *stop ? atol(stop) : 0;
+    r->units = calloc(t->n_shapes * (r->n_v ? r->n_v : 1), sizeof *r->units);
+    if (!r->units) return KILN_EXIT_COMPILE;
+    for (size_t s = 0; s < t->n_shapes; s++)
+        for (size_t i = 0; i < r->n_v; i++) {
+            if (!t->v[i].usable || t->v[i].cells[s].state != KILN_TUNE_PENDING) continue;
+            r->todo++;
+            int seen = 0;
+            for (size_t u = 0; u < r->n_units && !seen; u++)
+                seen = r->units[u].shape == s &&
+                       kiln_tune_config_equal(&t->v[r->units[u].cfg_of].cfg, &t->v[i].cfg);
+            if (!seen) r->units[r->n_units++] = (unit){s, i};
         }
-        sm.measured_now = r.done;
-        if (r.abort) {
-            fprintf(stderr, "kiln tune: %s\nkiln tune: no table written; %zu measurements are "
-                            "in %s, run again to resume\n",
-                    r.error.msg, kiln_tune_journal_count(journal), journal_path);
-            rc = KILN_EXIT_COMPILE;
-        }
-    }
-    for (size_t i = 0; rc == KILN_EXIT_OK && i < set.n_jobs; i++)
-        for (size_t s = 0; s < n_shapes; s++) sm.failed_cells += v[i].cells[s].state == KILN_TUNE_BAD;
+    if (t->sm.from_journal && !t->o->json && !t->o->csv)
+        fprintf(stderr, "kiln tune: resuming from %s: %zu measurements done, %zu to go\n",
+                t->journal_path, t->sm.from_journal, r->todo);
+    if (t->sm.journal_repaired)
+        fprintf(stderr, "kiln tune: %s: cut off a torn last line (an interrupted write)\n",
+                t->journal_path);
+    if (t->sm.journal_skipped)
+        fprintf(stderr, "kiln tune: %s: %zu malformed lines ignored\n", t->journal_path,
+                t->sm.journal_skipped);
+    return KILN_EXIT_OK;
+}
 
-    if (rc == KILN_EXIT_OK) {
-        if (kiln_tuning_table_create(&table, &err) != KILN_OK ||
-            kiln_tune_choose(v, set.n_jobs, shapes, n_shapes, table, &err) != KILN_OK) {
-            fprintf(stderr, "kiln tune: %s\n", err.msg);
-            rc = KILN_EXIT_COMPILE;
-        } else if (kiln_tuning_table_count(table) == 0) {
-            fprintf(stderr, "kiln tune: no variant was timed correctly on any shape; no table "
-                            "written\n");
-            rc = KILN_EXIT_COMPILE;
+/* One worker per timer (device), each taking units until none are left. */
+static int time_all(tune *t)
+{
+    run *r = &t->r;
+    if (r->n_units) {
+        int workers = t->n_timers;
+        if ((size_t)workers > r->n_units) workers = (int)r->n_units;
+        if (workers > 1 && !t->o->json && !t->o->csv)
+            fprintf(stderr, "kiln tune: timing on %d devices, one worker each\n", workers);
+        pthread_t *th = calloc((size_t)workers, sizeof *th);
+        worker_arg *wa = calloc((size_t)workers, sizeof *wa);
+        int started = 0;
+        for (int w = 0; th && wa && w < workers; w++) {
+            wa[w] = (worker_arg){r, t->timers[w]};
+            if (pthread_create(&th[w], NULL, time_worker, &wa[w]) == 0) started++;
         }
-    }
-    if (rc == KILN_EXIT_OK) {
-        char c0[256], c1[512], c2[KILN_PATH_MAX + 16];
-        snprintf(c0, sizeof c0, "written by kiln tune %s; timer %s", kiln_version(), sm.timer_id);
-        size_t used = (size_t)snprintf(c1, sizeof c1, "sweep:");
-        for (int i = 0; i < n_paths && used < sizeof c1; i++)
-            used += (size_t)snprintf(c1 + used, sizeof c1 - used, " %s", paths[i]);
-        snprintf(c2, sizeof c2, "shapes: %s", ta.shapes);
-        const char *comments[] = {
-            c0, c1, c2,
-            "ARCH OP A B OUT EPILOGUE CLASS -> KERNEL BUNDLE_ID CACHE_KEY MS RUNNERUP RUNNERUP_MS DESC",
-            NULL};
-        if (kiln_tuning_table_save(table, comments, table_path, &err) != KILN_OK) {
-            fprintf(stderr, "kiln tune: %s\n", err.msg);
-            rc = KILN_EXIT_COMPILE;
+        if (started == 0 && wa) {
+            wa[0] = (worker_arg){r, t->timers[0]};
+            time_worker(&wa[0]);
         }
+        for (int w = 0; w < started; w++) pthread_join(th[w], NULL);
+        free(th);
+        free(wa);
+        if (r->progress) fprintf(stderr, "\r\033[K");
     }
-    if (rc == KILN_EXIT_OK && ta.plot) {
-        kiln_strbuf svg;
-        kiln_strbuf_init(&svg);
-        char title[256];
-        snprintf(title, sizeof title, "kiln tune: %s on %s (%s)", paths[0], sm.timer_device,
-                 sm.timer_id);
-        kiln_tune_plot_svg(v, set.n_jobs, shapes, n_shapes, title, &svg);
-        if (svg.oom || kiln_file_write_atomic(ta.plot, svg.data, svg.len, &err) != KILN_OK) {
-            fprintf(stderr, "kiln tune: %s\n", svg.oom ? "out of memory" : err.msg);
-            rc = KILN_EXIT_COMPILE;
-        }
-        kiln_strbuf_free(&svg);
-        sm.plot_path = ta.plot;
+    t->sm.measured_now = r->done;
+    if (r->abort) {
+        fprintf(stderr, "kiln tune: %s\nkiln tune: no table written; %zu measurements are "
+                        "in %s, run again to resume\n",
+                r->error.msg, kiln_tune_journal_count(t->journal), t->journal_path);
+        return KILN_EXIT_COMPILE;
     }
-    if (rc == KILN_EXIT_OK) {
-        sm.table_path = table_path;
-        sm.journal_path = journal_path;
-        if (o.json) print_json(&r, table, &sm, &set);
-        else print_text(&r, table, &sm, &set);
-    }
+    for (size_t i = 0; i < r->n_v; i++)
+        for (size_t s = 0; s < t->n_shapes; s++)
+            t->sm.failed_cells += t->v[i].cells[s].state == KILN_TUNE_BAD;
+    return KILN_EXIT_OK;
+}
 
-    kiln_tuning_table_destroy(table);
-    free(r.units);
-    pthread_mutex_destroy(&r.lock);
-    if (v)
-        for (size_t i = 0; i < set.n_jobs; i++) free(v[i].cells);
-    free(v);
-    kiln_build_results_free(results, set.n_jobs);
-    kiln_tune_journal_close(journal);
-    for (int i = 0; i < n_timers; i++) kiln_tune_timer_destroy(timers[i]);
-    free(timers);
-    kiln_spec_set_free(&set);
-    free(shapes);
-    free(paths);
+/* "sweep: A B C": every sweep named, for the table and the plot. */
+static void sweeps_line(const tune *t, char *out, size_t size)
+{
+    size_t used = (size_t)snprintf(out, size, "sweep:");
+    for (int i = 0; i < t->n_paths && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, " %s", t->paths[i]);
+}
+
+static int choose_and_save(tune *t)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_tuning_table_create(&t->table, &err) != KILN_OK ||
+        kiln_tune_choose(t->v, t->set.n_jobs, t->shapes, t->n_shapes, t->table, &err) != KILN_OK) {
+        fprintf(stderr, "kiln tune: %s\n", err.msg);
+        return KILN_EXIT_COMPILE;
+    }
+    if (kiln_tuning_table_count(t->table) == 0) {
+        fprintf(stderr, "kiln tune: no variant was timed correctly on any shape; no table "
+                        "written\n");
+        return KILN_EXIT_COMPILE;
+    }
+    char c0[256], c1[4096], c2[KILN_PATH_MAX + 16];
+    /* pack --table reads the timer from this line: keep its form. */
+    snprintf(c0, sizeof c0, "written by kiln tune %s; timer %s", kiln_version(), t->sm.timer_id);
+    sweeps_line(t, c1, sizeof c1);
+    snprintf(c2, sizeof c2, "shapes: %s", t->o->shapes);
+    const char *comments[] = {
+        c0, c1, c2,
+        "ARCH OP A B OUT EPILOGUE CLASS -> KERNEL BUNDLE_ID CACHE_KEY MS RUNNERUP RUNNERUP_MS DESC",
+        NULL};
+    if (kiln_tuning_table_save(t->table, comments, t->table_path, &err) != KILN_OK) {
+        fprintf(stderr, "kiln tune: %s\n", err.msg);
+        return KILN_EXIT_COMPILE;
+    }
+    return KILN_EXIT_OK;
+}
+
+static int write_plot(tune *t)
+{
+    kiln_strbuf svg, title;
+    kiln_strbuf_init(&svg);
+    kiln_strbuf_init(&title);
+    char sweeps[4096];
+    sweeps_line(t, sweeps, sizeof sweeps);
+    kiln_strbuf_printf(&title, "kiln tune on %s (timer %s)\n%s\nshapes: %s", t->sm.timer_device,
+                       t->sm.timer_id, sweeps, t->o->shapes);
+    kiln_tune_plot_svg(t->v, t->set.n_jobs, t->shapes, t->n_shapes, t->table,
+                       title.data ? title.data : "", &svg);
+    kiln_error err;
+    kiln_error_clear(&err);
+    int rc = KILN_EXIT_OK;
+    if (svg.oom || title.oom ||
+        kiln_file_write_atomic(t->o->plot, svg.data, svg.len, &err) != KILN_OK) {
+        fprintf(stderr, "kiln tune: %s\n", svg.oom || title.oom ? "out of memory" : err.msg);
+        rc = KILN_EXIT_COMPILE;
+    }
+    kiln_strbuf_free(&svg);
+    kiln_strbuf_free(&title);
+    t->sm.plot_path = t->o->plot;
     return rc;
 }
+
+/* Shapes, specs, timers and the journal: all the inputs, checked before
+ * anything is compiled. */
+static int open_inputs(tune *t)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    t->table_path = t->o->output ? t->o->output : "kiln-tuning.txt";
+    snprintf(t->journal_buf, sizeof t->journal_buf, "%s.journal", t->table_path);
+    t->journal_path = t->o->journal ? t->o->journal : t->journal_buf;
+    if (kiln_tune_shapes_load(t->o->shapes, &t->shapes, &t->n_shapes, &err) != KILN_OK) {
+        fprintf(stderr, "kiln tune: %s\n", err.msg);
+        return KILN_EXIT_USAGE;
+    }
+    int rc = kiln_spec_set_load(&t->set, t->o, t->n_paths, t->paths, 0);
+    if (rc != KILN_EXIT_OK) return rc;
+    /* The devices first: no point compiling for an hour to find no GPU. */
+    rc = make_timers(t->timer_name, t->o, &t->timers, &t->n_timers);
+    if (rc != KILN_EXIT_OK) return rc;
+    if (kiln_tune_journal_open(t->journal_path, &t->journal, &err) != KILN_OK) {
+        fprintf(stderr, "kiln tune: %s\n", err.msg);
+        return KILN_EXIT_USAGE;
+    }
+    return KILN_EXIT_OK;
+}
+
+static void tune_free(tune *t)
+{
+    kiln_tuning_table_destroy(t->table);
+    free(t->r.units);
+    pthread_mutex_destroy(&t->r.lock);
+    if (t->v)
+        for (size_t i = 0; i < t->set.n_jobs; i++) free(t->v[i].cells);
+    free(t->v);
+    kiln_build_results_free(t->results, t->set.n_jobs);
+    kiln_tune_journal_close(t->journal);
+    for (int i = 0; i < t->n_timers; i++) kiln_tune_timer_destroy(t->timers[i]);
+    free(t->timers);
+    kiln_spec_set_free(&t->set);
+    free(t->shapes);
+}
+
+static int run_tune(const kiln_cli_options *o, int n, char **args)
+{
+    tune t;
+    memset(&t, 0, sizeof t);
+    t.o = o;
+    t.n_paths = n;
+    t.paths = args;
+    pthread_mutex_init(&t.r.lock, NULL);
+    int rc = check_args(&t);
+    if (rc == KILN_EXIT_OK) rc = open_inputs(&t);
+    size_t failed = 0;
+    double seconds = 0;
+    if (rc == KILN_EXIT_OK) rc = kiln_build_all(o, &t.set, 1, &t.results, &failed, &seconds);
+    if (rc == KILN_EXIT_OK) rc = make_variants(&t);
+    if (rc == KILN_EXIT_OK) rc = plan_units(&t);
+    if (rc == KILN_EXIT_OK) rc = time_all(&t);
+    if (rc == KILN_EXIT_OK) rc = choose_and_save(&t);
+    if (rc == KILN_EXIT_OK && o->plot) rc = write_plot(&t);
+    if (rc == KILN_EXIT_OK) {
+        t.sm.table_path = t.table_path;
+        t.sm.journal_path = t.journal_path;
+        if (o->json) print_json(&t.r, t.table, &t.sm, &t.set);
+        else if (o->csv) print_csv(&t.r, t.table);
+        else print_text(&t.r, t.table, &t.sm, &t.set);
+    }
+    tune_free(&t);
+    return rc;
+}
+
+const kiln_cli_command kiln_cmd_tune = {
+    "tune", "time every kernel of a sweep on every shape; write a tuning table",
+    "usage: kiln tune SWEEP... --shapes FILE [-o TABLE] [--journal FILE] [-j N]\n"
+    "                 [--timer fake|gpu] [--plot FILE.svg] [--json | --csv] [--arch LIST]\n"
+    "                 [--cache-dir DIR] [--template-dir DIR]\n"
+    "\n"
+    "Compiles every kernel of the sweep specs (-j N in parallel, through the cache),\n"
+    "times each on each shape of FILE (lines: name groups tokens_per_group K N sizes),\n"
+    "and writes the fastest per (arch, op, types, epilogue, shape class) to TABLE\n"
+    "(default kiln-tuning.txt).  Every measurement is appended to the journal\n"
+    "(default TABLE.journal) as it ends, so a killed run resumes where it stopped.\n"
+    "\n"
+    "  --timer gpu    CUDA events on every GPU, one worker per GPU (the default;\n"
+    "                 also $KILN_TUNE_TIMER)\n"
+    "  --timer fake   deterministic times from a formula, no GPU (for CI; `kiln pack`\n"
+    "                 refuses such a table without --allow-fake-timings)\n"
+    "  --plot F.svg   heat map of TFLOP/s per variant and shape, winners per key outlined\n"
+    "  --json         the whole result as JSON on stdout (no NaN: null)\n"
+    "  --csv          one CSV line per variant and shape on stdout\n"
+    "See docs/tuning.md.\n"
+    "\n"
+    "Exit: 0 ok, 1 no table (a timer failure, nothing timed), 2 bad input.\n",
+    KILN_OPT_CACHE_DIR | KILN_OPT_TEMPLATE_DIR | KILN_OPT_ARCH | KILN_OPT_OUTPUT | KILN_OPT_JOBS |
+        KILN_OPT_JSON | KILN_OPT_CSV | KILN_OPT_NO_CACHE | KILN_OPT_SHAPES | KILN_OPT_JOURNAL |
+        KILN_OPT_TIMER | KILN_OPT_PLOT,
+    run_tune};

@@ -1,5 +1,6 @@
 /*
- * tune.h — the pieces of `kiln tune` (cmd_tune.c drives them): the shapes
+ * tune.h — the tuner, the pieces of `kiln tune` (tuner.c; the GPU timer in
+ * tune_gpu.c; cmd_tune.c drives them): the shapes
  * file, what each variant is timed on, the timer backends, the journal that
  * makes a killed run resumable, choosing the winners, and the SVG plot.
  *
@@ -194,16 +195,15 @@ kiln_status kiln_tune_choose(const kiln_tune_entry *v, size_t n_variants,
 
 /* ---- plot --------------------------------------------------------------- */
 
-/* A heat map as hand-written SVG: one row per variant, one column per shape,
- * the colour the TFLOP/s relative to the best of the column, the value
- * printed in each cell, the winner outlined. */
+/* A heat map as hand-written SVG: one row per variant (grouped by what they
+ * are timed as: op, types, epilogue), one column per shape, the colour the
+ * TFLOP/s relative to the best variant of the same tuning key on that shape
+ * (with a colour scale), the value in each cell, and table's winner of each
+ * key outlined (class="winner", with data-kernel, data-shape, data-key).
+ * Boxes are sized from their text so that labels do not overlap; title may
+ * hold several lines ('\n'). */
 void kiln_tune_plot_svg(const kiln_tune_entry *v, size_t n_variants,
-                        const kiln_tune_shape *shapes, size_t n_shapes, const char *title,
-                        kiln_strbuf *out);
-
-/* ---- the command ------------------------------------------------------- */
-
-/* `kiln tune ARGS...` (argv after the word "tune"); returns the exit code. */
-int kiln_cmd_tune(int argc, char **argv);
+                        const kiln_tune_shape *shapes, size_t n_shapes,
+                        const kiln_tuning_table *table, const char *title, kiln_strbuf *out);
 
 #endif /* KILN_TUNE_H */

@@ -43,9 +43,30 @@ static void test_version_and_help(void **state)
     assert_int_equal(kiln_test_kiln(&out, "--version"), 0);
     assert_non_null(strstr(out, KILN_VERSION_STRING));
     free(out);
+    /* kiln --help lists every subcommand; each has its own --help, exit 0. */
+    static const char *const commands[] = {"emit", "compile", "cache", "pack",
+                                           "bundle", "catalog", "tune"};
     assert_int_equal(kiln_test_kiln(&out, "--help"), 0);
-    assert_non_null(strstr(out, "compile SPEC_OR_DIR"));
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "\n  %s ", commands[i]);
+        if (!strstr(out, want)) fail_msg("kiln --help does not list %s:\n%s", commands[i], out);
+    }
     free(out);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "usage: kiln %s ", commands[i]);
+        int rc = kiln_test_kiln(&out, "%s --help", commands[i]);
+        if (rc != 0 || strncmp(out, want, strlen(want)) || !strstr(out, "Exit"))
+            fail_msg("kiln %s --help: exit %d:\n%s", commands[i], rc, out);
+        free(out);
+        /* An option of another subcommand is refused, naming this one's help. */
+        snprintf(want, sizeof want, "see kiln %s --help", commands[i]);
+        rc = kiln_test_kiln(&out, "%s --no-such-option", commands[i]);
+        if (rc != 2 || !strstr(out, want)) fail_msg("kiln %s --no-such-option: exit %d:\n%s",
+                                                    commands[i], rc, out);
+        free(out);
+    }
     assert_int_equal(kiln_test_kiln(&out, "frobnicate"), 2);
     assert_non_null(strstr(out, "unknown command 'frobnicate'"));
     free(out);
@@ -122,6 +143,30 @@ static void test_compile_twice_hits_cache(void **state)
     free(out);
 }
 
+/* compile --json names every sweep point validation dropped, with why. */
+static void test_compile_json_lists_dropped_points(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("cli-json");
+    char *out;
+    int rc = kiln_test_kiln(&out, "compile --json --arch sm_90a --cache-dir %s "
+                                  "tests/data/tune/sweep.yaml", dir);
+    if (rc != 0) fail_msg("compile --json: exit %d:\n%s", rc, out);
+    const char *d = strstr(out, "\"dropped\": [");
+    if (!d) fail_msg("no dropped list:\n%s", out);
+    size_t n = 0;
+    for (const char *p = strstr(d, "\"reason\": "); p; p = strstr(p + 1, "\"reason\": ")) {
+        assert_non_null(strstr(p, "tile.m must be"));
+        n++;
+    }
+    assert_int_equal(n, 2); /* tile.m 256 with each of two tile.k */
+    assert_non_null(strstr(d, "tswp__m256_k8"));
+    assert_non_null(strstr(d, "tswp__m256_k16"));
+    free(out);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
 static void test_emit(void **state)
 {
     (void)state;
@@ -181,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_version_and_help),
         kiln_test_with_dir(test_bad_spec_exits_2_and_caches_nothing),
         kiln_test_with_dir(test_compile_twice_hits_cache),
+        cmocka_unit_test(test_compile_json_lists_dropped_points),
         cmocka_unit_test(test_emit),
         kiln_test_with_dir(test_compile_failure_exits_1),
         kiln_test_with_dir(test_catalog),

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -58,16 +59,142 @@ static void test_pack_all_shipped_specs(void **state)
     free(out);
 }
 
+/* Reproducible: a pack from another empty cache (every kernel compiled
+ * again, so compile times differ) gives the same bytes. */
 static void test_pack_is_deterministic(void **state)
 {
     (void)state;
-    char again[4200], *out;
+    char again[4200], cache2[4200], *out;
     snprintf(again, sizeof again, "%s/again.kbundle", g_dir);
-    assert_int_equal(kiln_test_kiln(&out, "pack specs --arch sm_90a -o %s --cache-dir %s", again, g_cache), 0);
+    snprintf(cache2, sizeof cache2, "%s/cache2", g_dir);
+    assert_int_equal(kiln_test_kiln(&out, "pack specs --arch sm_90a -o %s --cache-dir %s", again, cache2), 0);
     free(out);
     char cmd[9000];
     snprintf(cmd, sizeof cmd, "cmp %s %s", g_bundle, again);
-    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    if (kiln_test_run(cmd, &out) != 0) fail_msg("two packs from two empty caches differ: %s", out);
+    free(out);
+}
+
+/* Several archs: the specs that do not fit one (sm90 on sm_80) are skipped
+ * for it, one line each; an arch no spec fits is bad input. */
+static void test_pack_multi_arch(void **state)
+{
+    (void)state;
+    char multi[4200], *out;
+    snprintf(multi, sizeof multi, "%s/multi.kbundle", g_dir);
+    int rc = kiln_test_kiln(&out, "pack specs/default --arch sm_80,sm_90a -o %s --cache-dir %s",
+                            multi, g_cache);
+    if (rc != 0) fail_msg("multi-arch pack failed (%d):\n%s", rc, out);
+    size_t skips = 0;
+    for (const char *p = strstr(out, "kiln pack: skipping "); p; p = strstr(p + 1, "kiln pack: skipping ")) {
+        const char *nl = strchr(p, '\n');
+        assert_non_null(nl);
+        assert_true(!strncmp(p + 20, "sm90_", 5));
+        assert_non_null(strstr(p, " for sm_80: "));
+        assert_true(strstr(p, " for sm_80: ") < nl);
+        skips++;
+    }
+    assert_int_equal(skips, 18); /* the sm90 specs of specs/default */
+    free(out);
+    assert_int_equal(kiln_test_kiln(&out, "bundle ls %s", multi), 0);
+    assert_non_null(strstr(out, " sm_80 "));
+    assert_non_null(strstr(out, " sm_90a "));
+    free(out);
+    rc = kiln_test_kiln(&out, "pack specs/default/sm90_fprop_bf16_128x128.yaml --arch sm_80,sm_90a "
+                              "-o %s --cache-dir %s", multi, g_cache);
+    if (rc != 2 || !strstr(out, "no kernel of the specs given fits sm_80"))
+        fail_msg("an arch with no kernel: exit %d:\n%s", rc, out);
+    free(out);
+}
+
+/* Reads a little-endian u64. */
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* A copy of the bundle whose first records are renamed (index record: name
+ * at +130, 96 bytes; arch at +226, 16 bytes) and whose trailer checksum is
+ * made good again, so that only the names are hostile. */
+static void hostile_copy(const char *path)
+{
+    char *data = NULL;
+    size_t len = 0;
+    kiln_error err;
+    if (kiln_file_read(g_bundle, &data, &len, &err) != KILN_OK) fail_msg("%s", err.msg);
+    unsigned char *b = (unsigned char *)data;
+    uint64_t index = le64(b + 16);
+    static const struct {
+        const char *name, *arch;
+    } evil[] = {
+        {"../../x", NULL},
+        {"/tmp/kiln-test-absolute", NULL},
+        {"red\033[31m\nforged line", "sm_90a\033[2J"},
+    };
+    for (size_t i = 0; i < sizeof evil / sizeof evil[0]; i++) {
+        unsigned char *rec = b + index + i * 480;
+        memset(rec + 130, 0, 96);
+        memcpy(rec + 130, evil[i].name, strlen(evil[i].name));
+        if (evil[i].arch) {
+            memset(rec + 226, 0, 16);
+            memcpy(rec + 226, evil[i].arch, strlen(evil[i].arch));
+        }
+    }
+    kiln_sha256 sh;
+    kiln_sha256_init(&sh);
+    kiln_sha256_update(&sh, b, len - 32);
+    kiln_sha256_final(&sh, b + len - 32);
+    if (kiln_file_write_atomic(path, b, len, &err) != KILN_OK) fail_msg("%s", err.msg);
+    free(data);
+}
+
+/* Counts the entries of a directory (not . and ..); -1 if it cannot be read. */
+static int entries_in(const char *dir)
+{
+    char cmd[4300], *out;
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+    if (kiln_test_run(cmd, &out) != 0) return -1;
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+/* A bundle with valid checksums and records named ../../x, an absolute path
+ * and escape bytes: extract writes only names it builds itself, inside DIR,
+ * and nothing raw reaches the terminal. */
+static void test_extract_hostile_names(void **state)
+{
+    (void)state;
+    char path[4200], deep[4200], dir[4300], *out;
+    snprintf(path, sizeof path, "%s/hostile.kbundle", g_dir);
+    snprintf(deep, sizeof deep, "%s/deep", g_dir);
+    snprintf(dir, sizeof dir, "%s/a/b", deep);
+    hostile_copy(path);
+    unlink("/tmp/kiln-test-absolute.sm_90a.cubin");
+    int rc = kiln_test_kiln(&out, "bundle extract %s %s", path, dir);
+    /* The reader may refuse such names (exit 2) or extract may rename them
+     * (exit 0): either way nothing lands outside DIR and no byte is raw. */
+    if (rc != 0 && rc != 2) fail_msg("bundle extract: exit %d:\n%s", rc, out);
+    assert_null(strchr(out, '\033'));
+    assert_null(strstr(out, "\nforged line"));
+    free(out);
+    char a[4300];
+    snprintf(a, sizeof a, "%s/a", deep);
+    assert_true(entries_in(deep) <= 1); /* a/ at most */
+    assert_true(entries_in(a) <= 1);    /* b/ at most */
+    struct stat st;
+    assert_int_not_equal(stat("/tmp/kiln-test-absolute.sm_90a.cubin", &st), 0);
+    char x[4300];
+    snprintf(x, sizeof x, "%s/x.sm_90a.cubin", deep);
+    assert_int_not_equal(stat(x, &st), 0);
+    /* ls prints the names escaped. */
+    rc = kiln_test_kiln(&out, "bundle ls %s", path);
+    if (rc != 0 && rc != 2) fail_msg("bundle ls: exit %d:\n%s", rc, out);
+    assert_null(strchr(out, '\033'));
+    assert_null(strstr(out, "\nforged line"));
+    if (rc == 0) assert_non_null(strstr(out, "red\\x1b[31m\\nforged line"));
     free(out);
 }
 
@@ -100,14 +227,14 @@ static void test_damaged_bundles_refused(void **state)
         char path[4200], *out;
         damaged_copy(cases[i].name, cases[i].snippet, path, sizeof path);
         int rc = kiln_test_kiln(&out, "bundle verify %s", path);
-        if (rc != 1 || !strstr(out, "refused") || !strstr(out, cases[i].reason) ||
+        if (rc != 2 || !strstr(out, "refused") || !strstr(out, cases[i].reason) ||
             !strstr(out, path))
             fail_msg("%s: exit %d, output:\n%s", cases[i].name, rc, out);
         free(out);
         /* Importing it writes nothing into a cache. */
         char cache[4300];
         snprintf(cache, sizeof cache, "%s/import-%s", g_dir, cases[i].name);
-        assert_int_equal(kiln_test_kiln(&out, "cache import %s --cache-dir %s", path, cache), 1);
+        assert_int_equal(kiln_test_kiln(&out, "cache import %s --cache-dir %s", path, cache), 2);
         free(out);
         assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", cache), 0);
         assert_non_null(strstr(out, " 0 entries"));
@@ -175,6 +302,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pack_all_shipped_specs),
         cmocka_unit_test(test_pack_is_deterministic),
+        cmocka_unit_test(test_pack_multi_arch),
+        cmocka_unit_test(test_extract_hostile_names),
         cmocka_unit_test(test_damaged_bundles_refused),
         cmocka_unit_test(test_paths_do_not_change_keys),
         cmocka_unit_test(test_import_export),

@@ -42,9 +42,10 @@ static char (*pack_ids(size_t *n))[65]
 {
     kiln_spec_set set;
     char *paths[] = {"specs"};
-    assert_int_equal(kiln_spec_set_load(&set, 1, paths, "sm_90a"), KILN_EXIT_OK);
     kiln_cli_options o;
     memset(&o, 0, sizeof o);
+    o.arch_list = "sm_90a";
+    assert_int_equal(kiln_spec_set_load(&set, &o, 1, paths, 0), KILN_EXIT_OK);
     kiln_expander *ex = NULL;
     kiln_error err;
     kiln_error_clear(&err);

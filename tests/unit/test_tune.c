@@ -16,6 +16,7 @@
 #define SWEEP "tests/data/tune/sweep.yaml"
 #define SHAPES "tests/data/tune/shapes.tsv"
 #define FATES "tests/data/tune/fates.yaml"
+#define DGRAD "tests/data/tune/dgrad.yaml"
 #define FATE_TEMPLATES "tests/data/tune/templates"
 
 static char *g_dir;   /* scratch for the whole file */
@@ -38,6 +39,15 @@ static int teardown(void **state)
     free(g_dir);
     free(g_cache);
     return 0;
+}
+
+/* The number after the first "key": in out; -1 when there is none. */
+static long json_count(const char *out, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(out, pat);
+    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
 }
 
 /* Runs `ENV kiln tune ARGS --cache-dir CACHE`. */
@@ -205,9 +215,13 @@ static void test_flow_and_resume(void **state)
     rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake --json",
               table_b, journal_b);
     if (rc != 0) fail_msg("third run failed (%d):\n%s", rc, out);
-    assert_non_null(strstr(out, "\"measured\": 0, \"from_journal\": 12"));
-    assert_non_null(strstr(out, "\"table_entries\": 3"));
-    assert_non_null(strstr(out, "\"dropped\": 2"));
+    assert_int_equal(json_count(out, "measured"), 0);
+    assert_int_equal(json_count(out, "from_journal"), 12);
+    assert_int_equal(json_count(out, "table_entries"), 3);
+    assert_int_equal(json_count(out, "dropped"), 2);
+    /* Valid JSON: no NaN or Inf (no runner-up is null, not 0). */
+    assert_null(strstr(out, "nan"));
+    assert_null(strstr(out, "inf"));
     free(out);
 
     /* A torn last line (a kill in mid-write) is cut off, not misread. */
@@ -242,11 +256,36 @@ static void test_flow_and_resume(void **state)
      * found in that bundle by the bundle id the table names. */
     char *bundle = path_in("a", "sweep.kbundle");
     char cmd[8192];
+    /* A fake-timer table's winners mean nothing: refused unless asked for. */
     snprintf(cmd, sizeof cmd, "%s pack " SWEEP " --arch sm_90a -o '%s' --table '%s' --cache-dir '%s'",
              kiln_test_kiln_bin(), bundle, table_a, g_cache);
     rc = kiln_test_run(cmd, &out);
+    if (rc != 2 || !strstr(out, "fake timer") || !strstr(out, "--allow-fake-timings"))
+        fail_msg("kiln pack of a fake-timer table: exit %d:\n%s", rc, out);
+    free(out);
+    assert_false(exists(bundle));
+    snprintf(cmd, sizeof cmd, "%s pack " SWEEP " --arch sm_90a -o '%s' --table '%s' --cache-dir '%s' "
+             "--allow-fake-timings", kiln_test_kiln_bin(), bundle, table_a, g_cache);
+    rc = kiln_test_run(cmd, &out);
     if (rc != 0) fail_msg("kiln pack failed (%d):\n%s", rc, out);
     free(out);
+    /* bundle ls shows the table; bundle extract writes it, byte for byte. */
+    snprintf(cmd, sizeof cmd, "%s bundle ls '%s'", kiln_test_kiln_bin(), bundle);
+    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    if (!strstr(out, "tuning table (") || !strstr(out, "timer fake") || !strstr(out, "  kiln-tuning 1\n"))
+        fail_msg("bundle ls does not show the table:\n%s", out);
+    free(out);
+    char *xdir = path_in("a", "extracted");
+    snprintf(cmd, sizeof cmd, "%s bundle extract '%s' '%s'", kiln_test_kiln_bin(), bundle, xdir);
+    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    free(out);
+    char xtable[4200];
+    snprintf(xtable, sizeof xtable, "%s/kiln-tuning.txt", xdir);
+    char *xt = slurp(xtable);
+    if (!xt) fail_msg("bundle extract wrote no %s", xtable);
+    assert_string_equal(xt, ta);
+    free(xt);
+    free(xdir);
     kiln_bundle *b = NULL;
     kiln_error err;
     kiln_error_clear(&err);
@@ -323,6 +362,154 @@ static void test_fates(void **state)
     free(out);
     free(table);
     free(table2);
+}
+
+/* ---- the plot and the CSV ---------------------------------------------- */
+
+/* The value of attribute name in the element at el (up to its '>'), or "". */
+static void attr(const char *el, const char *name, char *out, size_t size)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s=\"", name);
+    const char *end = strchr(el, '>');
+    const char *p = strstr(el, pat);
+    out[0] = '\0';
+    if (!p || (end && p > end)) return;
+    p += strlen(pat);
+    const char *q = strchr(p, '"');
+    snprintf(out, size, "%.*s", (int)(q ? q - p : 0), p);
+}
+
+typedef struct box {
+    double x0, y0, x1, y1;
+    char text[128];
+} box;
+
+/* The boxes of every <text> of svg, sized as the plot sizes them (monospace,
+ * a glyph 0.62 em wide; ascent 0.8 em, descent 0.2 em). */
+static size_t text_boxes(const char *svg, box *boxes, size_t max)
+{
+    size_t n = 0;
+    for (const char *p = strstr(svg, "<text"); p && n < max; p = strstr(p + 1, "<text")) {
+        char v[64];
+        double px = 11;
+        attr(p, "font-size", v, sizeof v);
+        if (v[0]) px = atof(v);
+        attr(p, "x", v, sizeof v);
+        double x = atof(v);
+        attr(p, "y", v, sizeof v);
+        double y = atof(v);
+        attr(p, "text-anchor", v, sizeof v);
+        const char *t = strchr(p, '>') + 1, *e = strstr(t, "</text>");
+        size_t glyphs = 0;
+        for (const char *c = t; c < e; c++) {
+            if (*c == '&') c = strchr(c, ';'); /* an entity is one glyph */
+            else if ((*c & 0xc0) == 0x80) continue;
+            glyphs++;
+        }
+        double w = 0.62 * px * (double)glyphs;
+        box *b = &boxes[n++];
+        b->x0 = !strcmp(v, "middle") ? x - w / 2 : !strcmp(v, "end") ? x - w : x;
+        b->x1 = b->x0 + w;
+        b->y0 = y - 0.8 * px;
+        b->y1 = y + 0.2 * px;
+        snprintf(b->text, sizeof b->text, "%.*s", (int)(e - t), t);
+    }
+    return n;
+}
+
+static void assert_no_overlap(const char *svg)
+{
+    static box boxes[4096];
+    size_t n = text_boxes(svg, boxes, 4096);
+    char w[32];
+    attr(strstr(svg, "<svg"), "width", w, sizeof w);
+    double width = atof(w);
+    assert_true(n > 10);
+    for (size_t i = 0; i < n; i++) {
+        if (boxes[i].x0 < 0 || boxes[i].x1 > width)
+            fail_msg("'%s' runs past the plot (%.0f..%.0f of %.0f)", boxes[i].text, boxes[i].x0,
+                     boxes[i].x1, width);
+        for (size_t k = i + 1; k < n; k++)
+            if (boxes[i].x0 < boxes[k].x1 && boxes[k].x0 < boxes[i].x1 &&
+                boxes[i].y0 < boxes[k].y1 && boxes[k].y0 < boxes[i].y1)
+                fail_msg("labels overlap: '%s' and '%s'", boxes[i].text, boxes[k].text);
+    }
+}
+
+/* fprop and dgrad sweeps on the same shapes: each column has two tuning
+ * keys, and the plot marks the table's winner of each, never one winner
+ * per column across ops. */
+static void test_plot_and_csv(void **state)
+{
+    (void)state;
+    char *table = path_in("plot", "table.txt"), *plot = path_in("plot", "plot.svg"), *out;
+    int rc = tune(&out, NULL, SWEEP " " DGRAD " --shapes " SHAPES " -o '%s' --plot '%s' --timer fake",
+                  table, plot);
+    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    free(out);
+    char *svg = slurp(plot);
+    assert_non_null(svg);
+    kiln_tuning_table *t = load_table(table);
+    assert_int_equal(kiln_tuning_table_count(t), 6);
+    size_t marks = 0;
+    for (const char *p = strstr(svg, "class=\"winner\""); p; p = strstr(p + 1, "class=\"winner\"")) {
+        char kernel[128], key[256], shape[64];
+        attr(p - 6, "data-kernel", kernel, sizeof kernel);
+        attr(p - 6, "data-key", key, sizeof key);
+        attr(p - 6, "data-shape", shape, sizeof shape);
+        const kiln_tuning_entry *e = NULL;
+        for (size_t i = 0; i < kiln_tuning_table_count(t) && !e; i++) {
+            kiln_strbuf k;
+            kiln_strbuf_init(&k);
+            kiln_tuning_key_format(&kiln_tuning_table_at(t, i)->key, &k);
+            if (!strcmp(k.data, key)) e = kiln_tuning_table_at(t, i);
+            kiln_strbuf_free(&k);
+        }
+        if (!e) fail_msg("winner %s on %s: key '%s' is not in the table", kernel, shape, key);
+        if (strcmp(e->kernel, kernel))
+            fail_msg("%s marked the winner of '%s' on %s; the table says %s", kernel, key, shape,
+                     e->kernel);
+        /* The ops agree: a dgrad kernel never wins an fprop key. */
+        assert_int_equal(!strncmp(kernel, "tdg", 3), strstr(key, " dgrad ") != NULL);
+        marks++;
+    }
+    assert_int_equal(marks, 6); /* 3 shapes x 2 keys, one shape per class */
+    /* Every sweep named; a colour scale; labels apart. */
+    assert_non_null(strstr(svg, "sweep.yaml"));
+    assert_non_null(strstr(svg, "dgrad.yaml"));
+    assert_non_null(strstr(svg, "colour: TFLOP/s as a fraction"));
+    assert_non_null(strstr(svg, ">100%</text>"));
+    assert_no_overlap(svg);
+    free(svg);
+    kiln_tuning_table_destroy(t);
+
+    /* --csv: a header and one line per variant and shape (4 + 4 variants, 3
+     * shapes), the winners flagged as in the plot. */
+    rc = tune(&out, NULL, SWEEP " " DGRAD " --shapes " SHAPES " -o '%s' --timer fake --csv", table);
+    if (rc != 0) fail_msg("kiln tune --csv failed (%d):\n%s", rc, out);
+    assert_true(!strncmp(out, "variant,arch,op,epilogue,shape,", 31));
+    size_t lines = 0, winners = 0;
+    for (char *line = out; *line;) {
+        char *nl = strchr(line, '\n');
+        assert_non_null(nl);
+        *nl = '\0';
+        if (lines++) {
+            int field = 0;
+            char *f = line;
+            for (; field < 16 && f; field++) f = strchr(f, ',') ? strchr(f, ',') + 1 : NULL;
+            assert_non_null(f);
+            winners += f[0] == '1';
+        }
+        line = nl + 1;
+    }
+    assert_int_equal(lines, 1 + 8 * 3);
+    assert_int_equal(winners, 6);
+    free(out);
+    assert_int_equal(tune(&out, NULL, SWEEP " --shapes " SHAPES " --timer fake --csv --json"), 2);
+    free(out);
+    free(table);
+    free(plot);
 }
 
 static void test_bad_input(void **state)
@@ -425,6 +612,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flow_and_resume),
         cmocka_unit_test(test_fates),
+        cmocka_unit_test(test_plot_and_csv),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,6 +1,8 @@
 /*
- * tune.c — shapes files, timing configs, the fake timer, the journal,
- * choosing the winners and the SVG plot for `kiln tune` (cmd_tune.c).
+ * tuner.c — the tuner behind `kiln tune` (cmd_tune.c drives it): shapes
+ * files, timing configs, the fake timer, the journal, choosing the winners
+ * and the SVG plot.  (Not to be confused with kernel/tuning.c, the tables it
+ * writes, or runtime/tuned.c, which serves them.)
  */
 #include <ctype.h>
 #include <errno.h>
@@ -728,111 +730,279 @@ static void xml_text(kiln_strbuf *out, const char *s)
         case '<': kiln_strbuf_puts(out, "&lt;"); break;
         case '>': kiln_strbuf_puts(out, "&gt;"); break;
         case '"': kiln_strbuf_puts(out, "&quot;"); break;
-        default: kiln_strbuf_append(out, s, 1);
+        default:
+            if ((unsigned char)*s >= 0x20) kiln_strbuf_append(out, s, 1);
         }
     }
 }
 
-void kiln_tune_plot_svg(const kiln_tune_entry *v, size_t n_variants,
-                        const kiln_tune_shape *shapes, size_t n_shapes, const char *title,
-                        kiln_strbuf *out)
+/* Text widths: the plot is monospace, and a glyph is about 0.62 em wide.
+ * Every box is sized from its text, so that no label runs into another. */
+#define GLYPH_W(px) ((px) * 0.62)
+static int text_w(const char *s, double px)
 {
-    const int cell_w = 112, cell_h = 22, top = 86, char_w = 7;
-    size_t longest = 10;
-    for (size_t i = 0; i < n_variants; i++)
-        if (strlen(v[i].name) > longest) longest = strlen(v[i].name);
-    int left = (int)longest * char_w + 24;
-    int width = left + (int)n_shapes * cell_w + 20;
-    int height = top + (int)n_variants * cell_h + 60;
-    double *best = calloc(n_shapes ? n_shapes : 1, sizeof *best);
-    long *winner = calloc(n_shapes ? n_shapes : 1, sizeof *winner);
-    if (!best || !winner) {
-        free(best);
-        free(winner);
-        out->oom = 1;
-        return;
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) n += (*p & 0xc0) != 0x80;
+    return (int)(GLYPH_W(px) * (double)n + 0.999);
+}
+
+/* One plot's layout and the facts each cell needs. */
+typedef struct plot {
+    const kiln_tune_entry *v;
+    size_t n_v;
+    const kiln_tune_shape *shapes;
+    size_t n_shapes;
+    size_t *rows;                /* variant index per row, grouped by config */
+    int cell_w, cell_h, left, top, width, height, n_title;
+} plot;
+
+/* Rows: usable variants grouped by what they are timed as (op, types,
+ * epilogue), the rest last; within a group, sweep order. */
+static int row_before(const kiln_tune_entry *a, size_t ia, const kiln_tune_entry *b, size_t ib)
+{
+    if (a->usable != b->usable) return a->usable;
+    if (a->usable) {
+        if (a->cfg.op != b->cfg.op) return a->cfg.op < b->cfg.op;
+        if (a->cfg.a_type != b->cfg.a_type) return a->cfg.a_type < b->cfg.a_type;
+        if (a->cfg.b_type != b->cfg.b_type) return a->cfg.b_type < b->cfg.b_type;
+        if (a->cfg.out_type != b->cfg.out_type) return a->cfg.out_type < b->cfg.out_type;
+        int c = strcmp(a->cfg.sig, b->cfg.sig);
+        if (c) return c < 0;
     }
-    for (size_t s = 0; s < n_shapes; s++) {
-        winner[s] = -1;
-        double f = kiln_tune_shape_flops(&shapes[s]);
-        for (size_t i = 0; i < n_variants; i++) {
-            const kiln_tune_cell *c = &v[i].cells[s];
-            if (c->state != KILN_TUNE_TIMED) continue;
-            double tf = f / (c->m.median_ms * 1e9);
-            if (tf > best[s]) {
-                best[s] = tf;
-                winner[s] = (long)i;
-            }
+    return ia < ib;
+}
+
+static int same_group(const kiln_tune_entry *a, const kiln_tune_entry *b)
+{
+    if (a->usable != b->usable) return 0;
+    return !a->usable || kiln_tune_config_equal(&a->cfg, &b->cfg);
+}
+
+static double cell_tflops(const plot *p, size_t i, size_t s)
+{
+    const kiln_tune_cell *c = &p->v[i].cells[s];
+    if (c->state != KILN_TUNE_TIMED || !(c->m.median_ms > 0)) return -1;
+    return kiln_tune_shape_flops(&p->shapes[s]) / (c->m.median_ms * 1e9);
+}
+
+/* The best TFLOP/s on shape s among variants of i's tuning key. */
+static double best_of_key(const plot *p, size_t i, size_t s)
+{
+    kiln_tuning_key ki, kj;
+    key_of(&p->v[i], &p->shapes[s], &ki);
+    double best = -1;
+    for (size_t j = 0; j < p->n_v; j++) {
+        if (!p->v[j].usable) continue;
+        key_of(&p->v[j], &p->shapes[s], &kj);
+        double tf = cell_tflops(p, j, s);
+        if (!kiln_tuning_key_compare(&ki, &kj) && tf > best) best = tf;
+    }
+    return best;
+}
+
+/* 1 when table names variant i the winner of its key on shape s. */
+static int is_winner(const plot *p, const kiln_tuning_table *table, size_t i, size_t s,
+                     kiln_strbuf *key_text)
+{
+    if (!table || !p->v[i].usable || !p->v[i].bundle_id) return 0;
+    kiln_tuning_key k;
+    key_of(&p->v[i], &p->shapes[s], &k);
+    const kiln_tuning_entry *e = kiln_tuning_lookup(table, &k);
+    if (!e || strcmp(e->bundle_id, p->v[i].bundle_id)) return 0;
+    kiln_tuning_key_format(&k, key_text);
+    return 1;
+}
+
+/* White to deep blue by r in [0, 1]. */
+static void blue(double r, char out[16])
+{
+    if (r < 0) r = 0;
+    if (r > 1) r = 1;
+    int R = (int)(247 - r * (247 - 8)), G = (int)(251 - r * (251 - 48)),
+        B = (int)(255 - r * (255 - 107));
+    snprintf(out, 16, "#%02x%02x%02x", R, G, B);
+}
+
+static const char SUBTITLE[] = "TFLOP/s (2·T·N·K per call) per variant and shape; outlined: "
+                               "the tuning table's winner of its key";
+static const char LEGEND[] = "grey: not timed (failed to compile, spills, or another arch); "
+                             "orange: failed at run time or wrong result";
+
+static void layout(plot *p, const char *title)
+{
+    p->cell_h = 22;
+    p->cell_w = 72;
+    for (size_t s = 0; s < p->n_shapes; s++) {
+        char detail[96];
+        snprintf(detail, sizeof detail, "G%d T/G%lld K%lld N%lld", p->shapes[s].groups,
+                 (long long)p->shapes[s].tokens_per_group, (long long)p->shapes[s].k,
+                 (long long)p->shapes[s].n);
+        int w = text_w(p->shapes[s].name, 11) + 12;
+        if (text_w(detail, 9) + 12 > w) w = text_w(detail, 9) + 12;
+        if (w > p->cell_w) p->cell_w = w;
+    }
+    int longest = text_w("not timed", 11);
+    for (size_t i = 0; i < p->n_v; i++)
+        if (text_w(p->v[i].name, 11) > longest) longest = text_w(p->v[i].name, 11);
+    p->left = longest + 24;
+    p->n_title = 1;
+    int title_w = 0, line = 0;
+    for (const char *c = title; *c; c++) {
+        if (*c == '\n') {
+            p->n_title++;
+            line = 0;
+            continue;
         }
+        line++;
+        if ((int)(GLYPH_W(14) * line) > title_w) title_w = (int)(GLYPH_W(14) * line);
     }
+    p->top = 20 + p->n_title * 18 + 60;
+    p->width = p->left + (int)p->n_shapes * p->cell_w + 20;
+    if (title_w + 30 > p->width) p->width = title_w + 30;
+    if (text_w(LEGEND, 11) + 30 > p->width) p->width = text_w(LEGEND, 11) + 30;
+    if (text_w(SUBTITLE, 11) + 30 > p->width) p->width = text_w(SUBTITLE, 11) + 30;
+    size_t groups = 0;
+    for (size_t r = 0; r < p->n_v; r++) groups += !r || !same_group(&p->v[p->rows[r]], &p->v[p->rows[r - 1]]);
+    p->height = p->top + (int)(p->n_v + groups) * p->cell_h + 110;
+}
+
+static void header(const plot *p, const char *title, kiln_strbuf *out)
+{
     kiln_strbuf_printf(out,
                        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
                        "viewBox=\"0 0 %d %d\" font-family=\"monospace\" font-size=\"11\">\n"
                        "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
-                       width, height, width, height);
-    kiln_strbuf_puts(out, "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">");
-    xml_text(out, title ? title : "kiln tune");
-    kiln_strbuf_puts(out, "</text>\n<text x=\"10\" y=\"38\">TFLOP/s (2·T·N·K per call) per "
-                          "variant and shape; colour: fraction of the column's best; outlined: "
-                          "the winner</text>\n");
-    for (size_t s = 0; s < n_shapes; s++) {
-        int x = left + (int)s * cell_w + cell_w / 2;
-        kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
-                                "font-weight=\"bold\">", x, top - 26);
-        xml_text(out, shapes[s].name);
-        kiln_strbuf_printf(out, "</text>\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
-                                "font-size=\"9\">G%d T/G%lld K%lld N%lld</text>\n", x, top - 12,
-                           shapes[s].groups, (long long)shapes[s].tokens_per_group,
-                           (long long)shapes[s].k, (long long)shapes[s].n);
+                       p->width, p->height, p->width, p->height);
+    int y = 20;
+    for (const char *c = title;; y += 18) {
+        const char *nl = strchr(c, '\n');
+        size_t len = nl ? (size_t)(nl - c) : strlen(c);
+        char *line = strndup(c, len);
+        kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">", y);
+        xml_text(out, line ? line : "");
+        kiln_strbuf_puts(out, "</text>\n");
+        free(line);
+        if (!nl) break;
+        c = nl + 1;
     }
-    for (size_t i = 0; i < n_variants; i++) {
-        int y = top + (int)i * cell_h;
-        kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 8,
-                           y + cell_h / 2 + 4);
+    kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\">%s</text>\n", y + 18, SUBTITLE);
+    for (size_t s = 0; s < p->n_shapes; s++) {
+        int x = p->left + (int)s * p->cell_w + p->cell_w / 2;
+        kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+                                "font-weight=\"bold\">", x, p->top - 26);
+        xml_text(out, p->shapes[s].name);
+        kiln_strbuf_printf(out, "</text>\n<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" "
+                                "font-size=\"9\">G%d T/G%lld K%lld N%lld</text>\n", x, p->top - 12,
+                           p->shapes[s].groups, (long long)p->shapes[s].tokens_per_group,
+                           (long long)p->shapes[s].k, (long long)p->shapes[s].n);
+    }
+}
+
+static void cell(const plot *p, const kiln_tuning_table *table, size_t i, size_t s, int y,
+                 kiln_strbuf *out)
+{
+    int x = p->left + (int)s * p->cell_w;
+    const kiln_tune_cell *c = &p->v[i].cells[s];
+    char label[64], colour[16];
+    const char *fill = "#e0e0e0", *ink = "black";
+    double tf = cell_tflops(p, i, s), best = tf > 0 ? best_of_key(p, i, s) : -1;
+    if (tf > 0 && best > 0) {
+        blue(tf / best, colour);
+        fill = colour;
+        if (tf / best > 0.55) ink = "white";
+        snprintf(label, sizeof label, "%.1f", tf);
+    } else if (c->state == KILN_TUNE_BAD) {
+        fill = "#f4a582";
+        snprintf(label, sizeof label, "failed");
+    } else {
+        snprintf(label, sizeof label, "%s", p->v[i].usable ? "—" : "n/a");
+    }
+    kiln_strbuf_printf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+                            "stroke=\"white\"/>\n", x, y, p->cell_w, p->cell_h, fill);
+    kiln_strbuf key;
+    kiln_strbuf_init(&key);
+    if (is_winner(p, table, i, s, &key)) {
+        kiln_strbuf_printf(out, "<rect class=\"winner\" x=\"%d\" y=\"%d\" width=\"%d\" "
+                                "height=\"%d\" fill=\"none\" stroke=\"#d62728\" "
+                                "stroke-width=\"2\" data-shape=\"", x + 1, y + 1, p->cell_w - 2,
+                           p->cell_h - 2);
+        xml_text(out, p->shapes[s].name);
+        kiln_strbuf_puts(out, "\" data-kernel=\"");
+        xml_text(out, p->v[i].name);
+        kiln_strbuf_puts(out, "\" data-key=\"");
+        xml_text(out, key.data ? key.data : "");
+        kiln_strbuf_puts(out, "\"/>\n");
+    }
+    kiln_strbuf_free(&key);
+    kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
+                       x + p->cell_w / 2, y + p->cell_h / 2 + 4, ink, label);
+}
+
+/* The colour scale: ten steps from 0 to 100 % of the best of the key. */
+static void scale(const plot *p, int y, kiln_strbuf *out)
+{
+    kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\">colour: TFLOP/s as a fraction of the best "
+                            "variant of the same tuning key on that shape</text>\n", y);
+    y += 8;
+    for (int k = 0; k <= 10; k++) {
+        char colour[16];
+        blue(k / 10.0, colour);
+        kiln_strbuf_printf(out, "<rect x=\"%d\" y=\"%d\" width=\"30\" height=\"14\" fill=\"%s\" "
+                                "stroke=\"#999\"/>\n", 10 + k * 30, y, colour);
+        if (k % 5 == 0)
+            kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%d%%</text>\n",
+                               25 + k * 30, y + 28, k * 10);
+    }
+    kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\">%s</text>\n", y + 50, LEGEND);
+    (void)p;
+}
+
+void kiln_tune_plot_svg(const kiln_tune_entry *v, size_t n_variants,
+                        const kiln_tune_shape *shapes, size_t n_shapes,
+                        const kiln_tuning_table *table, const char *title, kiln_strbuf *out)
+{
+    plot p = {v, n_variants, shapes, n_shapes, NULL, 0, 0, 0, 0, 0, 0, 0};
+    p.rows = calloc(n_variants ? n_variants : 1, sizeof *p.rows);
+    if (!p.rows) {
+        out->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < n_variants; i++) { /* insertion sort: stable, n is small */
+        size_t at = i;
+        while (at > 0 && row_before(&v[i], i, &v[p.rows[at - 1]], p.rows[at - 1])) {
+            p.rows[at] = p.rows[at - 1];
+            at--;
+        }
+        p.rows[at] = i;
+    }
+    if (!title) title = "kiln tune";
+    layout(&p, title);
+    header(&p, title, out);
+    int y = p.top;
+    for (size_t r = 0; r < n_variants; r++) {
+        size_t i = p.rows[r];
+        if (!r || !same_group(&v[i], &v[p.rows[r - 1]])) {
+            /* A group's band: what its rows are timed as. */
+            kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\" font-style=\"italic\">", y + 15);
+            if (v[i].usable)
+                kiln_strbuf_printf(out, "%s %s %s %s %s", kiln_op_name(v[i].cfg.op),
+                                   kiln_dtype_name(v[i].cfg.a_type),
+                                   kiln_dtype_name(v[i].cfg.b_type),
+                                   kiln_dtype_name(v[i].cfg.out_type), v[i].cfg.sig);
+            else
+                kiln_strbuf_puts(out, "not timed");
+            kiln_strbuf_puts(out, "</text>\n");
+            y += p.cell_h;
+        }
+        kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", p.left - 8,
+                           y + p.cell_h / 2 + 4);
         xml_text(out, v[i].name);
         kiln_strbuf_puts(out, "</text>\n");
-        for (size_t s = 0; s < n_shapes; s++) {
-            int x = left + (int)s * cell_w;
-            const kiln_tune_cell *c = &v[i].cells[s];
-            char label[64];
-            const char *fill, *ink = "black";
-            char colour[16];
-            if (c->state == KILN_TUNE_TIMED && best[s] > 0) {
-                double tf = kiln_tune_shape_flops(&shapes[s]) / (c->m.median_ms * 1e9);
-                double r = tf / best[s];
-                if (r < 0) r = 0;
-                if (r > 1) r = 1;
-                /* White to deep blue. */
-                int R = (int)(247 - r * (247 - 8)), G = (int)(251 - r * (251 - 48)),
-                    B = (int)(255 - r * (255 - 107));
-                snprintf(colour, sizeof colour, "#%02x%02x%02x", R, G, B);
-                fill = colour;
-                if (r > 0.55) ink = "white";
-                snprintf(label, sizeof label, "%.1f", tf);
-            } else if (c->state == KILN_TUNE_BAD) {
-                fill = "#f4a582";
-                snprintf(label, sizeof label, "failed");
-            } else {
-                fill = "#e0e0e0";
-                snprintf(label, sizeof label, "%s", v[i].usable ? "—" : "n/a");
-            }
-            kiln_strbuf_printf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
-                                    "fill=\"%s\" stroke=\"white\"/>\n",
-                               x, y, cell_w, cell_h, fill);
-            if (winner[s] == (long)i)
-                kiln_strbuf_printf(out, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
-                                        "fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n",
-                                   x + 1, y + 1, cell_w - 2, cell_h - 2);
-            kiln_strbuf_printf(out, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"%s\">"
-                                    "%s</text>\n",
-                               x + cell_w / 2, y + cell_h / 2 + 4, ink, label);
-        }
+        for (size_t s = 0; s < n_shapes; s++) cell(&p, table, i, s, y, out);
+        y += p.cell_h;
     }
-    int ly = top + (int)n_variants * cell_h + 24;
-    kiln_strbuf_printf(out, "<text x=\"10\" y=\"%d\">grey: not timed (failed to compile, "
-                            "spills, or another arch); orange: failed at run time or wrong "
-                            "result</text>\n</svg>\n", ly);
-    free(best);
-    free(winner);
+    scale(&p, y + 24, out);
+    kiln_strbuf_puts(out, "</svg>\n");
+    free(p.rows);
 }
