@@ -361,7 +361,7 @@ static void test_text_include_launch(void **state)
     assert_non_null(strstr(src, "// runs=1 value=42\n"));
     assert_non_null(strstr(src, "// version=" KILN_VERSION_STRING " arch=sm_80 op=wgrad\n"));
     assert_non_null(strstr(src, "// spec=specs/broken.yaml:12 tile=128x256\n"));
-    assert_non_null(strstr(src, "// types=bf16,f32 bias=per_group row_scale=false output=discrete\n"));
+    assert_non_null(strstr(src, "// types=bf16,f32 bias=per_group scale=none output=discrete\n"));
     assert_non_null(strstr(src, "// abi_has_args=true\n"));
     /* override directory first, embedded files after */
     assert_non_null(strstr(src, "// snippet from the override directory\n"));
@@ -382,6 +382,9 @@ static void test_text_include_launch(void **state)
     assert_int_equal(l.tmap[2].used, 1);
     assert_int_equal(l.tmap[2].box_inner, 32);
     assert_int_equal(l.tmap[2].swizzle, 0);
+    assert_int_equal(l.max_groups, 512);
+    assert_int_equal(l.preference, 3);
+    assert_int_equal(l.scale_bias_switch, 1);
     kiln_expander_destroy(ex);
 }
 
