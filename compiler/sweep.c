@@ -33,26 +33,37 @@ typedef struct expr {
     int depth;
     const char *error;           /* first error, NULL if none */
     size_t error_at;             /* byte offset into s */
-    char buf[160];
+    char buf[240];
 } expr;
 
-static const char *const expr_names =
-    "tile.m, tile.n, tile.k, stages, cluster.m, cluster.n, warpgroups, wgrad.split, smem, "
-    "a_bytes, b_bytes, out_bytes";
+/* Names an expression may use: the integer knobs (by spec key), then what
+ * the point needs (smem, as its template reports it) and element sizes. */
+static const char *const expr_derived[] = {"smem", "a_bytes", "b_bytes", "out_bytes"};
+
+static void expr_names(char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const kiln_knob *k = kiln_knobs; k->key; k++)
+        if (k->kind == KILN_KNOB_INT && used < size)
+            used += (size_t)snprintf(buf + used, size - used, "%s, ", k->key);
+    for (size_t i = 0; i < 4 && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", expr_derived[i], i < 3 ? ", " : "");
+}
 
 static int expr_var(const expr *e, const char *name, long long *v)
 {
     const kiln_kernel_desc *d = e->d;
-    struct { const char *name; long long value; } vars[] = {
-        {"tile.m", d->tile_m}, {"tile.n", d->tile_n}, {"tile.k", d->tile_k},
-        {"stages", d->stages}, {"cluster.m", d->cluster_m}, {"cluster.n", d->cluster_n},
-        {"warpgroups", d->warpgroups}, {"wgrad.split", d->split},
-        {"smem", e->smem}, {"a_bytes", kiln_dtype_size(d->a_type)},
-        {"b_bytes", kiln_dtype_size(d->b_type)}, {"out_bytes", kiln_dtype_size(d->out_type)},
-    };
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-        if (!strcmp(vars[i].name, name)) {
-            *v = vars[i].value;
+    const kiln_knob *k = kiln_knob_find(name);
+    if (k && k->kind == KILN_KNOB_INT) {
+        *v = kiln_knob_get(k, d);
+        return 1;
+    }
+    const long long derived[] = {e->smem, kiln_dtype_size(d->a_type), kiln_dtype_size(d->b_type),
+                                 kiln_dtype_size(d->out_type)};
+    for (size_t i = 0; i < 4; i++)
+        if (!strcmp(expr_derived[i], name)) {
+            *v = derived[i];
             return 1;
         }
     return 0;
@@ -102,7 +113,9 @@ static long long ex_primary(expr *e)
         long long v = 0;
         snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), at);
         if (n >= 63 || !expr_var(e, name, &v)) {
-            snprintf(e->buf, sizeof e->buf, "unknown name '%s' (known: %s)", name, expr_names);
+            char known[160];
+            expr_names(known, sizeof known);
+            snprintf(e->buf, sizeof e->buf, "unknown name '%s' (known: %s)", name, known);
             ex_fail(e, at, e->buf);
         }
         return v;

@@ -100,18 +100,25 @@ static char *expand_ok(kiln_expander *ex, const kiln_spec *spec, const char *arc
 
 /* Expands spec expecting a template error that contains each of the
  * NULL-terminated needles and the spec position. */
-static void expand_fails(kiln_expander *ex, const kiln_spec *spec, const char *const *needles)
+/* Expands spec for sm_90a expecting status want: no source, one line. */
+static void expand_error(kiln_expander *ex, const kiln_spec *spec, kiln_status want,
+                         kiln_error *err)
 {
     char *src = (char *)"unchanged";
     kiln_launch_desc launch;
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_status st = kiln_expand(ex, spec, "sm_90a", &src, &launch, &err);
-    if (st != KILN_ERROR_TEMPLATE) print_error("expected a template error, got %d: %s\n", st, err.msg);
-    assert_int_equal(st, KILN_ERROR_TEMPLATE);
+    kiln_error_clear(err);
+    kiln_status st = kiln_expand(ex, spec, "sm_90a", &src, &launch, err);
+    if (st != want) print_error("expected status %d, got %d: %s\n", want, st, err->msg);
+    assert_int_equal(st, want);
     assert_null(src);
-    assert_int_equal(err.status, KILN_ERROR_TEMPLATE);
-    assert_null(strchr(err.msg, '\n'));
+    assert_int_equal(err->status, want);
+    assert_null(strchr(err->msg, '\n'));
+}
+
+static void expand_fails(kiln_expander *ex, const kiln_spec *spec, const char *const *needles)
+{
+    kiln_error err;
+    expand_error(ex, spec, KILN_ERROR_TEMPLATE, &err);
     char pos[256];
     snprintf(pos, sizeof pos, "(expanding %s:%d:%d)", spec->path, spec->line, spec->col);
     if (!strstr(err.msg, pos)) print_error("no spec position in: %s\n", err.msg);
@@ -257,15 +264,8 @@ static void expand_refused(kiln_expander *ex, kiln_spec *spec, const char *key, 
     snprintf(p->key, sizeof p->key, "%s", key);
     p->line = line;
     p->col = 7;
-    char *src = (char *)"unchanged";
-    kiln_launch_desc launch;
     kiln_error err;
-    kiln_error_clear(&err);
-    kiln_status st = kiln_expand(ex, spec, "sm_90a", &src, &launch, &err);
-    if (st != KILN_ERROR_INVALID_SPEC) print_error("expected a refusal, got %d: %s\n", st, err.msg);
-    assert_int_equal(st, KILN_ERROR_INVALID_SPEC);
-    assert_null(src);
-    assert_null(strchr(err.msg, '\n'));
+    expand_error(ex, spec, KILN_ERROR_INVALID_SPEC, &err);
     char pos[256];
     snprintf(pos, sizeof pos, "%s:%d:7: ", spec->path, line);
     if (strncmp(err.msg, pos, strlen(pos))) print_error("not at %s: %s\n", pos, err.msg);
