@@ -22,7 +22,12 @@ void kiln_expander_destroy(kiln_expander *ex);
 /* A template is called as chunk(spec, arch, mode): spec is the description
  * (every knob of kernel/knobs.c under its spec key, with the spec's
  * spellings; the kernel's name as spec.name), arch the target.
- *   mode "expand": returns (source string, launch table).
+ *   mode "expand": returns (source string, launch table): entry, threads,
+ *                  smem, persistent, ctas_per_sm, cluster, tmap, and what the
+ *                  dispatcher reads instead of family names: max_groups (0:
+ *                  no limit), preference (higher wins where several kernels
+ *                  serve a call), scale_bias_switch (a compiled-in scale_bias
+ *                  is switched per call).
  *   mode "check":  checks the spec against the family's rules and returns
  *                  {smem = bytes} (what the kernel would need).
  * A template refuses a spec with kiln.refuse(key, message [, level]), naming
