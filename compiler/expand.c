@@ -33,6 +33,7 @@
 
 #include "embedded.h"
 #include "expand.h"
+#include "knobs.h"
 
 #define KILN_EXPAND_DEFAULT_BUDGET 50000000L
 #define KILN_EXPAND_MEM_LIMIT ((size_t)256 << 20)
@@ -48,8 +49,11 @@ struct kiln_expander {
  * functions reach it with lua_getallocf. */
 typedef struct expansion {
     const kiln_expander *ex;
-    const kiln_spec *spec;
+    const kiln_kernel_desc *desc;
+    const kiln_spec *spec;       /* NULL when checking a bare description */
     const char *arch;
+    int check;                   /* 1: mode "check" (kiln_template_check) */
+    const char *refused;         /* the spec key of kiln.refuse, a kiln_knobs row */
     size_t mem_used, mem_limit;
     long budget_left;
     int hook_step;
@@ -232,6 +236,24 @@ static int l_kiln_text(lua_State *L)
     return 1;
 }
 
+/* kiln.refuse(key, message [, level]): the template cannot build this spec
+ * because of the spec key `key` (a dotted spec key).  The error names the
+ * template line at `level` (as error() counts: 1, the caller of refuse;
+ * 2, its caller, for helpers) and C reports it at the key's line:col. */
+static int l_kiln_refuse(lua_State *L)
+{
+    const char *key = luaL_checkstring(L, 1);
+    const char *msg = luaL_checkstring(L, 2);
+    int level = (int)luaL_optinteger(L, 3, 1);
+    const kiln_knob *k = kiln_knob_find(key);
+    if (!k) return luaL_error(L, "kiln.refuse: '%s' is not a spec key", key);
+    get_expansion(L)->refused = k->key;
+    luaL_where(L, level);
+    lua_pushstring(L, msg);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
 /* include(name): runs templates/<name>.lua once per expansion and returns
  * its value (true when it returns nothing). */
 static int l_include(lua_State *L)
@@ -348,6 +370,8 @@ static void open_sandbox(lua_State *L)
     lua_setfield(L, -2, "version");
     lua_pushcfunction(L, l_kiln_text);
     lua_setfield(L, -2, "text");
+    lua_pushcfunction(L, l_kiln_refuse);
+    lua_setfield(L, -2, "refuse");
     lua_setglobal(L, "kiln");
     lua_pushcfunction(L, l_include);
     lua_setglobal(L, "include");
@@ -355,74 +379,54 @@ static void open_sandbox(lua_State *L)
 
 /* ---- the spec table ------------------------------------------------------ */
 
-static void set_str(lua_State *L, const char *key, const char *value)
+/* Pushes a knob's value: a string (ENUM, STRING, NAME: the spelling of
+ * the spec language), an integer or a boolean. */
+static void push_knob(lua_State *L, const kiln_knob *k, const kiln_kernel_desc *d)
 {
-    lua_pushstring(L, value);
-    lua_setfield(L, -2, key);
-}
-
-static void set_int(lua_State *L, const char *key, lua_Integer value)
-{
-    lua_pushinteger(L, value);
-    lua_setfield(L, -2, key);
-}
-
-static void set_bool(lua_State *L, const char *key, int value)
-{
-    lua_pushboolean(L, value);
-    lua_setfield(L, -2, key);
-}
-
-static void push_spec(lua_State *L, const kiln_spec *spec)
-{
-    const kiln_kernel_desc *d = &spec->desc;
-    lua_newtable(L);
-    set_str(L, "name", d->name);
-    set_str(L, "op", kiln_op_name(d->op));
-    lua_newtable(L);
-    set_str(L, "a", kiln_dtype_name(d->a_type));
-    set_str(L, "b", kiln_dtype_name(d->b_type));
-    set_str(L, "out", kiln_dtype_name(d->out_type));
-    set_str(L, "accum", kiln_dtype_name(d->accum_type));
-    lua_setfield(L, -2, "types");
-    lua_newtable(L);
-    set_int(L, "m", d->tile_m);
-    set_int(L, "n", d->tile_n);
-    set_int(L, "k", d->tile_k);
-    lua_setfield(L, -2, "tile");
-    set_int(L, "stages", d->stages);
-    lua_newtable(L);
-    set_int(L, "m", d->cluster_m);
-    set_int(L, "n", d->cluster_n);
-    lua_setfield(L, -2, "cluster");
-    set_int(L, "warpgroups", d->warpgroups);
-    set_str(L, "family", d->family);
-    set_str(L, "weights", d->weights == KILN_WEIGHTS_CONTIGUOUS ? "contiguous" : "any");
-    lua_newtable(L);
-    set_str(L, "bias", d->epilogue.bias == KILN_BIAS_PER_GROUP ? "per_group" : "none");
-    set_bool(L, "row_scale", d->epilogue.row_scale);
-    set_bool(L, "scale_bias", d->epilogue.scale_bias);
-    set_str(L, "alpha", d->epilogue.alpha == KILN_ALPHA_PER_GROUP ? "per_group" : "scalar");
-    set_bool(L, "beta", d->epilogue.beta);
-    lua_setfield(L, -2, "epilogue");
-    lua_newtable(L);
-    set_str(L, "output", d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
-    set_bool(L, "accumulate", d->accumulate);
-    set_bool(L, "dbias", d->dbias);
-    set_int(L, "split", d->split);
-    lua_setfield(L, -2, "wgrad");
-    set_str(L, "raster", d->raster);
-    /* "auto" reaches templates as nil: the template picks the schedule. */
-    if (strcmp(d->schedule, "auto") != 0) set_str(L, "schedule", d->schedule);
-    lua_newtable(L);
-    for (int i = 0; i < d->n_archs && i < KILN_MAX_ARCHS; i++) {
-        lua_pushstring(L, d->archs[i]);
-        lua_rawseti(L, -2, i + 1);
+    switch (k->kind) {
+    case KILN_KNOB_INT: lua_pushinteger(L, kiln_knob_get(k, d)); break;
+    case KILN_KNOB_BOOL: lua_pushboolean(L, kiln_knob_get(k, d)); break;
+    case KILN_KNOB_ARCHS:
+        lua_newtable(L);
+        for (int i = 0; i < d->n_archs && i < KILN_MAX_ARCHS; i++) {
+            lua_pushstring(L, d->archs[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        break;
+    default: lua_pushstring(L, kiln_knob_spelling(k, d)); break;
     }
-    lua_setfield(L, -2, "archs");
-    set_str(L, "spec_path", spec->path);
-    set_int(L, "spec_line", spec->line);
-    set_int(L, "spec_col", spec->col);
+}
+
+/* The description as templates read it: every knob of kiln_knobs under its
+ * spec key (spec.tile.m, spec.epilogue.scale), with the spec's spellings;
+ * the kernel's name as spec.name.  spec (may be NULL) adds where the spec
+ * came from: spec_path, spec_line, spec_col. */
+static void push_spec(lua_State *L, const kiln_kernel_desc *d, const kiln_spec *spec)
+{
+    lua_newtable(L);
+    for (const kiln_knob *k = kiln_knobs; k->key; k++) {
+        const char *dot = strchr(k->key, '.');
+        if (k->kind == KILN_KNOB_MAP) {
+            lua_newtable(L);
+            lua_setfield(L, -2, k->key);
+            continue;
+        }
+        if (!kiln_knob_has_value(k) && k->kind != KILN_KNOB_ARCHS) continue;
+        if (dot) {
+            lua_pushlstring(L, k->key, (size_t)(dot - k->key));
+            lua_rawget(L, -2);
+        }
+        push_knob(L, k, d);
+        lua_setfield(L, -2, k->kind == KILN_KNOB_NAME ? k->text : dot ? dot + 1 : k->key);
+        if (dot) lua_pop(L, 1);
+    }
+    if (!spec) return;
+    lua_pushstring(L, spec->path);
+    lua_setfield(L, -2, "spec_path");
+    lua_pushinteger(L, spec->line);
+    lua_setfield(L, -2, "spec_line");
+    lua_pushinteger(L, spec->col);
+    lua_setfield(L, -2, "spec_col");
 }
 
 /* ---- the launch table ---------------------------------------------------- */
@@ -493,8 +497,10 @@ static int valid_identifier(const char *s)
 
 static void read_launch(lua_State *L, int idx, kiln_launch_desc *l)
 {
-    static const char *const top_keys[] = {"entry",       "threads", "smem", "persistent",
-                                           "ctas_per_sm", "cluster", "tmap", NULL};
+    static const char *const top_keys[] = {"entry",      "threads",     "smem",
+                                           "persistent", "ctas_per_sm", "cluster",
+                                           "tmap",       "max_groups",  "scale_bias_switch",
+                                           "preference", NULL};
     static const char *const mn_keys[] = {"m", "n", NULL};
     static const char *const tmap_keys[] = {"a", "b", "d", NULL};
     static const char *const box_keys[] = {"box_inner", "box_outer", "swizzle", NULL};
@@ -512,7 +518,9 @@ static void read_launch(lua_State *L, int idx, kiln_launch_desc *l)
     lua_pop(L, 1);
 
     l->threads = get_int_field(L, idx, "", "threads", 1, 0, 1, 1024);
-    l->smem_bytes = get_int_field(L, idx, "", "smem", 1, 0, 0, 232448);
+    /* The arch's limit is the template's to check; this only keeps the
+     * number sane. */
+    l->smem_bytes = get_int_field(L, idx, "", "smem", 1, 0, 0, 1 << 24);
     t = lua_getfield(L, idx, "persistent");
     if (t != LUA_TBOOLEAN)
         return_error(L, "launch table: persistent must be a boolean, not %s",
@@ -520,6 +528,14 @@ static void read_launch(lua_State *L, int idx, kiln_launch_desc *l)
     l->persistent = lua_toboolean(L, -1);
     lua_pop(L, 1);
     l->ctas_per_sm = get_int_field(L, idx, "", "ctas_per_sm", 1, 0, 1, 64);
+    l->max_groups = get_int_field(L, idx, "", "max_groups", 0, 0, 0, INT_MAX);
+    t = lua_getfield(L, idx, "scale_bias_switch");
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+        return_error(L, "launch table: scale_bias_switch must be a boolean, not %s",
+                     lua_typename(L, t));
+    l->scale_bias_switch = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    l->preference = get_int_field(L, idx, "", "preference", 0, 0, -100, 100);
 
     l->cluster_m = l->cluster_n = 1;
     t = lua_getfield(L, idx, "cluster");
@@ -577,9 +593,20 @@ static int expand_protected(lua_State *L)
     open_sandbox(L);
 
     load_template_chunk(L, x->family_file);
-    push_spec(L, x->spec);
+    push_spec(L, x->desc, x->spec);
     lua_pushstring(L, x->arch);
-    lua_call(L, 2, 2);
+    lua_pushstring(L, x->check ? "check" : "expand");
+    lua_call(L, 3, 2);
+    if (x->check) {
+        /* What the check reports ({smem = ...}); a template without a check
+         * mode returns its launch table second. */
+        for (int i = 1; i <= 2; i++) {
+            if (lua_type(L, i) != LUA_TTABLE) continue;
+            x->launch.smem_bytes = get_int_field(L, i, "", "smem", 0, 0, 0, 1 << 24);
+            break;
+        }
+        return 0;
+    }
 
     if (lua_type(L, 1) != LUA_TSTRING)
         return return_error(L, "template must return (source string, launch table); "
@@ -666,52 +693,73 @@ void kiln_expander_set_budget(kiln_expander *ex, long instructions)
     if (ex) ex->budget = instructions > 0 ? instructions : KILN_EXPAND_DEFAULT_BUDGET;
 }
 
+/* Copies msg into buf as one line. */
+static void one_line(char *buf, size_t size, const char *msg)
+{
+    size_t n = 0;
+    for (const char *p = msg; *p && n + 1 < size; p++)
+        buf[n++] = (*p == '\n' || *p == '\r' || *p == '\t') ? ' ' : *p;
+    buf[n] = '\0';
+}
+
+/* A refusal: "templates/F:N: message" becomes "message (templates/F:N)",
+ * positioned at the refused key when spec is given. */
+static kiln_status refusal_error(kiln_error *err, const char *msg, const char *key,
+                                 const kiln_spec *spec)
+{
+    char line[KILN_ERROR_MAX - 400], where[160] = "";
+    one_line(line, sizeof line, msg);
+    char *text = line;
+    if (has_template_position(line)) {
+        char *colon = strchr(line, ':');
+        colon = strchr(colon + 1, ':');
+        snprintf(where, sizeof where, " (%.*s)", (int)(colon - line), line);
+        text = colon + 1;
+        while (*text == ' ') text++;
+    }
+    if (!spec) return kiln_error_set(err, KILN_ERROR_INVALID_SPEC, "%s%s", text, where);
+    int l, c;
+    kiln_spec_find_pos(spec, key, &l, &c);
+    return kiln_error_set(err, KILN_ERROR_INVALID_SPEC, "%s:%d:%d: %s%s", spec->path, l, c, text,
+                          where);
+}
+
 /* Copies msg into err as one line, followed by the spec position. */
 static kiln_status template_error(kiln_error *err, const char *msg, const kiln_spec *spec)
 {
-    char line[KILN_ERROR_MAX];
-    size_t n = 0;
-    for (const char *p = msg; *p && n + 1 < sizeof line - 300; p++)
-        line[n++] = (*p == '\n' || *p == '\r' || *p == '\t') ? ' ' : *p;
-    line[n] = '\0';
+    char line[KILN_ERROR_MAX - 400];
+    one_line(line, sizeof line, msg);
+    if (!spec) return kiln_error_set(err, KILN_ERROR_TEMPLATE, "%s", line);
     return kiln_error_set(err, KILN_ERROR_TEMPLATE, "%s (expanding %s:%d:%d)", line, spec->path,
                           spec->line, spec->col);
 }
 
-kiln_status kiln_expand(kiln_expander *ex, const kiln_spec *spec, const char *arch, char **source,
-                        kiln_launch_desc *launch, kiln_error *err)
+/* Runs x's family template in a fresh state; on failure err says why. */
+static kiln_status run_template(expansion *x, kiln_error *err)
 {
-    if (!ex || !spec || !arch || !source || !launch)
-        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "kiln_expand: NULL argument");
-    *source = NULL;
+    const kiln_expander *ex = x->ex;
+    x->mem_limit = KILN_EXPAND_MEM_LIMIT;
+    x->budget_left = ex->budget;
+    x->hook_step = ex->budget < KILN_EXPAND_HOOK_STEP ? (int)ex->budget : KILN_EXPAND_HOOK_STEP;
 
-    expansion x;
-    memset(&x, 0, sizeof x);
-    x.ex = ex;
-    x.spec = spec;
-    x.arch = arch;
-    x.mem_limit = KILN_EXPAND_MEM_LIMIT;
-    x.budget_left = ex->budget;
-    x.hook_step = ex->budget < KILN_EXPAND_HOOK_STEP ? (int)ex->budget : KILN_EXPAND_HOOK_STEP;
-
-    const char *family = spec->desc.family;
+    const char *family = x->desc->family;
     char file[KILN_TEMPLATE_NAME_MAX + 8];
     snprintf(file, sizeof file, "%s.lua", family);
     if (!*family || strchr(family, '.') || !valid_file_name(file)) {
         char msg[256];
         snprintf(msg, sizeof msg, "templates/%s: bad template family name '%s'", file, family);
-        return template_error(err, msg, spec);
+        return template_error(err, msg, x->spec);
     }
-    snprintf(x.family_file, sizeof x.family_file, "%s", file);
-    snprintf(x.main_source, sizeof x.main_source, "@templates/%s", file);
+    snprintf(x->family_file, sizeof x->family_file, "%s", file);
+    snprintf(x->main_source, sizeof x->main_source, "@templates/%s", file);
 
-    lua_State *L = lua_newstate(expand_alloc, &x);
+    lua_State *L = lua_newstate(expand_alloc, x);
     if (!L) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "kiln_expand: cannot create a Lua state");
-    lua_sethook(L, expand_hook, LUA_MASKCOUNT | LUA_MASKRET, x.hook_step);
+    lua_sethook(L, expand_hook, LUA_MASKCOUNT | LUA_MASKRET, x->hook_step);
 
     lua_pushcfunction(L, expand_msgh);
     lua_pushcfunction(L, expand_protected);
-    lua_pushlightuserdata(L, &x);
+    lua_pushlightuserdata(L, x);
     int rc = lua_pcall(L, 1, 0, 1);
     kiln_status status = KILN_OK;
     if (rc != LUA_OK) {
@@ -720,21 +768,67 @@ kiln_status kiln_expand(kiln_expander *ex, const kiln_spec *spec, const char *ar
         if (rc == LUA_ERRMEM || !msg) {
             snprintf(buf, sizeof buf,
                      "templates/%s: out of memory (a template may use at most %zu MiB)",
-                     x.family_file, x.mem_limit >> 20);
+                     x->family_file, x->mem_limit >> 20);
             msg = buf;
         } else if (strstr(msg, "not enough memory") && !has_template_position(msg)) {
             snprintf(buf, sizeof buf, "templates/%s: %s (a template may use at most %zu MiB)",
-                     x.family_file, msg, x.mem_limit >> 20);
+                     x->family_file, msg, x->mem_limit >> 20);
             msg = buf;
         }
-        status = template_error(err, msg, spec);
-        free(x.source);
-        x.source = NULL;
+        if (x->refused && rc == LUA_ERRRUN && !x->budget_exhausted)
+            status = refusal_error(err, msg, x->refused, x->spec);
+        else
+            status = template_error(err, msg, x->spec);
+        free(x->source);
+        x->source = NULL;
     }
     lua_close(L);
-    free(x.pending);
-    if (status != KILN_OK) return status;
+    free(x->pending);
+    x->pending = NULL;
+    return status;
+}
+
+kiln_status kiln_expand(kiln_expander *ex, const kiln_spec *spec, const char *arch, char **source,
+                        kiln_launch_desc *launch, kiln_error *err)
+{
+    if (!ex || !spec || !arch || !source || !launch)
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "kiln_expand: NULL argument");
+    *source = NULL;
+    expansion x;
+    memset(&x, 0, sizeof x);
+    x.ex = ex;
+    x.desc = &spec->desc;
+    x.spec = spec;
+    x.arch = arch;
+    kiln_status st = run_template(&x, err);
+    if (st != KILN_OK) return st;
     *source = x.source;
     *launch = x.launch;
     return KILN_OK;
+}
+
+kiln_status kiln_template_check(kiln_expander *ex, const kiln_kernel_desc *d, const char *arch,
+                                int *smem, kiln_error *err, const char **key)
+{
+    if (key) *key = NULL;
+    if (smem) *smem = 0;
+    if (!d || !arch)
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "kiln_template_check: NULL argument");
+    kiln_expander *own = NULL;
+    if (!ex) {
+        kiln_status st = kiln_expander_create(NULL, &own, err);
+        if (st != KILN_OK) return st;
+        ex = own;
+    }
+    expansion x;
+    memset(&x, 0, sizeof x);
+    x.ex = ex;
+    x.desc = d;
+    x.arch = arch;
+    x.check = 1;
+    kiln_status st = run_template(&x, err);
+    kiln_expander_destroy(own);
+    if (st == KILN_ERROR_INVALID_SPEC && key) *key = x.refused;
+    if (st == KILN_OK && smem) *smem = x.launch.smem_bytes;
+    return st;
 }

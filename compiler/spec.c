@@ -16,82 +16,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "expand.h"
 #include "spec_internal.h"
 
 /* ------------------------------------------------------------------------ */
 /* Schema                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static const char *const op_choices[] = {"fprop", "dgrad", "wgrad", NULL};
-static const char *const arch_choices[] = {"sm_90a", "sm_80", "sm_100a", NULL};
-static const char *const family_choices[] = {"sm90", "simple", NULL};
-static const char *const in_choices[] = {"bf16", "fp16", "e4m3", "e5m2", NULL};
-static const char *const out_choices[] = {"bf16", "fp16", "f32", NULL};
-static const char *const accum_choices[] = {"f32", NULL};
-static const char *const weights_choices[] = {"any", "contiguous", NULL};
-static const char *const raster_choices[] = {"group", "m", "n", NULL};
-static const char *const schedule_choices[] = {"auto", "cooperative", "pingpong", NULL};
-static const char *const bias_choices[] = {"none", "per_group", NULL};
-static const char *const scale_choices[] = {"none", "per_row", NULL};
-static const char *const alpha_choices[] = {"scalar", "per_group", NULL};
-static const char *const output_choices[] = {"dense", "discrete", NULL};
-
-/* Order matters twice: it is the order of "allowed:" lists in messages and
- * the order of name fragments of swept axes. */
-const kiln_spec_field kiln_spec_fields[] = {
-    {"kernel", KILN_VK_NAME, NULL, 0},
-    {"op", KILN_VK_CHOICE, op_choices, 0},
-    {"arch", KILN_VK_ARCH, arch_choices, 0},
-    {"family", KILN_VK_CHOICE, family_choices, 1},
-    {"types", KILN_VK_MAP, NULL, 0},
-    {"types.a", KILN_VK_CHOICE, in_choices, 1},
-    {"types.b", KILN_VK_CHOICE, in_choices, 1},
-    {"types.out", KILN_VK_CHOICE, out_choices, 1},
-    {"types.accum", KILN_VK_CHOICE, accum_choices, 0},
-    {"tile", KILN_VK_MAP, NULL, 1},
-    {"tile.m", KILN_VK_INT, NULL, 1},
-    {"tile.n", KILN_VK_INT, NULL, 1},
-    {"tile.k", KILN_VK_INT, NULL, 1},
-    {"stages", KILN_VK_INT, NULL, 1},
-    {"cluster", KILN_VK_MAP, NULL, 1},
-    {"cluster.m", KILN_VK_INT, NULL, 1},
-    {"cluster.n", KILN_VK_INT, NULL, 1},
-    {"warpgroups", KILN_VK_INT, NULL, 1},
-    {"weights", KILN_VK_CHOICE, weights_choices, 1},
-    {"raster", KILN_VK_CHOICE, raster_choices, 1},
-    {"schedule", KILN_VK_CHOICE, schedule_choices, 1},
-    {"epilogue", KILN_VK_MAP, NULL, 0},
-    {"epilogue.bias", KILN_VK_CHOICE, bias_choices, 1},
-    {"epilogue.scale", KILN_VK_CHOICE, scale_choices, 1},
-    {"epilogue.scale_bias", KILN_VK_BOOL, NULL, 1},
-    {"epilogue.alpha", KILN_VK_CHOICE, alpha_choices, 1},
-    {"epilogue.beta", KILN_VK_BOOL, NULL, 1},
-    {"wgrad", KILN_VK_MAP, NULL, 0},
-    {"wgrad.output", KILN_VK_CHOICE, output_choices, 1},
-    {"wgrad.accumulate", KILN_VK_BOOL, NULL, 1},
-    {"wgrad.dbias", KILN_VK_BOOL, NULL, 1},
-    {"wgrad.split", KILN_VK_INT, NULL, 1},
-    {"sweep", KILN_VK_SWEEP, NULL, 0},
-    {"constraints", KILN_VK_CONSTRAINTS, NULL, 0},
-    {NULL, 0, NULL, 0},
-};
-
-_Static_assert(sizeof kiln_spec_fields / sizeof kiln_spec_fields[0] <= KILN_SPEC_N_FIELDS,
-               "raise KILN_SPEC_N_FIELDS");
-
-const kiln_spec_field *kiln_spec_field_find(const char *key)
-{
-    for (const kiln_spec_field *f = kiln_spec_fields; f->key; f++)
-        if (!strcmp(f->key, key)) return f;
-    return NULL;
-}
+/* The schema is the knob table (kernel/knobs.c): its rows in order, maps
+ * ("tile") before their dotted children. */
 
 /* The fields directly under prefix ("" for the top level), as "a, b, c". */
 static void list_children(const char *prefix, char *buf, size_t size)
 {
     size_t plen = strlen(prefix), used = 0;
     buf[0] = '\0';
-    for (const kiln_spec_field *f = kiln_spec_fields; f->key; f++) {
+    for (const kiln_knob *f = kiln_knobs; f->key; f++) {
         const char *rest = f->key;
         if (plen) {
             if (strncmp(f->key, prefix, plen) || f->key[plen] != '.') continue;
@@ -104,12 +44,12 @@ static void list_children(const char *prefix, char *buf, size_t size)
     }
 }
 
-static void list_choices(const char *const *choices, char *buf, size_t size)
+static void list_choices(const kiln_knob_choice *choices, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (int i = 0; choices[i]; i++) {
-        int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", choices[i]);
+    for (int i = 0; choices[i].name; i++) {
+        int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", choices[i].name);
         if (n < 0 || (size_t)n >= size - used) break;
         used += (size_t)n;
     }
@@ -142,7 +82,7 @@ static const char *suggest(const char *prefix, const char *name)
     size_t plen = strlen(prefix);
     const char *best = NULL;
     int best_d = 3;
-    for (const kiln_spec_field *f = kiln_spec_fields; f->key; f++) {
+    for (const kiln_knob *f = kiln_knobs; f->key; f++) {
         const char *rest = f->key;
         if (plen) {
             if (strncmp(f->key, prefix, plen) || f->key[plen] != '.') continue;
@@ -276,7 +216,7 @@ static kiln_status get_bool(const kiln_spec_ctx *c, const char *key, const yaml_
 }
 
 static kiln_status get_choice(const kiln_spec_ctx *c, const char *key, const yaml_node_t *n,
-                              const char *const *choices, const char **out)
+                              const kiln_knob_choice *choices, const char **out)
 {
     char allowed[256];
     list_choices(choices, allowed, sizeof allowed);
@@ -284,9 +224,9 @@ static kiln_status get_choice(const kiln_spec_ctx *c, const char *key, const yam
     snprintf(what, sizeof what, "one of %s", allowed);
     kiln_status st = want_scalar(c, key, n, what);
     if (st) return st;
-    for (int i = 0; choices[i]; i++)
-        if (!strcmp(kiln_spec_scalar(n), choices[i])) {
-            *out = choices[i];
+    for (int i = 0; choices[i].name; i++)
+        if (!strcmp(kiln_spec_scalar(n), choices[i].name)) {
+            *out = choices[i].name;
             return KILN_OK;
         }
     return kiln_spec_error_at(c, AT(n), "%s must be one of %s (got \"%.60s\")", key, allowed,
@@ -342,48 +282,7 @@ int kiln_spec_find_pos(const kiln_spec *spec, const char *key, int *line, int *c
     return 0;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Setting values                                                           */
-/* ------------------------------------------------------------------------ */
-
-static void store_int(kiln_kernel_desc *d, const char *key, int v)
-{
-    if (!strcmp(key, "tile.m")) d->tile_m = v;
-    else if (!strcmp(key, "tile.n")) d->tile_n = v;
-    else if (!strcmp(key, "tile.k")) d->tile_k = v;
-    else if (!strcmp(key, "stages")) d->stages = v;
-    else if (!strcmp(key, "cluster.m")) d->cluster_m = v;
-    else if (!strcmp(key, "cluster.n")) d->cluster_n = v;
-    else if (!strcmp(key, "warpgroups")) d->warpgroups = v;
-    else if (!strcmp(key, "epilogue.scale_bias")) d->epilogue.scale_bias = v;
-    else if (!strcmp(key, "epilogue.beta")) d->epilogue.beta = v;
-    else if (!strcmp(key, "wgrad.accumulate")) d->accumulate = v;
-    else if (!strcmp(key, "wgrad.dbias")) d->dbias = v;
-    else if (!strcmp(key, "wgrad.split")) d->split = v;
-}
-
-static void store_choice(kiln_kernel_desc *d, const char *key, const char *v)
-{
-    if (!strcmp(key, "op")) kiln_op_parse(v, &d->op);
-    else if (!strcmp(key, "family")) snprintf(d->family, sizeof d->family, "%s", v);
-    else if (!strcmp(key, "types.a")) kiln_dtype_parse(v, &d->a_type);
-    else if (!strcmp(key, "types.b")) kiln_dtype_parse(v, &d->b_type);
-    else if (!strcmp(key, "types.out")) kiln_dtype_parse(v, &d->out_type);
-    else if (!strcmp(key, "types.accum")) kiln_dtype_parse(v, &d->accum_type);
-    else if (!strcmp(key, "weights"))
-        d->weights = !strcmp(v, "contiguous") ? KILN_WEIGHTS_CONTIGUOUS : KILN_WEIGHTS_ANY;
-    else if (!strcmp(key, "raster")) snprintf(d->raster, sizeof d->raster, "%s", v);
-    else if (!strcmp(key, "schedule")) snprintf(d->schedule, sizeof d->schedule, "%s", v);
-    else if (!strcmp(key, "epilogue.bias"))
-        d->epilogue.bias = !strcmp(v, "per_group") ? KILN_BIAS_PER_GROUP : KILN_BIAS_NONE;
-    else if (!strcmp(key, "epilogue.scale")) d->epilogue.row_scale = !strcmp(v, "per_row");
-    else if (!strcmp(key, "epilogue.alpha"))
-        d->epilogue.alpha = !strcmp(v, "per_group") ? KILN_ALPHA_PER_GROUP : KILN_ALPHA_SCALAR;
-    else if (!strcmp(key, "wgrad.output"))
-        d->wgrad_output = !strcmp(v, "discrete") ? KILN_WGRAD_DISCRETE : KILN_WGRAD_DENSE;
-}
-
-static kiln_status get_arch(kiln_spec_ctx *c, const yaml_node_t *n)
+static kiln_status get_arch(kiln_spec_ctx *c, const kiln_knob *f, const yaml_node_t *n)
 {
     kiln_kernel_desc *d = &c->spec->desc;
     const yaml_node_t *items[KILN_MAX_ARCHS];
@@ -404,7 +303,7 @@ static kiln_status get_arch(kiln_spec_ctx *c, const yaml_node_t *n)
     d->n_archs = 0;
     for (int i = 0; i < count; i++) {
         const char *v;
-        kiln_status st = get_choice(c, "arch", items[i], arch_choices, &v);
+        kiln_status st = get_choice(c, "arch", items[i], f->choices, &v);
         if (st) return st;
         for (int j = 0; j < d->n_archs; j++)
             if (!strcmp(d->archs[j], v))
@@ -416,25 +315,26 @@ static kiln_status get_arch(kiln_spec_ctx *c, const yaml_node_t *n)
 
 static kiln_status apply_map(kiln_spec_ctx *c, const char *prefix, const yaml_node_t *n);
 
-kiln_status kiln_spec_apply(kiln_spec_ctx *c, const kiln_spec_field *f, const yaml_node_t *n)
+kiln_status kiln_spec_apply(kiln_spec_ctx *c, const kiln_knob *f, const yaml_node_t *n)
 {
     kiln_kernel_desc *d = &c->spec->desc;
     kiln_status st;
     int iv = 0;
     const char *sv;
     switch (f->kind) {
-    case KILN_VK_MAP: return apply_map(c, f->key, n);
-    case KILN_VK_INT:
-    case KILN_VK_BOOL:
-        st = f->kind == KILN_VK_INT ? get_int(c, f->key, n, &iv) : get_bool(c, f->key, n, &iv);
-        if (!st) store_int(d, f->key, iv);
+    case KILN_KNOB_MAP: return apply_map(c, f->key, n);
+    case KILN_KNOB_INT:
+    case KILN_KNOB_BOOL:
+        st = f->kind == KILN_KNOB_INT ? get_int(c, f->key, n, &iv) : get_bool(c, f->key, n, &iv);
+        if (!st) kiln_knob_set(f, d, iv);
         return st;
-    case KILN_VK_CHOICE:
+    case KILN_KNOB_ENUM:
+    case KILN_KNOB_STRING:
         st = get_choice(c, f->key, n, f->choices, &sv);
-        if (!st) store_choice(d, f->key, sv);
+        if (!st) kiln_knob_set_spelling(f, d, sv);
         return st;
-    case KILN_VK_ARCH: return get_arch(c, n);
-    case KILN_VK_NAME:
+    case KILN_KNOB_ARCHS: return get_arch(c, f, n);
+    case KILN_KNOB_NAME:
         st = want_scalar(c, "kernel", n, "a name");
         if (st) return st;
         sv = kiln_spec_scalar(n);
@@ -446,8 +346,8 @@ kiln_status kiln_spec_apply(kiln_spec_ctx *c, const kiln_spec_field *f, const ya
                                       strlen(sv), KILN_SPEC_NAME_MAX);
         snprintf(d->name, sizeof d->name, "%s", sv);
         return KILN_OK;
-    case KILN_VK_SWEEP: c->sweep = n; return KILN_OK;
-    case KILN_VK_CONSTRAINTS: c->constraints = n; return KILN_OK;
+    case KILN_KNOB_SWEEP: c->sweep = n; return KILN_OK;
+    case KILN_KNOB_CONSTRAINTS: c->constraints = n; return KILN_OK;
     }
     return KILN_OK;
 }
@@ -484,7 +384,7 @@ static kiln_status apply_map(kiln_spec_ctx *c, const char *prefix, const yaml_no
         }
         char full[128];
         snprintf(full, sizeof full, "%s%s%s", prefix, *prefix ? "." : "", name);
-        const kiln_spec_field *f = strchr(name, '.') ? NULL : kiln_spec_field_find(full);
+        const kiln_knob *f = strchr(name, '.') ? NULL : kiln_knob_find(full);
         if (!f) {
             char allowed[512];
             list_children(prefix, allowed, sizeof allowed);
@@ -495,7 +395,7 @@ static kiln_status apply_map(kiln_spec_ctx *c, const char *prefix, const yaml_no
                                       where, hint, allowed);
         }
         kiln_spec_set_pos(c->spec, full, AT(k));
-        c->seen[f - kiln_spec_fields] = 1;
+        c->seen[f - kiln_knobs] = 1;
         kiln_status st = kiln_spec_apply(c, f, v);
         if (st) return st;
     }
@@ -506,42 +406,7 @@ static kiln_status apply_map(kiln_spec_ctx *c, const char *prefix, const yaml_no
 /* Validation                                                               */
 /* ------------------------------------------------------------------------ */
 
-static int is_fp8(kiln_dtype t) { return t == KILN_DTYPE_E4M3 || t == KILN_DTYPE_E5M2; }
 static int is_16(kiln_dtype t) { return t == KILN_DTYPE_BF16 || t == KILN_DTYPE_F16; }
-static int in_list(int v, const int *list, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (list[i] == v) return 1;
-    return 0;
-}
-
-int kiln_arch_smem_limit(const char *arch)
-{
-    if (!arch) return 0;
-    if (!strcmp(arch, "sm_90a") || !strcmp(arch, "sm_100a")) return 232448;
-    if (!strcmp(arch, "sm_80")) return 166912;
-    return 0;
-}
-
-/* Mirrors the budget of templates/sm90.lua, which refuses the same limit:
- * the ring of A and B stages, per-warp fp32 epilogue staging (4 warps x 16x40
- * floats per consumer warp group), the group schedule (2*(1024+1)+64 ints),
- * two barriers per stage, and 1024 bytes to align the ring to the 128-byte
- * swizzle atom.  The simple family keeps fp32 copies of its tiles. */
-int kiln_spec_smem_bytes(const kiln_kernel_desc *d)
-{
-    long long tm = d->tile_m, tn = d->tile_n, tk = d->tile_k, st = d->stages, bytes;
-    if (!strcmp(d->family, "simple")) {
-        bytes = st * (tm * tk + tn * tk) * 4 + 1024;
-    } else {
-        long long ring = st * (tm * tk * kiln_dtype_size(d->a_type) +
-                               tn * tk * kiln_dtype_size(d->b_type));
-        long long staging = (long long)d->warpgroups * 4 * 16 * 40 * 4;
-        long long sched = (2 * (1024 + 1) + 64) * 4;
-        bytes = 1024 + ((ring + staging + sched + 7) & ~7LL) + 2 * st * 8;
-    }
-    return bytes > INT_MAX || bytes < 0 ? INT_MAX : (int)bytes;
-}
 
 #define FAIL(k, ...)                                                                           \
     do {                                                                                       \
@@ -549,94 +414,11 @@ int kiln_spec_smem_bytes(const kiln_kernel_desc *d)
         return kiln_error_set(err, KILN_ERROR_INVALID_SPEC, __VA_ARGS__);                      \
     } while (0)
 
-static kiln_status validate_types(const kiln_kernel_desc *d, const char *arch, int sm90,
-                                  kiln_error *err, const char **key)
-{
-    const char *a = kiln_dtype_name(d->a_type), *b = kiln_dtype_name(d->b_type);
-    if (d->accum_type != KILN_DTYPE_F32)
-        FAIL("types.accum", "types.accum must be f32 (got %s)", kiln_dtype_name(d->accum_type));
-    if (!is_16(d->a_type) && !is_fp8(d->a_type))
-        FAIL("types.a", "types.a must be one of bf16, fp16, e4m3, e5m2 (got %s)", a);
-    if (!is_16(d->b_type) && !is_fp8(d->b_type))
-        FAIL("types.b", "types.b must be one of bf16, fp16, e4m3, e5m2 (got %s)", b);
-    if (d->out_type != KILN_DTYPE_BF16 && d->out_type != KILN_DTYPE_F16 &&
-        d->out_type != KILN_DTYPE_F32)
-        FAIL("types.out", "types.out must be one of bf16, fp16, f32 (got %s)",
-             kiln_dtype_name(d->out_type));
-    if (is_fp8(d->a_type) != is_fp8(d->b_type))
-        FAIL("types.b", "types.a and types.b must both be 16-bit or both be 8-bit (got %s and %s)",
-             a, b);
-    if (is_16(d->a_type) && d->a_type != d->b_type)
-        FAIL("types.b", "types.a and types.b must be the same 16-bit type (got %s and %s)", a, b);
-    if (is_fp8(d->a_type)) {
-        if (!strcmp(arch, "sm_80"))
-            FAIL("types.a", "fp8 needs sm_90a or newer (%s x %s on %s)", a, b, arch);
-        if (d->op != KILN_OP_FPROP)
-            FAIL("op", "fp8 %s needs a transposed operand, which wgmma does not support for "
-                       "8-bit types (fp8 is fprop only)", kiln_op_name(d->op));
-        if (!sm90) FAIL("family", "fp8 needs family sm90 (the %s family has no 8-bit path)",
-                        d->family);
-    }
-    return KILN_OK;
-}
-
-static kiln_status validate_tile(const kiln_kernel_desc *d, int sm90, kiln_error *err,
-                                 const char **key)
-{
-    if (sm90) {
-        int esize = kiln_dtype_size(d->a_type);
-        if (d->tile_m < 64 || d->tile_m > 256 || d->tile_m % 64)
-            FAIL("tile.m", "tile.m must be a multiple of 64 from 64 to 256 for family sm90 "
-                           "(wgmma works on 64 rows per warp group; got %d)", d->tile_m);
-        /* Pingpong gives each warp group a whole tile of its own; the other
-         * schedules split a tile's rows among the warp groups. */
-        int pingpong = !strcmp(d->schedule, "pingpong");
-        int rows_per_wg = pingpong ? d->tile_m : d->tile_m / d->warpgroups;
-        if (pingpong && d->warpgroups != 2)
-            FAIL("schedule", "schedule pingpong needs warpgroups: 2 (got %d)", d->warpgroups);
-        if (!pingpong && (d->tile_m / 64) % d->warpgroups)
-            FAIL("warpgroups", "tile.m %d cannot be split across %d warp groups (each needs a "
-                               "multiple of 64 rows)", d->tile_m, d->warpgroups);
-        /* wgmma takes any multiple of 8, but the sm90 templates' epilogue
-         * and dgrad/wgrad loads work in 64-column (128-byte) chunks. */
-        if (d->tile_n < 64 || d->tile_n > 256 || d->tile_n % 64)
-            FAIL("tile.n", "tile.n must be 64, 128, 192 or 256 for family sm90 (its epilogue "
-                           "and loads work in 64-column chunks; got %d)", d->tile_n);
-        if (d->tile_k * esize != 128)
-            FAIL("tile.k", "tile.k must be %d for %s with family sm90: one 128-byte swizzled row "
-                           "(got %d)", 128 / esize, kiln_dtype_name(d->a_type), d->tile_k);
-        int regs = rows_per_wg * d->tile_n / 128;
-        if (regs > 128)
-            FAIL("tile", "tile %dx%d with %d warp group%s needs %d fp32 accumulator registers "
-                         "per thread; at most 128 (use more warp groups or a smaller tile)",
-                 d->tile_m, d->tile_n, d->warpgroups, d->warpgroups > 1 ? "s" : "", regs);
-    } else {
-        static const int mn[] = {32, 64, 128}, ks[] = {8, 16, 32};
-        if (!in_list(d->tile_m, mn, 3))
-            FAIL("tile.m", "tile.m must be 32, 64 or 128 for family simple (got %d)", d->tile_m);
-        if (!in_list(d->tile_n, mn, 3))
-            FAIL("tile.n", "tile.n must be 32, 64 or 128 for family simple (got %d)", d->tile_n);
-        if (!in_list(d->tile_k, ks, 3))
-            FAIL("tile.k", "tile.k must be 8, 16 or 32 for family simple (got %d)", d->tile_k);
-    }
-    int lo = sm90 ? 2 : 1;
-    if (d->stages < lo || d->stages > 8)
-        FAIL("stages", "stages must be from %d to 8 for family %s (got %d)", lo, d->family,
-             d->stages);
-    return KILN_OK;
-}
-
+/* Which blocks and combinations an op takes: rules of the API, whatever
+ * the family. */
 static kiln_status validate_op_blocks(const kiln_kernel_desc *d, kiln_error *err, const char **key)
 {
     const kiln_epilogue_desc *e = &d->epilogue;
-    if (e->bias != KILN_BIAS_NONE && e->bias != KILN_BIAS_PER_GROUP)
-        FAIL("epilogue.bias", "epilogue.bias must be none or per_group");
-    if (e->alpha != KILN_ALPHA_SCALAR && e->alpha != KILN_ALPHA_PER_GROUP)
-        FAIL("epilogue.alpha", "epilogue.alpha must be scalar or per_group");
-    if (d->weights != KILN_WEIGHTS_ANY && d->weights != KILN_WEIGHTS_CONTIGUOUS)
-        FAIL("weights", "weights must be any or contiguous");
-    if (d->wgrad_output != KILN_WGRAD_DENSE && d->wgrad_output != KILN_WGRAD_DISCRETE)
-        FAIL("wgrad.output", "wgrad.output must be dense or discrete");
     if (d->op == KILN_OP_WGRAD) {
         if (e->bias || e->row_scale || e->scale_bias || e->alpha || e->beta)
             FAIL("epilogue", "epilogue applies to fprop and dgrad only; wgrad has the wgrad: "
@@ -647,8 +429,6 @@ static kiln_status validate_op_blocks(const kiln_kernel_desc *d, kiln_error *err
         if (d->accumulate && d->out_type != KILN_DTYPE_F32)
             FAIL("wgrad.accumulate", "wgrad.accumulate needs types.out: f32 (got %s)",
                  kiln_dtype_name(d->out_type));
-        if (d->split < 1 || d->split > 16)
-            FAIL("wgrad.split", "wgrad.split must be from 1 to 16 (got %d)", d->split);
         if (d->split > 1 && d->out_type != KILN_DTYPE_F32)
             FAIL("wgrad.split", "wgrad.split > 1 adds partial sums atomically and needs "
                                 "types.out: f32 (got %s)", kiln_dtype_name(d->out_type));
@@ -660,65 +440,73 @@ static kiln_status validate_op_blocks(const kiln_kernel_desc *d, kiln_error *err
             FAIL("epilogue.scale_bias", "epilogue.scale_bias needs epilogue.scale: per_row");
         if (e->scale_bias && e->bias == KILN_BIAS_NONE)
             FAIL("epilogue.scale_bias", "epilogue.scale_bias needs epilogue.bias: per_group");
-        if (!strcmp(d->family, "sm90") && d->weights != KILN_WEIGHTS_CONTIGUOUS)
-            FAIL("weights", "family sm90 reads the weights through one tensor map: %s needs "
-                            "weights: contiguous (pointer-array weights are served by family "
-                            "simple)", kiln_op_name(d->op));
     }
     return KILN_OK;
+}
+
+/* The language's rules: a known arch, every knob in its range or among its
+ * spellings, and the blocks of the op.  What a family can build is its
+ * template's to say (kiln_template_check). */
+static kiln_status validate_language(const kiln_kernel_desc *d, const char *arch, kiln_error *err,
+                                     const char **key)
+{
+    char allowed[256];
+    if (!d->name[0]) FAIL("kernel", "kernel name is empty");
+    if (!name_ok(d->name))
+        FAIL("kernel", "kernel name \"%s\" must match [A-Za-z_][A-Za-z0-9_]*", d->name);
+    const kiln_knob *ak = kiln_knob_find("arch");
+    int known = 0;
+    for (int i = 0; arch && ak->choices[i].name; i++) known |= !strcmp(arch, ak->choices[i].name);
+    list_choices(ak->choices, allowed, sizeof allowed);
+    if (!known) FAIL("arch", "arch must be one of %s (got %s)", allowed, arch ? arch : "none");
+    for (const kiln_knob *k = kiln_knobs; k->key; k++) {
+        if (k->kind == KILN_KNOB_INT || k->kind == KILN_KNOB_BOOL) {
+            int v = kiln_knob_get(k, d);
+            if (v < k->lo || v > k->hi)
+                FAIL(k->key, "%s must be from %d to %d (got %d)", k->key, k->lo, k->hi, v);
+        } else if (k->kind == KILN_KNOB_ENUM || k->kind == KILN_KNOB_STRING) {
+            if (!strcmp(kiln_knob_spelling(k, d), "?") ||
+                (k->kind == KILN_KNOB_STRING && kiln_knob_get(k, d) < 0)) {
+                list_choices(k->choices, allowed, sizeof allowed);
+                FAIL(k->key, "%s must be one of %s (got %s)", k->key, allowed,
+                     kiln_knob_spelling(k, d));
+            }
+        }
+    }
+    return validate_op_blocks(d, err, key);
+}
+
+#undef FAIL
+
+kiln_status kiln_spec_validate_with(kiln_expander *ex, const kiln_kernel_desc *d,
+                                    const char *arch, int *smem, kiln_error *err,
+                                    const char **key)
+{
+    const char *k = NULL;
+    if (smem) *smem = 0;
+    kiln_status st = validate_language(d, arch, err, &k);
+    if (st == KILN_OK) st = kiln_template_check(ex, d, arch, smem, err, &k);
+    if (key) *key = k;
+    return st;
 }
 
 kiln_status kiln_spec_validate(const kiln_kernel_desc *d, const char *arch, kiln_error *err,
                                const char **key)
 {
-    if (key) *key = NULL;
-    if (!d->name[0]) FAIL("kernel", "kernel name is empty");
-    if (!name_ok(d->name))
-        FAIL("kernel", "kernel name \"%s\" must match [A-Za-z_][A-Za-z0-9_]*", d->name);
-    if ((unsigned)d->op > KILN_OP_WGRAD) FAIL("op", "op must be one of fprop, dgrad, wgrad");
-    if (!arch || !kiln_arch_smem_limit(arch))
-        FAIL("arch", "arch must be one of sm_90a, sm_80, sm_100a (got %s)", arch ? arch : "none");
-    int sm90 = !strcmp(d->family, "sm90");
-    if (!sm90 && strcmp(d->family, "simple"))
-        FAIL("family", "family must be one of sm90, simple (got %s)", d->family);
-    kiln_status st = validate_types(d, arch, sm90, err, key);
-    if (st) return st;
-    if (sm90 && strcmp(arch, "sm_90a"))
-        FAIL("family", "family sm90 (TMA + wgmma) needs sm_90a, not %s; use family: simple",
-             arch);
-    if (d->warpgroups != 1 && d->warpgroups != 2)
-        FAIL("warpgroups", "warpgroups must be 1 or 2 (got %d)", d->warpgroups);
-    if ((st = validate_tile(d, sm90, err, key))) return st;
-    if (d->cluster_m < 1 || d->cluster_m > 2)
-        FAIL("cluster.m", "cluster.m must be 1 or 2 (got %d)", d->cluster_m);
-    if (d->cluster_n < 1 || d->cluster_n > 2)
-        FAIL("cluster.n", "cluster.n must be 1 or 2 (got %d)", d->cluster_n);
-    if (d->cluster_m * d->cluster_n > 2)
-        FAIL("cluster", "cluster %dx%d has %d CTAs; at most 2 for now", d->cluster_m,
-             d->cluster_n, d->cluster_m * d->cluster_n);
-    if (!sm90 && d->cluster_m * d->cluster_n != 1)
-        FAIL("cluster", "cluster %dx%d needs family sm90 (the simple family has no clusters)",
-             d->cluster_m, d->cluster_n);
-    if (strcmp(d->raster, "group") && strcmp(d->raster, "m") && strcmp(d->raster, "n"))
-        FAIL("raster", "raster must be one of group, m, n (got %s)", d->raster);
-    if ((st = validate_op_blocks(d, err, key))) return st;
-    int need = kiln_spec_smem_bytes(d), limit = kiln_arch_smem_limit(arch);
-    if (need > limit)
-        FAIL("stages", "%d stages of tile %dx%dx%d need %d bytes of shared memory, %s allows %d",
-             d->stages, d->tile_m, d->tile_n, d->tile_k, need, arch, limit);
-    return KILN_OK;
+    return kiln_spec_validate_with(NULL, d, arch, NULL, err, key);
 }
-
-#undef FAIL
 
 /* Validates for every arch of the spec; on failure err holds the positioned
  * message.  prefix (may be NULL) goes before the message (a sweep point's
- * name). */
-kiln_status kiln_spec_check(const kiln_spec *spec, const char *prefix, kiln_error *err)
+ * name).  *smem (may be NULL) gets what the template reports for the first
+ * arch. */
+kiln_status kiln_spec_check(const kiln_spec *spec, kiln_expander *ex, const char *prefix,
+                            int *smem, kiln_error *err)
 {
     for (int i = 0; i < spec->desc.n_archs; i++) {
         const char *key = NULL;
-        kiln_status st = kiln_spec_validate(&spec->desc, spec->desc.archs[i], err, &key);
+        kiln_status st = kiln_spec_validate_with(ex, &spec->desc, spec->desc.archs[i],
+                                                 i == 0 ? smem : NULL, err, &key);
         if (st == KILN_OK) continue;
         int line, col;
         /* A family left at its default is best shown at the arch it fails. */
@@ -794,12 +582,12 @@ static kiln_status syntax_error(const char *path, const yaml_parser_t *p, kiln_e
 
 void kiln_spec_type_defaults(const kiln_spec_ctx *c, kiln_kernel_desc *d)
 {
-    if (!c->seen[kiln_spec_field_find("types.b") - kiln_spec_fields]) d->b_type = d->a_type;
-    if (!c->seen[kiln_spec_field_find("types.out") - kiln_spec_fields])
+    if (!c->seen[kiln_knob_find("types.b") - kiln_knobs]) d->b_type = d->a_type;
+    if (!c->seen[kiln_knob_find("types.out") - kiln_knobs])
         d->out_type = is_16(d->a_type) ? d->a_type : KILN_DTYPE_BF16;
     /* Family sm90 reads fprop/dgrad weights through one tensor map, so its
      * default is contiguous weights; `weights: any` there is an error. */
-    if (!c->seen[kiln_spec_field_find("weights") - kiln_spec_fields])
+    if (!c->seen[kiln_knob_find("weights") - kiln_knobs])
         d->weights = !strcmp(d->family, "sm90") && d->op != KILN_OP_WGRAD ? KILN_WEIGHTS_CONTIGUOUS
                                                                           : KILN_WEIGHTS_ANY;
 }
@@ -813,8 +601,8 @@ static kiln_status finish_base(kiln_spec_ctx *c, const yaml_node_t *root)
                                        "fprop, dgrad or wgrad", "{a: bf16, ...}",
                                        "bf16, fp16, e4m3 or e5m2"};
     for (int i = 0; i < 4; i++) {
-        const kiln_spec_field *f = kiln_spec_field_find(required[i]);
-        if (c->seen[f - kiln_spec_fields]) continue;
+        const kiln_knob *f = kiln_knob_find(required[i]);
+        if (c->seen[f - kiln_knobs]) continue;
         int line = (int)root->start_mark.line + 1, col = (int)root->start_mark.column + 1;
         if (i == 3) kiln_spec_find_pos(c->spec, "types", &line, &col);
         return kiln_spec_error_at(c, line, col, "missing required key '%s' (%s)", required[i],
@@ -823,7 +611,7 @@ static kiln_status finish_base(kiln_spec_ctx *c, const yaml_node_t *root)
     kiln_spec_type_defaults(c, d);
     static const char *const blocks[] = {"epilogue", "weights", "wgrad"};
     for (int i = 0; i < 3; i++) {
-        if (!c->seen[kiln_spec_field_find(blocks[i]) - kiln_spec_fields]) continue;
+        if (!c->seen[kiln_knob_find(blocks[i]) - kiln_knobs]) continue;
         int wgrad_block = i == 2, is_wgrad = d->op == KILN_OP_WGRAD;
         if (wgrad_block == is_wgrad) continue;
         int line, col;
@@ -840,6 +628,12 @@ static kiln_status finish_base(kiln_spec_ctx *c, const yaml_node_t *root)
 
 kiln_status kiln_spec_parse(const char *text, size_t len, const char *path, kiln_spec_list *out,
                             kiln_error *err)
+{
+    return kiln_spec_parse_with(text, len, path, NULL, out, err);
+}
+
+kiln_status kiln_spec_parse_with(const char *text, size_t len, const char *path,
+                                 kiln_expander *ex, kiln_spec_list *out, kiln_error *err)
 {
     kiln_error local;
     if (!err) err = &local; /* the caller may not want the message */
@@ -866,6 +660,7 @@ kiln_status kiln_spec_parse(const char *text, size_t len, const char *path, kiln
     c.doc = &doc;
     c.err = err;
     c.spec = base;
+    c.ex = ex;
     kiln_status st = KILN_OK;
     yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!base) {
@@ -906,7 +701,7 @@ kiln_status kiln_spec_parse(const char *text, size_t len, const char *path, kiln
     }
     if (c.sweep) {
         st = kiln_sweep_expand(&c, out);
-    } else if ((st = kiln_spec_check(base, NULL, err)) == KILN_OK) {
+    } else if ((st = kiln_spec_check(base, c.ex, NULL, NULL, err)) == KILN_OK) {
         st = kiln_spec_list_push(out, base, err);
     }
 done:
@@ -918,6 +713,12 @@ done:
 }
 
 kiln_status kiln_spec_load(const char *path, kiln_spec_list *out, kiln_error *err)
+{
+    return kiln_spec_load_with(path, NULL, out, err);
+}
+
+kiln_status kiln_spec_load_with(const char *path, kiln_expander *ex, kiln_spec_list *out,
+                                kiln_error *err)
 {
     kiln_error local;
     if (!err) err = &local;
@@ -936,7 +737,7 @@ kiln_status kiln_spec_load(const char *path, kiln_spec_list *out, kiln_error *er
         }
         return st;
     }
-    st = kiln_spec_parse(text, len, path, out, err);
+    st = kiln_spec_parse_with(text, len, path, ex, out, err);
     free(text);
     return st;
 }

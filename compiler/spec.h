@@ -13,6 +13,9 @@
 #include "kernel_desc.h"
 
 #define KILN_SPEC_MAX_POS 64
+
+/* Templates (expand.h); declared here so that validation can name them. */
+typedef struct kiln_expander kiln_expander;
 #define KILN_PATH_MAX 1024
 
 /* Where a key of the spec stood, by dotted path ("tile.m", "epilogue.bias"). */
@@ -42,22 +45,30 @@ kiln_status kiln_spec_load(const char *path, kiln_spec_list *out, kiln_error *er
 /* The same from memory; path only names the text in messages. */
 kiln_status kiln_spec_parse(const char *text, size_t len, const char *path,
                             kiln_spec_list *out, kiln_error *err);
+/* Both with the templates of ex checking family rules (NULL: the default;
+ * the `kiln` command passes its --template-dir expander). */
+kiln_status kiln_spec_load_with(const char *path, kiln_expander *ex, kiln_spec_list *out,
+                                kiln_error *err);
+kiln_status kiln_spec_parse_with(const char *text, size_t len, const char *path,
+                                 kiln_expander *ex, kiln_spec_list *out, kiln_error *err);
 void kiln_spec_list_free(kiln_spec_list *list);
 
-/* Validates a description (used by the parser and by sweeps).  Returns
- * KILN_OK or KILN_ERROR_INVALID_SPEC with a message naming the key; *key
- * (if non-NULL) gets the dotted key the message is about, for positions. */
+/* Validates a description for arch (used by the parser and by sweeps): the
+ * language's rules (keys, types, ranges, the blocks of the op), then the
+ * family template's check (kiln_template_check).  Returns KILN_OK or
+ * KILN_ERROR_INVALID_SPEC with a message naming the key; *key (if non-NULL)
+ * gets the dotted key the message is about, for positions.  Uses the
+ * default templates (embedded, or $KILN_TEMPLATE_DIR). */
 kiln_status kiln_spec_validate(const kiln_kernel_desc *d, const char *arch,
                                kiln_error *err, const char **key);
+/* The same with the templates of ex (NULL: the default); *smem (may be
+ * NULL) gets the dynamic shared memory the template reports. */
+kiln_status kiln_spec_validate_with(kiln_expander *ex, const kiln_kernel_desc *d,
+                                    const char *arch, int *smem, kiln_error *err,
+                                    const char **key);
 
 /* Position of a dotted key in the spec; falls back to the kernel's own
  * position.  Returns 1 if the key itself was found. */
 int kiln_spec_find_pos(const kiln_spec *spec, const char *key, int *line, int *col);
-
-/* Shared memory a pipeline of this description needs on sm_90a, in bytes
- * (the budget templates/sm90.lua uses; family simple: stages x fp32 tiles
- * + 1024), and the per-block limit of arch (0 for an unknown arch). */
-int kiln_spec_smem_bytes(const kiln_kernel_desc *d);
-int kiln_arch_smem_limit(const char *arch);
 
 #endif /* KILN_SPEC_H */

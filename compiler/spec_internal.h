@@ -7,34 +7,11 @@
 
 #include <yaml.h>
 
+#include "knobs.h"
 #include "spec.h"
 
 #define KILN_SPEC_NAME_MAX 63      /* the `kernel:` name as written */
 #define KILN_SPEC_INT_MAX 1000000000 /* integers beyond this are refused */
-
-typedef enum kiln_spec_vkind {
-    KILN_VK_MAP,
-    KILN_VK_INT,
-    KILN_VK_BOOL,
-    KILN_VK_CHOICE,
-    KILN_VK_ARCH,
-    KILN_VK_NAME,
-    KILN_VK_SWEEP,
-    KILN_VK_CONSTRAINTS,
-} kiln_spec_vkind;
-
-typedef struct kiln_spec_field {
-    const char *key;             /* dotted: "tile.m" */
-    kiln_spec_vkind kind;
-    const char *const *choices;  /* KILN_VK_CHOICE / KILN_VK_ARCH, NULL-terminated */
-    int sweepable;               /* may be a sweep axis */
-} kiln_spec_field;
-
-/* The schema, terminated by a NULL key; and lookup by dotted key. */
-extern const kiln_spec_field kiln_spec_fields[];
-const kiln_spec_field *kiln_spec_field_find(const char *key);
-
-#define KILN_SPEC_N_FIELDS 40
 
 /* State of one parse. */
 typedef struct kiln_spec_ctx {
@@ -42,8 +19,9 @@ typedef struct kiln_spec_ctx {
     yaml_document_t *doc;
     kiln_error *err;
     kiln_spec *spec;             /* what values are written into */
-    unsigned char seen[KILN_SPEC_N_FIELDS]; /* by index into kiln_spec_fields */
+    unsigned char seen[KILN_KNOB_COUNT_MAX]; /* by index into kiln_knobs */
     const yaml_node_t *sweep, *constraints; /* the blocks, if present */
+    kiln_expander *ex;           /* templates checking family rules; NULL: default */
 } kiln_spec_ctx;
 
 /* Sets err to "path:line:col: message" (KILN_ERROR_INVALID_SPEC). */
@@ -57,15 +35,19 @@ const char *kiln_spec_scalar(const yaml_node_t *n);
 
 /* Parses node as the value of field f into c->spec (positions of nested keys
  * included).  The caller records the position of f itself. */
-kiln_status kiln_spec_apply(kiln_spec_ctx *c, const kiln_spec_field *f, const yaml_node_t *n);
+kiln_status kiln_spec_apply(kiln_spec_ctx *c, const kiln_knob *f, const yaml_node_t *n);
 void kiln_spec_set_pos(kiln_spec *spec, const char *key, int line, int col);
 
 /* types.b defaults to types.a, types.out to types.a (16-bit) or bf16,
  * unless written (c->seen). */
 void kiln_spec_type_defaults(const kiln_spec_ctx *c, kiln_kernel_desc *d);
 
-/* Validates spec for each of its archs; err gets "path:line:col: [prefix: ]msg". */
-kiln_status kiln_spec_check(const kiln_spec *spec, const char *prefix, kiln_error *err);
+/* Validates spec for each of its archs (the language, then the family's
+ * template with ex, NULL for the default templates); err gets
+ * "path:line:col: [prefix: ]msg"; *smem (may be NULL) what the template
+ * reports for the first arch. */
+kiln_status kiln_spec_check(const kiln_spec *spec, kiln_expander *ex, const char *prefix,
+                            int *smem, kiln_error *err);
 
 kiln_status kiln_spec_list_push(kiln_spec_list *list, const kiln_spec *spec, kiln_error *err);
 kiln_status kiln_spec_list_drop(kiln_spec_list *list, const char *reason, kiln_error *err);

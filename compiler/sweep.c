@@ -28,29 +28,42 @@
 typedef struct expr {
     const char *s, *p;
     const kiln_kernel_desc *d;
+    long long smem;              /* what the template reports (0 in a syntax check) */
     int check;                   /* syntax check: division by zero is not an error */
     int depth;
     const char *error;           /* first error, NULL if none */
     size_t error_at;             /* byte offset into s */
-    char buf[160];
+    char buf[240];
 } expr;
 
-static const char *const expr_names =
-    "tile.m, tile.n, tile.k, stages, cluster.m, cluster.n, warpgroups, wgrad.split, smem, "
-    "a_bytes, b_bytes, out_bytes";
+/* Names an expression may use: the integer knobs (by spec key), then what
+ * the point needs (smem, as its template reports it) and element sizes. */
+static const char *const expr_derived[] = {"smem", "a_bytes", "b_bytes", "out_bytes"};
 
-static int expr_var(const kiln_kernel_desc *d, const char *name, long long *v)
+static void expr_names(char *buf, size_t size)
 {
-    struct { const char *name; long long value; } vars[] = {
-        {"tile.m", d->tile_m}, {"tile.n", d->tile_n}, {"tile.k", d->tile_k},
-        {"stages", d->stages}, {"cluster.m", d->cluster_m}, {"cluster.n", d->cluster_n},
-        {"warpgroups", d->warpgroups}, {"wgrad.split", d->split},
-        {"smem", kiln_spec_smem_bytes(d)}, {"a_bytes", kiln_dtype_size(d->a_type)},
-        {"b_bytes", kiln_dtype_size(d->b_type)}, {"out_bytes", kiln_dtype_size(d->out_type)},
-    };
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-        if (!strcmp(vars[i].name, name)) {
-            *v = vars[i].value;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const kiln_knob *k = kiln_knobs; k->key; k++)
+        if (k->kind == KILN_KNOB_INT && used < size)
+            used += (size_t)snprintf(buf + used, size - used, "%s, ", k->key);
+    for (size_t i = 0; i < 4 && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", expr_derived[i], i < 3 ? ", " : "");
+}
+
+static int expr_var(const expr *e, const char *name, long long *v)
+{
+    const kiln_kernel_desc *d = e->d;
+    const kiln_knob *k = kiln_knob_find(name);
+    if (k && k->kind == KILN_KNOB_INT) {
+        *v = kiln_knob_get(k, d);
+        return 1;
+    }
+    const long long derived[] = {e->smem, kiln_dtype_size(d->a_type), kiln_dtype_size(d->b_type),
+                                 kiln_dtype_size(d->out_type)};
+    for (size_t i = 0; i < 4; i++)
+        if (!strcmp(expr_derived[i], name)) {
+            *v = derived[i];
             return 1;
         }
     return 0;
@@ -99,8 +112,10 @@ static long long ex_primary(expr *e)
         size_t n = (size_t)(e->p - at);
         long long v = 0;
         snprintf(name, sizeof name, "%.*s", (int)(n < 63 ? n : 63), at);
-        if (n >= 63 || !expr_var(e->d, name, &v)) {
-            snprintf(e->buf, sizeof e->buf, "unknown name '%s' (known: %s)", name, expr_names);
+        if (n >= 63 || !expr_var(e, name, &v)) {
+            char known[160];
+            expr_names(known, sizeof known);
+            snprintf(e->buf, sizeof e->buf, "unknown name '%s' (known: %s)", name, known);
             ex_fail(e, at, e->buf);
         }
         return v;
@@ -207,11 +222,12 @@ static long long ex_or(expr *e)
 }
 
 /* Returns 1 (true), 0 (false) or -1 (error in e->error). */
-static int expr_eval(const char *s, const kiln_kernel_desc *d, int check, expr *e)
+static int expr_eval(const char *s, const kiln_kernel_desc *d, long long smem, int check, expr *e)
 {
     memset(e, 0, sizeof *e);
     e->s = e->p = s;
     e->d = d;
+    e->smem = smem;
     e->check = check;
     long long v = ex_or(e);
     while (isspace((unsigned char)*e->p)) e->p++;
@@ -224,7 +240,7 @@ static int expr_eval(const char *s, const kiln_kernel_desc *d, int check, expr *
 /* ------------------------------------------------------------------------ */
 
 typedef struct axis {
-    const kiln_spec_field *f;
+    const kiln_knob *f;
     const yaml_node_t *list;     /* a sequence */
     int n;
 } axis;
@@ -238,50 +254,12 @@ typedef struct sweep {
     int n_require;
 } sweep;
 
-/* The part of a kernel's name an axis contributes, from the canonical
- * values (so `{m: 128, n: 128}` and a flow mapping name alike). */
-static void fragment(const kiln_kernel_desc *d, const char *key, char *buf, size_t size)
-{
-    const kiln_epilogue_desc *e = &d->epilogue;
-    if (!strcmp(key, "tile")) snprintf(buf, size, "m%d_n%d_k%d", d->tile_m, d->tile_n, d->tile_k);
-    else if (!strcmp(key, "tile.m")) snprintf(buf, size, "m%d", d->tile_m);
-    else if (!strcmp(key, "tile.n")) snprintf(buf, size, "n%d", d->tile_n);
-    else if (!strcmp(key, "tile.k")) snprintf(buf, size, "k%d", d->tile_k);
-    else if (!strcmp(key, "stages")) snprintf(buf, size, "s%d", d->stages);
-    else if (!strcmp(key, "cluster")) snprintf(buf, size, "c%dx%d", d->cluster_m, d->cluster_n);
-    else if (!strcmp(key, "cluster.m")) snprintf(buf, size, "cm%d", d->cluster_m);
-    else if (!strcmp(key, "cluster.n")) snprintf(buf, size, "cn%d", d->cluster_n);
-    else if (!strcmp(key, "warpgroups")) snprintf(buf, size, "wg%d", d->warpgroups);
-    else if (!strcmp(key, "weights"))
-        snprintf(buf, size, "w%s", d->weights == KILN_WEIGHTS_CONTIGUOUS ? "contiguous" : "any");
-    else if (!strcmp(key, "raster")) snprintf(buf, size, "r%s", d->raster);
-    else if (!strcmp(key, "schedule")) snprintf(buf, size, "%s", d->schedule);
-    else if (!strcmp(key, "family")) snprintf(buf, size, "%s", d->family);
-    else if (!strcmp(key, "types.a")) snprintf(buf, size, "a%s", kiln_dtype_name(d->a_type));
-    else if (!strcmp(key, "types.b")) snprintf(buf, size, "b%s", kiln_dtype_name(d->b_type));
-    else if (!strcmp(key, "types.out")) snprintf(buf, size, "o%s", kiln_dtype_name(d->out_type));
-    else if (!strcmp(key, "epilogue.bias"))
-        snprintf(buf, size, "bias%s", e->bias == KILN_BIAS_PER_GROUP ? "_per_group" : "_none");
-    else if (!strcmp(key, "epilogue.scale"))
-        snprintf(buf, size, "scale%s", e->row_scale ? "_per_row" : "_none");
-    else if (!strcmp(key, "epilogue.scale_bias")) snprintf(buf, size, "sb%d", e->scale_bias);
-    else if (!strcmp(key, "epilogue.alpha"))
-        snprintf(buf, size, "alpha_%s", e->alpha == KILN_ALPHA_PER_GROUP ? "per_group" : "scalar");
-    else if (!strcmp(key, "epilogue.beta")) snprintf(buf, size, "beta%d", e->beta);
-    else if (!strcmp(key, "wgrad.output"))
-        snprintf(buf, size, "%s", d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
-    else if (!strcmp(key, "wgrad.accumulate")) snprintf(buf, size, "acc%d", d->accumulate);
-    else if (!strcmp(key, "wgrad.dbias")) snprintf(buf, size, "dbias%d", d->dbias);
-    else if (!strcmp(key, "wgrad.split")) snprintf(buf, size, "sp%d", d->split);
-    else snprintf(buf, size, "x");
-}
-
 static void list_axes(char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (const kiln_spec_field *f = kiln_spec_fields; f->key; f++) {
-        if (!f->sweepable) continue;
+    for (const kiln_knob *f = kiln_knobs; f->key; f++) {
+        if (!f->frag) continue;
         int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", f->key);
         if (n < 0 || (size_t)n >= size - used) break;
         used += (size_t)n;
@@ -303,8 +281,8 @@ static kiln_status read_axis(kiln_spec_ctx *c, sweep *sw, const yaml_node_t *k,
                              const yaml_node_t *v)
 {
     const char *name = kiln_spec_scalar(k);
-    const kiln_spec_field *f = kiln_spec_field_find(name);
-    if (!f || !f->sweepable) {
+    const kiln_knob *f = kiln_knob_find(name);
+    if (!f || !f->frag) {
         char allowed[512];
         list_axes(allowed, sizeof allowed);
         return kiln_spec_error_at(c, AT(k), "unknown sweep axis '%.60s'; allowed: %s", name,
@@ -337,7 +315,7 @@ static kiln_status read_axis(kiln_spec_ctx *c, sweep *sw, const yaml_node_t *k,
         st = kiln_spec_apply(c, f, item);
         c->spec = saved;
         if (st) break;
-        fragment(&scratch->desc, f->key, frags[i], sizeof frags[i]);
+        kiln_knob_fragment(f, &scratch->desc, frags[i], sizeof frags[i]);
         for (int j = 0; j < i; j++)
             if (!strcmp(frags[i], frags[j])) {
                 st = kiln_spec_error_at(c, AT(item), "sweep.%s lists the same value twice "
@@ -348,7 +326,7 @@ static kiln_status read_axis(kiln_spec_ctx *c, sweep *sw, const yaml_node_t *k,
     if (!st) sw->axes[sw->n_axes++] = (axis){f, v, n};
     /* A swept types.b or types.out no longer follows types.a. */
     if (!st && (!strcmp(f->key, "types.b") || !strcmp(f->key, "types.out")))
-        c->seen[f - kiln_spec_fields] = 1;
+        c->seen[f - kiln_knobs] = 1;
 done:
     free(scratch);
     free(frags);
@@ -401,7 +379,7 @@ static kiln_status read_constraints(kiln_spec_ctx *c, sweep *sw, const yaml_node
                     return kiln_spec_error_at(c, AT(x), "constraints.require must be an "
                                                         "expression string or a list of them");
                 expr e;
-                if (expr_eval(kiln_spec_scalar(x), &c->spec->desc, 1, &e) < 0) {
+                if (expr_eval(kiln_spec_scalar(x), &c->spec->desc, 0, 1, &e) < 0) {
                     int quoted = x->data.scalar.style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
                                  x->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
                     return kiln_spec_error_at(c, AT(x) + quoted + (int)e.error_at,
@@ -423,20 +401,20 @@ static kiln_status read_constraints(kiln_spec_ctx *c, sweep *sw, const yaml_node
 /* ------------------------------------------------------------------------ */
 
 /* Checks one point against the constraints; on failure writes the reason. */
-static int point_passes(const kiln_spec_ctx *c, const sweep *sw, const kiln_spec *s,
+static int point_passes(const kiln_spec_ctx *c, const sweep *sw, const kiln_spec *s, int smem,
                         char *reason, size_t size)
 {
     const kiln_kernel_desc *d = &s->desc;
-    if (sw->max_smem >= 0 && kiln_spec_smem_bytes(d) > sw->max_smem) {
+    if (sw->max_smem >= 0 && smem > sw->max_smem) {
         snprintf(reason, size, "%s:%d:%d: %s: needs %d bytes of shared memory, more than "
-                 "constraints.max_smem %d", c->path, AT(sw->max_smem_node), d->name,
-                 kiln_spec_smem_bytes(d), sw->max_smem);
+                 "constraints.max_smem %d", c->path, AT(sw->max_smem_node), d->name, smem,
+                 sw->max_smem);
         return 0;
     }
     for (int i = 0; i < sw->n_require; i++) {
         expr e;
         const char *text = kiln_spec_scalar(sw->require[i]);
-        int r = expr_eval(text, d, 0, &e);
+        int r = expr_eval(text, d, smem, 0, &e);
         if (r == 1) continue;
         if (r < 0)
             snprintf(reason, size, "%s:%d:%d: %s: constraint \"%.80s\" cannot be evaluated: %s",
@@ -503,18 +481,19 @@ kiln_status kiln_sweep_expand(kiln_spec_ctx *c, kiln_spec_list *out)
             kiln_spec_set_pos(s, ax->f->key, AT(item));
             st = kiln_spec_apply(c, ax->f, item);
             char frag[96];
-            fragment(&s->desc, ax->f->key, frag, sizeof frag);
+            kiln_knob_fragment(ax->f, &s->desc, frag, sizeof frag);
             if (used < sizeof name) /* else too long: reported below */
                 used += (size_t)snprintf(name + used, sizeof name - used, "_%s", frag);
         }
         c->spec = base;
         if (st) break;
         kiln_spec_type_defaults(c, &s->desc);
-        if (used >= sizeof s->desc.name) {
+        if (used > KILN_KERNEL_NAME_MAX) {
             int line, col;
             kiln_spec_find_pos(base, "kernel", &line, &col);
             st = kiln_spec_error_at(c, line, col, "kernel name %s is %zu characters long; at "
-                                                  "most %d", name, used, KILN_NAME_MAX - 1);
+                                                  "most %d (templates name the entry point after "
+                                                  "it)", name, used, KILN_KERNEL_NAME_MAX);
             break;
         }
         snprintf(s->desc.name, sizeof s->desc.name, "%s", name);
@@ -522,8 +501,9 @@ kiln_status kiln_sweep_expand(kiln_spec_ctx *c, kiln_spec_list *out)
         kiln_error why;
         kiln_error_clear(&why);
         char reason[KILN_ERROR_MAX];
-        if (kiln_spec_check(s, s->desc.name, &why) == KILN_OK &&
-            point_passes(c, &sw, s, reason, sizeof reason)) {
+        int smem = 0;
+        if (kiln_spec_check(s, c->ex, s->desc.name, &smem, &why) == KILN_OK &&
+            point_passes(c, &sw, s, smem, reason, sizeof reason)) {
             st = kiln_spec_list_push(out, s, c->err);
         } else {
             char *r = why.status ? why.msg : reason;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel_desc.h"
+#include "knobs.h"
 
 static const char *const dtype_names[] = {"bf16", "fp16", "f32", "e4m3", "e5m2"};
 static const char *const op_names[] = {"fprop", "dgrad", "wgrad"};
@@ -72,39 +72,60 @@ void kiln_desc_init(kiln_kernel_desc *d)
     snprintf(d->schedule, sizeof d->schedule, "auto");
 }
 
-static const char *weights_name(kiln_weights_mode w)
+/* Launch fields (reported by the template, not written in specs), in text
+ * order after the kernel's knobs. */
+typedef struct launch_field {
+    const char *text;
+    size_t offset;
+} launch_field;
+
+#define L(member) offsetof(kiln_launch_desc, member)
+static const launch_field launch_ints[] = {
+    {"threads", L(threads)},         {"smem", L(smem_bytes)},
+    {"persistent", L(persistent)},   {"ctas_per_sm", L(ctas_per_sm)},
+};
+static const launch_field launch_limits[] = {
+    {"max_groups", L(max_groups)},
+    {"scale_bias_switch", L(scale_bias_switch)},
+    {"preference", L(preference)},
+};
+#undef L
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static int *launch_int(kiln_launch_desc *l, const launch_field *f)
 {
-    return w == KILN_WEIGHTS_CONTIGUOUS ? "contiguous" : "any";
+    return (int *)(void *)((char *)l + f->offset);
+}
+
+static int launch_get(const kiln_launch_desc *l, const launch_field *f)
+{
+    int v;
+    memcpy(&v, (const char *)l + f->offset, sizeof v);
+    return v;
 }
 
 void kiln_desc_format(const kiln_kernel_desc *d, const kiln_launch_desc *l, kiln_strbuf *out)
 {
-    kiln_strbuf_printf(out,
-                       "name=%s op=%s a=%s b=%s out=%s accum=%s tile=%dx%dx%d stages=%d "
-                       "cluster=%dx%d warpgroups=%d family=%s weights=%s",
-                       d->name, kiln_op_name(d->op), kiln_dtype_name(d->a_type),
-                       kiln_dtype_name(d->b_type), kiln_dtype_name(d->out_type),
-                       kiln_dtype_name(d->accum_type), d->tile_m, d->tile_n, d->tile_k, d->stages,
-                       d->cluster_m, d->cluster_n, d->warpgroups, d->family,
-                       weights_name(d->weights));
-    kiln_strbuf_printf(out, " bias=%s row_scale=%d scale_bias=%d alpha=%s beta=%d",
-                       d->epilogue.bias == KILN_BIAS_PER_GROUP ? "per_group" : "none",
-                       d->epilogue.row_scale, d->epilogue.scale_bias,
-                       d->epilogue.alpha == KILN_ALPHA_PER_GROUP ? "per_group" : "scalar",
-                       d->epilogue.beta);
-    kiln_strbuf_printf(out, " wgrad_output=%s accumulate=%d dbias=%d split=%d raster=%s schedule=%s",
-                       d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense",
-                       d->accumulate, d->dbias, d->split, d->raster, d->schedule);
-    if (l) {
-        kiln_strbuf_printf(out, " entry=%s threads=%d smem=%d persistent=%d ctas_per_sm=%d "
-                                "launch_cluster=%dx%d",
-                           l->entry, l->threads, l->smem_bytes, l->persistent, l->ctas_per_sm,
-                           l->cluster_m, l->cluster_n);
-        static const char *const which[3] = {"a", "b", "d"};
-        for (int i = 0; i < 3; i++)
-            kiln_strbuf_printf(out, " tmap_%s=%d:%d:%d:%d", which[i], l->tmap[i].used,
-                               l->tmap[i].box_inner, l->tmap[i].box_outer, l->tmap[i].swizzle);
+    const char *prev = NULL;
+    for (const kiln_knob *k = kiln_knobs; k->key; k++) {
+        if (!k->text) continue;
+        char v[KILN_NAME_MAX];
+        kiln_knob_value_text(k, d, v, sizeof v);
+        if (prev && !strcmp(prev, k->text)) kiln_strbuf_printf(out, "x%s", v);
+        else kiln_strbuf_printf(out, "%s%s=%s", prev ? " " : "", k->text, v);
+        prev = k->text;
     }
+    if (!l) return;
+    kiln_strbuf_printf(out, " entry=%s", l->entry);
+    for (size_t i = 0; i < N_OF(launch_ints); i++)
+        kiln_strbuf_printf(out, " %s=%d", launch_ints[i].text, launch_get(l, &launch_ints[i]));
+    kiln_strbuf_printf(out, " launch_cluster=%dx%d", l->cluster_m, l->cluster_n);
+    static const char *const which[3] = {"a", "b", "d"};
+    for (int i = 0; i < 3; i++)
+        kiln_strbuf_printf(out, " tmap_%s=%d:%d:%d:%d", which[i], l->tmap[i].used,
+                           l->tmap[i].box_inner, l->tmap[i].box_outer, l->tmap[i].swizzle);
+    for (size_t i = 0; i < N_OF(launch_limits); i++)
+        kiln_strbuf_printf(out, " %s=%d", launch_limits[i].text, launch_get(l, &launch_limits[i]));
 }
 
 /* Copies a value into a fixed buffer, refusing values that do not fit. */
@@ -125,58 +146,37 @@ static int parse_int(const char *v, int *out)
     return 1;
 }
 
+/* A knob item: one knob, or a run of consecutive knobs sharing the text
+ * key, their values joined by 'x' ("tile=128x128x64"). */
+static int set_knobs(kiln_kernel_desc *d, const char *k, const char *v)
+{
+    const kiln_knob *first = kiln_knobs;
+    while (first->key && !(first->text && !strcmp(first->text, k))) first++;
+    if (!first->key) return -1;
+    char buf[KILN_NAME_MAX];
+    if (!copy_str(buf, sizeof buf, v)) return 0;
+    char *part = buf;
+    for (const kiln_knob *x = first; x->key && x->text && !strcmp(x->text, k); x++) {
+        int last = !(x[1].key && x[1].text && !strcmp(x[1].text, k));
+        char *sep = last ? NULL : strchr(part, 'x');
+        if (!last && !sep) return 0;
+        if (sep) *sep = '\0';
+        if (!kiln_knob_parse_value(x, d, part)) return 0;
+        if (sep) part = sep + 1;
+    }
+    return 1;
+}
+
 static int set_field(kiln_kernel_desc *d, kiln_launch_desc *l, const char *k, const char *v)
 {
-    if (!strcmp(k, "name")) return copy_str(d->name, sizeof d->name, v);
-    if (!strcmp(k, "op")) return kiln_op_parse(v, &d->op);
-    if (!strcmp(k, "a")) return kiln_dtype_parse(v, &d->a_type);
-    if (!strcmp(k, "b")) return kiln_dtype_parse(v, &d->b_type);
-    if (!strcmp(k, "out")) return kiln_dtype_parse(v, &d->out_type);
-    if (!strcmp(k, "accum")) return kiln_dtype_parse(v, &d->accum_type);
-    if (!strcmp(k, "tile"))
-        return sscanf(v, "%dx%dx%d", &d->tile_m, &d->tile_n, &d->tile_k) == 3;
-    if (!strcmp(k, "stages")) return parse_int(v, &d->stages);
-    if (!strcmp(k, "cluster")) return sscanf(v, "%dx%d", &d->cluster_m, &d->cluster_n) == 2;
-    if (!strcmp(k, "warpgroups")) return parse_int(v, &d->warpgroups);
-    if (!strcmp(k, "family")) return copy_str(d->family, sizeof d->family, v);
-    if (!strcmp(k, "weights")) {
-        if (!strcmp(v, "any")) d->weights = KILN_WEIGHTS_ANY;
-        else if (!strcmp(v, "contiguous")) d->weights = KILN_WEIGHTS_CONTIGUOUS;
-        else return 0;
-        return 1;
-    }
-    if (!strcmp(k, "bias")) {
-        if (!strcmp(v, "none")) d->epilogue.bias = KILN_BIAS_NONE;
-        else if (!strcmp(v, "per_group")) d->epilogue.bias = KILN_BIAS_PER_GROUP;
-        else return 0;
-        return 1;
-    }
-    if (!strcmp(k, "row_scale")) return parse_int(v, &d->epilogue.row_scale);
-    if (!strcmp(k, "scale_bias")) return parse_int(v, &d->epilogue.scale_bias);
-    if (!strcmp(k, "alpha")) {
-        if (!strcmp(v, "scalar")) d->epilogue.alpha = KILN_ALPHA_SCALAR;
-        else if (!strcmp(v, "per_group")) d->epilogue.alpha = KILN_ALPHA_PER_GROUP;
-        else return 0;
-        return 1;
-    }
-    if (!strcmp(k, "beta")) return parse_int(v, &d->epilogue.beta);
-    if (!strcmp(k, "wgrad_output")) {
-        if (!strcmp(v, "dense")) d->wgrad_output = KILN_WGRAD_DENSE;
-        else if (!strcmp(v, "discrete")) d->wgrad_output = KILN_WGRAD_DISCRETE;
-        else return 0;
-        return 1;
-    }
-    if (!strcmp(k, "accumulate")) return parse_int(v, &d->accumulate);
-    if (!strcmp(k, "dbias")) return parse_int(v, &d->dbias);
-    if (!strcmp(k, "split")) return parse_int(v, &d->split);
-    if (!strcmp(k, "raster")) return copy_str(d->raster, sizeof d->raster, v);
-    if (!strcmp(k, "schedule")) return copy_str(d->schedule, sizeof d->schedule, v);
-    if (!l) return -1;
+    int r = set_knobs(d, k, v);
+    if (r != -1 || !l) return r;
     if (!strcmp(k, "entry")) return copy_str(l->entry, sizeof l->entry, v);
-    if (!strcmp(k, "threads")) return parse_int(v, &l->threads);
-    if (!strcmp(k, "smem")) return parse_int(v, &l->smem_bytes);
-    if (!strcmp(k, "persistent")) return parse_int(v, &l->persistent);
-    if (!strcmp(k, "ctas_per_sm")) return parse_int(v, &l->ctas_per_sm);
+    for (size_t i = 0; i < N_OF(launch_ints); i++)
+        if (!strcmp(k, launch_ints[i].text)) return parse_int(v, launch_int(l, &launch_ints[i]));
+    for (size_t i = 0; i < N_OF(launch_limits); i++)
+        if (!strcmp(k, launch_limits[i].text))
+            return parse_int(v, launch_int(l, &launch_limits[i]));
     if (!strcmp(k, "launch_cluster")) return sscanf(v, "%dx%d", &l->cluster_m, &l->cluster_n) == 2;
     if (!strncmp(k, "tmap_", 5) && k[5] && !k[6]) {
         int i = k[5] == 'a' ? 0 : k[5] == 'b' ? 1 : k[5] == 'd' ? 2 : -1;

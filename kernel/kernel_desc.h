@@ -15,6 +15,9 @@
 #include "common.h"
 
 #define KILN_NAME_MAX 96
+/* Longest kernel name: templates name the entry point after it with a short
+ * prefix ("kiln_"), and the entry must fit KILN_NAME_MAX too. */
+#define KILN_KERNEL_NAME_MAX 88
 #define KILN_MAX_ARCHS 4
 #define KILN_ARCH_MAX 16
 
@@ -49,6 +52,12 @@ typedef struct kiln_launch_desc {
     int ctas_per_sm;
     int cluster_m, cluster_n;    /* cluster shape (1,1 when none) */
     kiln_tmap_desc tmap[3];      /* a, b, d */
+    /* What the template says the kernel serves, so that the dispatcher need
+     * not know families: */
+    int max_groups;              /* most groups per call; 0: no limit */
+    int scale_bias_switch;       /* 1: a compiled-in epilogue.scale_bias is switched
+                                    per call (args.scale_bias); 0: always applied */
+    int preference;              /* among kernels that serve a call, higher first */
 } kiln_launch_desc;
 
 typedef struct kiln_kernel_desc {

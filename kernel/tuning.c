@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "knobs.h"
 #include "tuning.h"
 
 /* ---- shape classes ------------------------------------------------------ */
@@ -107,20 +108,40 @@ int kiln_shape_class_parse(const char *s, kiln_shape_class *out)
 
 /* ---- keys --------------------------------------------------------------- */
 
-static const char *const sig_fwd[] = {"bias", "rowscale", "scalebias", "alphagroup", "beta",
-                                      "wptrs"};
-static const char *const sig_wgrad[] = {"discrete", "accumulate"};
-#define N_SIG_FWD (sizeof sig_fwd / sizeof sig_fwd[0])
-#define N_SIG_WGRAD (sizeof sig_wgrad / sizeof sig_wgrad[0])
+/* The signature's terms are the text keys of the knobs marked for it in
+ * the knob table, in table order: a term is on when the call needs a value
+ * other than kiln_desc_init's. */
+static int sig_of_op(kiln_op op) { return op == KILN_OP_WGRAD ? KILN_KNOB_SIG_WGRAD : KILN_KNOB_SIG_FWD; }
 
-static void sig_join(const int *on, const char *const *names, size_t n, char *out, size_t size)
+/* What a call asks of a kernel, as a description (knobs the call does not
+ * decide keep kiln_desc_init's values). */
+static void needs_of(const kiln_problem *p, kiln_kernel_desc *d)
+{
+    kiln_desc_init(d);
+    d->op = p->op;
+    if (p->op == KILN_OP_WGRAD) {
+        d->wgrad_output = p->wgrad_output;
+        d->accumulate = p->accumulate != 0;
+        return;
+    }
+    const kiln_epilogue *e = &p->epilogue;
+    if (p->d_b_ptrs) d->weights = KILN_WEIGHTS_ANY;
+    if (e->d_bias) d->epilogue.bias = KILN_BIAS_PER_GROUP;
+    d->epilogue.row_scale = e->d_row_scale != NULL;
+    d->epilogue.scale_bias = e->d_bias && e->d_row_scale && e->scale_bias;
+    if (e->d_alpha) d->epilogue.alpha = KILN_ALPHA_PER_GROUP;
+    d->epilogue.beta = e->beta != 0.0f;
+}
+
+/* Joins the terms of the knobs with on[i] set (i: index into kiln_knobs). */
+static void sig_join(const unsigned char *on, char *out, size_t size)
 {
     size_t used = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        if (!on[i]) continue;
+    for (const kiln_knob *k = kiln_knobs; k->key; k++) {
+        if (!on[k - kiln_knobs]) continue;
         int w = snprintf(out + used, size > used ? size - used : 0, "%s%s", used ? "+" : "",
-                         names[i]);
+                         k->text);
         if (w > 0) used += (size_t)w;
     }
     if (!used) snprintf(out, size, "plain");
@@ -129,21 +150,13 @@ static void sig_join(const int *on, const char *const *names, size_t n, char *ou
 void kiln_tuning_sig_from_problem(const kiln_problem *p, char *out, size_t size)
 {
     if (!size) return;
-    if (p->op == KILN_OP_WGRAD) {
-        int on[N_SIG_WGRAD] = {p->wgrad_output == KILN_WGRAD_DISCRETE, p->accumulate != 0};
-        sig_join(on, sig_wgrad, N_SIG_WGRAD, out, size);
-        return;
-    }
-    const kiln_epilogue *e = &p->epilogue;
-    int on[N_SIG_FWD] = {
-        e->d_bias != NULL,
-        e->d_row_scale != NULL,
-        e->d_bias && e->d_row_scale && e->scale_bias,
-        e->d_alpha != NULL,
-        e->beta != 0.0f,
-        p->d_b_ptrs != NULL,
-    };
-    sig_join(on, sig_fwd, N_SIG_FWD, out, size);
+    kiln_kernel_desc need, dflt;
+    needs_of(p, &need);
+    kiln_desc_init(&dflt);
+    unsigned char on[KILN_KNOB_COUNT_MAX] = {0};
+    for (const kiln_knob *k = kiln_knobs; k->key; k++)
+        on[k - kiln_knobs] = k->sig == sig_of_op(p->op) && kiln_knob_get(k, &need) != kiln_knob_get(k, &dflt);
+    sig_join(on, out, size);
 }
 
 void kiln_tuning_key_from_problem(const kiln_problem *p, const char *arch, kiln_tuning_key *key)
@@ -163,20 +176,20 @@ void kiln_tuning_key_from_problem(const kiln_problem *p, const char *arch, kiln_
 int kiln_tuning_sig_valid(const char *sig, kiln_op op, char *why, size_t why_size)
 {
     if (!strcmp(sig, "plain")) return 1;
-    const char *const *names = op == KILN_OP_WGRAD ? sig_wgrad : sig_fwd;
-    size_t n = op == KILN_OP_WGRAD ? N_SIG_WGRAD : N_SIG_FWD;
-    int on[8] = {0};
-    int last = -1;
+    unsigned char on[KILN_KNOB_COUNT_MAX] = {0}, all[KILN_KNOB_COUNT_MAX] = {0};
+    for (const kiln_knob *k = kiln_knobs; k->key; k++) all[k - kiln_knobs] = k->sig == sig_of_op(op);
+    long last = -1;
     const char *p = sig;
     while (1) {
         const char *end = strchr(p, '+');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        int found = -1;
-        for (size_t i = 0; i < n; i++)
-            if (strlen(names[i]) == len && !strncmp(p, names[i], len)) found = (int)i;
+        long found = -1;
+        for (const kiln_knob *k = kiln_knobs; k->key; k++)
+            if (all[k - kiln_knobs] && strlen(k->text) == len && !strncmp(p, k->text, len))
+                found = k - kiln_knobs;
         if (found < 0) {
             char list[160];
-            sig_join((int[8]){1, 1, 1, 1, 1, 1, 1, 1}, names, n, list, sizeof list);
+            sig_join(all, list, sizeof list);
             return WHY("epilogue signature '%s': unknown term '%.*s' for %s (known: plain or "
                        "%s)", sig, (int)(len > 40 ? 40 : len), p, kiln_op_name(op), list);
         }
@@ -188,8 +201,11 @@ int kiln_tuning_sig_valid(const char *sig, kiln_op op, char *why, size_t why_siz
         if (!end) break;
         p = end + 1;
     }
-    if (op != KILN_OP_WGRAD && on[2] && !(on[0] && on[1]))
-        return WHY("epilogue signature '%s': scalebias needs bias and rowscale", sig);
+    const kiln_knob *sb = kiln_knob_find("epilogue.scale_bias");
+    if (op != KILN_OP_WGRAD && on[sb - kiln_knobs] &&
+        !(on[kiln_knob_find("epilogue.bias") - kiln_knobs] &&
+          on[kiln_knob_find("epilogue.scale") - kiln_knobs]))
+        return WHY("epilogue signature '%s': scale_bias needs bias and row_scale", sig);
     return 1;
 }
 

@@ -58,11 +58,12 @@ int64_t kiln_shape_class_bound(char axis, int i);
 /* ---- keys --------------------------------------------------------------- */
 
 /* The epilogue signature names what a call asks for beyond D = A·B, as
- * '+'-joined tokens in this order, or "plain" when nothing:
- *   fprop, dgrad: bias rowscale scalebias alphagroup beta wptrs
- *   wgrad:        discrete accumulate
- * (wptrs: weights as a device array of pointers; scalebias only with bias
- * and rowscale). */
+ * '+'-joined terms, or "plain" when nothing.  The terms are the text keys of
+ * the knobs marked for signatures in knobs.c, in its order:
+ *   fprop, dgrad: weights bias row_scale scale_bias alpha beta
+ *   wgrad:        wgrad_output accumulate
+ * (weights: weights as a device array of pointers; alpha: per-group α;
+ * wgrad_output: discrete output; scale_bias only with bias and row_scale). */
 typedef struct kiln_tuning_key {
     char arch[KILN_ARCH_MAX];    /* "sm_90a" */
     kiln_op op;

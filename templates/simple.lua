@@ -14,12 +14,16 @@
 --
 -- Spec fields used: op, types, tile.m / tile.n (16, 32, 64 or 128 each),
 -- tile.k (the kernel uses min(tile.k, 32), a multiple of 8), weights,
--- epilogue, wgrad.output / wgrad.accumulate.  stages, cluster, warpgroups and
--- raster do not apply to this kernel and are ignored.
-local spec, arch = ...
+-- epilogue, wgrad.output / wgrad.accumulate.  stages, warpgroups, schedule
+-- and raster do not apply to this kernel and are ignored (its shared memory
+-- is static and does not depend on stages).
+--
+-- Called as chunk(spec, arch, mode) (see compiler/expand.h); a spec this
+-- kernel cannot build is refused with kiln.refuse, naming the spec key.
+local spec, arch, mode = ...
 
-local function fail(fmt, ...)
-  error(string.format("simple: " .. fmt, ...), 2)
+local function fail(key, fmt, ...)
+  kiln.refuse(key, string.format("simple: " .. fmt, ...), 2)
 end
 
 local type_struct = { bf16 = "ks_bf16", fp16 = "ks_fp16", f32 = "ks_f32" }
@@ -28,53 +32,54 @@ local function element(which)
   local t = spec.types[which]
   local s = type_struct[t]
   if not s then
-    fail("types.%s = %s is not supported (bf16, fp16 or f32)", which, tostring(t))
+    fail("types." .. which, "types.%s = %s is not supported (bf16, fp16 or f32; no template " ..
+         "builds fp8 yet)", which, tostring(t))
   end
   return s
 end
 
 local op_enum = { fprop = "KS_OP_FPROP", dgrad = "KS_OP_DGRAD", wgrad = "KS_OP_WGRAD" }
 local op = op_enum[spec.op]
-if not op then fail("unknown op '%s'", tostring(spec.op)) end
-if spec.types.accum ~= "f32" then
-  fail("types.accum = %s: this kernel accumulates in f32", tostring(spec.types.accum))
-end
 local ta, tb, to = element("a"), element("b"), element("out")
+if spec.types.a ~= spec.types.b then
+  fail("types.b", "types.a and types.b must be the same 16-bit type (got %s and %s)",
+       spec.types.a, spec.types.b)
+end
 
 local function tile_dim(key)
   local v = spec.tile[key]
   if v ~= 16 and v ~= 32 and v ~= 64 and v ~= 128 then
-    fail("tile.%s = %s must be 16, 32, 64 or 128", key, tostring(v))
+    fail("tile." .. key, "tile.%s must be 16, 32, 64 or 128 for family simple (got %d)", key, v)
   end
   return v
 end
 local bm, bn = tile_dim("m"), tile_dim("n")
-local bk = math.min(spec.tile.k or 32, 32)
-if bk < 8 or bk % 8 ~= 0 then fail("tile.k = %s must be a multiple of 8", tostring(spec.tile.k)) end
+local bk = math.min(spec.tile.k, 32)
+if bk < 8 or bk % 8 ~= 0 then
+  fail("tile.k", "tile.k must be a multiple of 8 for family simple (got %d)", spec.tile.k)
+end
+if spec.cluster.m * spec.cluster.n ~= 1 then
+  fail("cluster", "cluster %dx%d needs family sm90 (the simple family has no clusters)",
+       spec.cluster.m, spec.cluster.n)
+end
 
 local flags = {}
 if spec.op == "wgrad" then
   local w = spec.wgrad
-  if w.dbias then fail("wgrad.dbias is not supported by this kernel") end
-  if (w.split or 1) ~= 1 then fail("wgrad.split = %d is not supported by this kernel (use 1)", w.split) end
-  if w.accumulate then
-    if spec.types.out ~= "f32" then
-      fail("wgrad.accumulate needs types.out = f32, not %s", spec.types.out)
-    end
-    flags[#flags + 1] = "KS_ACCUMULATE"
-  end
+  if w.dbias then fail("wgrad.dbias", "wgrad.dbias is not built by family simple yet") end
+  if w.split ~= 1 then fail("wgrad.split", "wgrad.split = %d is not supported by this kernel (use 1)", w.split) end
+  if w.accumulate then flags[#flags + 1] = "KS_ACCUMULATE" end
   if w.output == "discrete" then flags[#flags + 1] = "KS_DISCRETE" end
 else
   local e = spec.epilogue
-  if e.bias == "per_group" then flags[#flags + 1] = "KS_BIAS"
-  elseif e.bias ~= "none" then fail("epilogue.bias = %s is not supported", tostring(e.bias)) end
-  if e.row_scale then flags[#flags + 1] = "KS_ROW_SCALE" end
+  if e.bias == "per_group" then flags[#flags + 1] = "KS_BIAS" end
+  if e.scale == "per_row" then flags[#flags + 1] = "KS_ROW_SCALE" end
   if e.scale_bias then flags[#flags + 1] = "KS_SCALE_BIAS" end
-  if e.alpha == "per_group" then flags[#flags + 1] = "KS_ALPHA_PER_GROUP"
-  elseif e.alpha ~= "scalar" then fail("epilogue.alpha = %s is not supported", tostring(e.alpha)) end
+  if e.alpha == "per_group" then flags[#flags + 1] = "KS_ALPHA_PER_GROUP" end
   if e.beta then flags[#flags + 1] = "KS_BETA" end
   if spec.weights ~= "contiguous" then flags[#flags + 1] = "KS_B_PTRS" end
 end
+if mode == "check" then return {smem = 0} end
 -- Tensor cores (mma.sync m16n8k16, sm_80 and later) when A and B are the same
 -- 16-bit type and the tile splits over 2x4 warps; FMA otherwise.
 local use_mma = spec.types.a == spec.types.b and (spec.types.a == "bf16" or spec.types.a == "fp16")
@@ -115,4 +120,7 @@ return table.concat(src, "\n"), {
   smem = 0,               -- static shared memory only
   persistent = true,
   ctas_per_sm = ctas_per_sm,
+  max_groups = 0,         -- no limit: groups are scanned, not held in shared memory
+  preference = 1,         -- below sm90 where both serve a call
+  scale_bias_switch = true, -- args.scale_bias switches a compiled-in scale_bias
 }

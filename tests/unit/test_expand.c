@@ -25,6 +25,7 @@ nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin);
 nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog);
 
 #include "testutil.h"
+#include "embedded.h"
 #include "expand.h"
 
 #define DATA_DIR "tests/data/templates"
@@ -99,18 +100,25 @@ static char *expand_ok(kiln_expander *ex, const kiln_spec *spec, const char *arc
 
 /* Expands spec expecting a template error that contains each of the
  * NULL-terminated needles and the spec position. */
-static void expand_fails(kiln_expander *ex, const kiln_spec *spec, const char *const *needles)
+/* Expands spec for sm_90a expecting status want: no source, one line. */
+static void expand_error(kiln_expander *ex, const kiln_spec *spec, kiln_status want,
+                         kiln_error *err)
 {
     char *src = (char *)"unchanged";
     kiln_launch_desc launch;
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_status st = kiln_expand(ex, spec, "sm_90a", &src, &launch, &err);
-    if (st != KILN_ERROR_TEMPLATE) print_error("expected a template error, got %d: %s\n", st, err.msg);
-    assert_int_equal(st, KILN_ERROR_TEMPLATE);
+    kiln_error_clear(err);
+    kiln_status st = kiln_expand(ex, spec, "sm_90a", &src, &launch, err);
+    if (st != want) print_error("expected status %d, got %d: %s\n", want, st, err->msg);
+    assert_int_equal(st, want);
     assert_null(src);
-    assert_int_equal(err.status, KILN_ERROR_TEMPLATE);
-    assert_null(strchr(err.msg, '\n'));
+    assert_int_equal(err->status, want);
+    assert_null(strchr(err->msg, '\n'));
+}
+
+static void expand_fails(kiln_expander *ex, const kiln_spec *spec, const char *const *needles)
+{
+    kiln_error err;
+    expand_error(ex, spec, KILN_ERROR_TEMPLATE, &err);
     char pos[256];
     snprintf(pos, sizeof pos, "(expanding %s:%d:%d)", spec->path, spec->line, spec->col);
     if (!strstr(err.msg, pos)) print_error("no spec position in: %s\n", err.msg);
@@ -150,9 +158,9 @@ static const combo combos[] = {
     {KILN_OP_WGRAD, KILN_DTYPE_BF16, KILN_DTYPE_BF16, KILN_DTYPE_F32, 64, 64, 0, 0, 0, 0, 0, KILN_WEIGHTS_ANY, KILN_WGRAD_DENSE, 1},
     {KILN_OP_WGRAD, KILN_DTYPE_F16, KILN_DTYPE_F16, KILN_DTYPE_F32, 128, 128, 0, 0, 0, 0, 0, KILN_WEIGHTS_ANY, KILN_WGRAD_DISCRETE, 1},
     {KILN_OP_WGRAD, KILN_DTYPE_F16, KILN_DTYPE_F16, KILN_DTYPE_F16, 64, 32, 0, 0, 0, 0, 0, KILN_WEIGHTS_ANY, KILN_WGRAD_DISCRETE, 0},
-    /* the FMA path: f32 inputs, mixed 16-bit inputs */
-    {KILN_OP_FPROP, KILN_DTYPE_F32, KILN_DTYPE_F32, KILN_DTYPE_F32, 64, 64, 1, 1, 0, 0, 1, KILN_WEIGHTS_ANY, 0, 0},
-    {KILN_OP_WGRAD, KILN_DTYPE_BF16, KILN_DTYPE_F16, KILN_DTYPE_F32, 32, 32, 0, 0, 0, 0, 0, KILN_WEIGHTS_ANY, KILN_WGRAD_DENSE, 1},
+    /* the FMA path: tiles under 32 */
+    {KILN_OP_FPROP, KILN_DTYPE_BF16, KILN_DTYPE_BF16, KILN_DTYPE_F32, 16, 64, 1, 1, 0, 0, 1, KILN_WEIGHTS_ANY, 0, 0},
+    {KILN_OP_WGRAD, KILN_DTYPE_F16, KILN_DTYPE_F16, KILN_DTYPE_F32, 32, 16, 0, 0, 0, 0, 0, KILN_WEIGHTS_ANY, KILN_WGRAD_DENSE, 1},
 };
 
 static kiln_spec combo_spec(const combo *c, int i)
@@ -247,8 +255,32 @@ static void test_simple_deterministic_and_flags(void **state)
     kiln_expander_destroy(ex);
 }
 
-/* The simple template refuses what it cannot do, naming the spec key. */
-static void test_simple_refusals(void **state)
+/* Expands spec expecting a refusal (bad input) at the position of key,
+ * with each of the NULL-terminated needles in the message. */
+static void expand_refused(kiln_expander *ex, kiln_spec *spec, const char *key, int line,
+                           const char *const *needles)
+{
+    kiln_spec_pos *p = &spec->pos[spec->n_pos++];
+    snprintf(p->key, sizeof p->key, "%s", key);
+    p->line = line;
+    p->col = 7;
+    kiln_error err;
+    expand_error(ex, spec, KILN_ERROR_INVALID_SPEC, &err);
+    char pos[256];
+    snprintf(pos, sizeof pos, "%s:%d:7: ", spec->path, line);
+    if (strncmp(err.msg, pos, strlen(pos))) print_error("not at %s: %s\n", pos, err.msg);
+    assert_int_equal(strncmp(err.msg, pos, strlen(pos)), 0);
+    print_message("  -> %s\n", err.msg);
+    for (const char *const *n = needles; *n; n++) {
+        if (!strstr(err.msg, *n)) print_error("'%s' not in: %s\n", *n, err.msg);
+        assert_non_null(strstr(err.msg, *n));
+    }
+}
+
+/* The templates refuse what they cannot build, naming the spec key: the
+ * message stands at that key's line, not at the template helper's line and
+ * the spec's first line. */
+static void test_refusals_name_the_key(void **state)
 {
     (void)state;
     kiln_expander *ex = NULL;
@@ -256,14 +288,48 @@ static void test_simple_refusals(void **state)
     assert_int_equal(kiln_expander_create(NULL, &ex, &err), KILN_OK);
     kiln_spec s = make_spec("simple", "k", KILN_OP_FPROP);
     s.desc.a_type = KILN_DTYPE_E4M3;
-    expand_fails(ex, &s, (const char *const[]){"templates/simple.lua:", "types.a = e4m3", NULL});
+    expand_refused(ex, &s, "types.a", 4,
+                   (const char *const[]){"(templates/simple.lua:", "types.a = e4m3", NULL});
     s = make_spec("simple", "k", KILN_OP_FPROP);
     s.desc.tile_m = 96;
-    expand_fails(ex, &s, (const char *const[]){"templates/simple.lua:", "tile.m = 96", NULL});
+    expand_refused(ex, &s, "tile.m", 6,
+                   (const char *const[]){"(templates/simple.lua:", "tile.m must be", "got 96", NULL});
     s = make_spec("simple", "k", KILN_OP_WGRAD);
-    s.desc.accumulate = 1;
-    s.desc.out_type = KILN_DTYPE_BF16;
-    expand_fails(ex, &s, (const char *const[]){"templates/simple.lua:", "wgrad.accumulate", NULL});
+    s.desc.dbias = 1;
+    expand_refused(ex, &s, "wgrad.dbias", 9,
+                   (const char *const[]){"(templates/simple.lua:", "wgrad.dbias", NULL});
+    /* sm90: the rule's line in the shared module, not its fail helper's */
+    s = make_spec("sm90", "k", KILN_OP_FPROP);
+    s.desc.tile_m = 128;
+    s.desc.tile_k = 64;
+    s.desc.tile_n = 96;
+    expand_refused(ex, &s, "tile.n", 5,
+                   (const char *const[]){"(templates/sm90_common.lua:", "tile.n must be", NULL});
+    /* ... and not the line of kiln.refuse in the helper */
+    const kiln_embedded_file *f = kiln_embedded_find("sm90_common.lua");
+    const char *helper = strstr(f->data, "kiln.refuse(");
+    assert_non_null(helper);
+    int helper_line = 1;
+    for (const char *c = f->data; c < helper; c++) helper_line += *c == '\n';
+    char at_helper[64];
+    snprintf(at_helper, sizeof at_helper, "sm90_common.lua:%d)", helper_line);
+    s = make_spec("sm90", "k", KILN_OP_FPROP);
+    s.desc.tile_m = 128;
+    s.desc.tile_k = 64;
+    s.desc.stages = 1;
+    expand_refused(ex, &s, "stages", 8, (const char *const[]){"stages must be from 2", NULL});
+    kiln_error e2;
+    kiln_launch_desc l2;
+    char *src2 = NULL;
+    kiln_expand(ex, &s, "sm_90a", &src2, &l2, &e2);
+    assert_null(strstr(e2.msg, at_helper));
+    s = make_spec("sm90", "k", KILN_OP_WGRAD);
+    s.desc.tile_m = 128;
+    s.desc.tile_k = 64;
+    s.desc.weights = KILN_WEIGHTS_ANY;
+    s.desc.dbias = 1;
+    expand_refused(ex, &s, "wgrad.dbias", 11,
+                   (const char *const[]){"(templates/sm90_wgrad.lua:", "wgrad.dbias", NULL});
     kiln_expander_destroy(ex);
 }
 
@@ -361,7 +427,7 @@ static void test_text_include_launch(void **state)
     assert_non_null(strstr(src, "// runs=1 value=42\n"));
     assert_non_null(strstr(src, "// version=" KILN_VERSION_STRING " arch=sm_80 op=wgrad\n"));
     assert_non_null(strstr(src, "// spec=specs/broken.yaml:12 tile=128x256\n"));
-    assert_non_null(strstr(src, "// types=bf16,f32 bias=per_group row_scale=false output=discrete\n"));
+    assert_non_null(strstr(src, "// types=bf16,f32 bias=per_group scale=none output=discrete\n"));
     assert_non_null(strstr(src, "// abi_has_args=true\n"));
     /* override directory first, embedded files after */
     assert_non_null(strstr(src, "// snippet from the override directory\n"));
@@ -382,6 +448,9 @@ static void test_text_include_launch(void **state)
     assert_int_equal(l.tmap[2].used, 1);
     assert_int_equal(l.tmap[2].box_inner, 32);
     assert_int_equal(l.tmap[2].swizzle, 0);
+    assert_int_equal(l.max_groups, 512);
+    assert_int_equal(l.preference, 3);
+    assert_int_equal(l.scale_bias_switch, 1);
     kiln_expander_destroy(ex);
 }
 
@@ -484,7 +553,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_simple_all_combos_compile),
         cmocka_unit_test(test_simple_deterministic_and_flags),
-        cmocka_unit_test(test_simple_refusals),
+        cmocka_unit_test(test_refusals_name_the_key),
         cmocka_unit_test(test_template_errors),
         cmocka_unit_test(test_bad_family_and_dir),
         cmocka_unit_test(test_budget),

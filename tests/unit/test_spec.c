@@ -56,6 +56,18 @@ static void load_ok(const char *path, kiln_spec_list *list)
     assert_true(list->count >= 1);
 }
 
+/* The dynamic shared memory the family's template reports for d. */
+static int smem_of(const kiln_kernel_desc *d, const char *arch)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    int smem = -1;
+    kiln_status st = kiln_spec_validate_with(NULL, d, arch, &smem, &err, NULL);
+    if (st != KILN_OK) print_error("smem_of: %s\n", err.msg);
+    assert_int_equal(st, KILN_OK);
+    return smem;
+}
+
 static kiln_status parse_text(const char *text, kiln_spec_list *list, kiln_error *err)
 {
     kiln_error_clear(err);
@@ -166,8 +178,8 @@ static void test_good_full(void **state)
     assert_int_equal(d->accumulate, 0);
     assert_int_equal(d->split, 1);
     /* ring 2*(128+256)*64*2, staging 2*4*16*40*4, schedule 2114*4, 1024
-     * alignment, 2 barriers of 8 bytes per stage (templates/sm90.lua) */
-    assert_int_equal(kiln_spec_smem_bytes(d), 98304 + 20480 + 8456 + 1024 + 32);
+     * alignment, 2 barriers of 8 bytes per stage (templates/sm90_common.lua) */
+    assert_int_equal(smem_of(d, "sm_90a"), 98304 + 20480 + 8456 + 1024 + 32);
 
     /* Positions: keys of the block mapping, 1-based. */
     const kiln_spec *s = &list.items[0];
@@ -229,13 +241,17 @@ static void test_good_defaults(void **state)
     assert_int_equal(col, 1);
     kiln_spec_list_free(&list);
 
-    /* An fp8 kernel's out defaults to bf16. */
-    load_ok("tests/data/specs/good/fp8_fprop.yaml", &list);
-    d = &list.items[0].desc;
-    assert_int_equal(d->a_type, KILN_DTYPE_E4M3);
-    assert_int_equal(d->b_type, KILN_DTYPE_E5M2);
-    assert_int_equal(d->out_type, KILN_DTYPE_BF16);
-    assert_int_equal(d->tile_k, 128);
+}
+
+/* What templates/simple.lua builds is what the spec language accepts for
+ * it: 16-row tiles, and any stages (its shared memory is static). */
+static void test_simple_family_rules(void **state)
+{
+    (void)state;
+    kiln_spec_list list;
+    load_ok("tests/data/specs/good/simple_tile_16_stages_8.yaml", &list);
+    assert_int_equal(list.items[0].desc.tile_m, 16);
+    assert_int_equal(list.items[0].desc.stages, 8);
     kiln_spec_list_free(&list);
 }
 
@@ -253,11 +269,11 @@ static void test_good_wgrad_and_archs(void **state)
     assert_string_equal(d->family, "simple");
     assert_int_equal(d->wgrad_output, KILN_WGRAD_DISCRETE);
     assert_int_equal(d->accumulate, 1);
-    assert_int_equal(d->dbias, 1);
-    assert_int_equal(d->split, 2);
+    assert_int_equal(d->dbias, 0);
+    assert_int_equal(d->split, 1);
     assert_string_equal(d->raster, "n");
-    /* simple: stages*(tm*tk + tn*tk)*4 + 1024 */
-    assert_int_equal(kiln_spec_smem_bytes(d), 2 * (64 * 32 + 128 * 32) * 4 + 1024);
+    /* simple: static shared memory only, whatever the stages */
+    assert_int_equal(smem_of(d, "sm_80"), 0);
     kiln_spec_list_free(&list);
 
     load_ok("tests/data/specs/good/arch_string.yaml", &list);
@@ -486,22 +502,22 @@ static void test_validate_direct(void **state)
     d.stages = 5;
     assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
     assert_string_equal(key, "stages");
-    assert_string_equal(err.msg, "5 stages of tile 128x256x64 need 275800 bytes of shared "
-                                 "memory, sm_90a allows 232448");
+    assert_non_null(strstr(err.msg, "5 stages of tile 128x256x64 need 275800 bytes of shared "
+                                    "memory, sm_90a allows 232448 (templates/sm90_common.lua:"));
     d.stages = 4;
     assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
 
+    /* No template builds fp8 yet: bad input naming the types. */
     d.a_type = d.b_type = KILN_DTYPE_E4M3;
     d.tile_k = 128;
-    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, NULL), KILN_OK);
-    d.op = KILN_OP_DGRAD;
     assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
-    assert_string_equal(key, "op");
-    assert_non_null(strstr(err.msg, "fp8 dgrad needs a transposed operand"));
-    d.op = KILN_OP_FPROP;
+    assert_string_equal(key, "types.a");
+    assert_non_null(strstr(err.msg, "no template builds fp8 yet"));
     snprintf(d.family, sizeof d.family, "simple");
+    d.weights = KILN_WEIGHTS_ANY;
     assert_int_equal(kiln_spec_validate(&d, "sm_80", &err, &key), KILN_ERROR_INVALID_SPEC);
-    assert_non_null(strstr(err.msg, "fp8 needs sm_90a or newer"));
+    assert_string_equal(key, "types.a");
+    assert_non_null(strstr(err.msg, "no template builds fp8 yet"));
 
     kiln_desc_init(&d);
     snprintf(d.name, sizeof d.name, "w");
@@ -534,28 +550,32 @@ static void test_smem_and_limits(void **state)
     (void)state;
     kiln_kernel_desc d;
     kiln_desc_init(&d);
-    /* ring 4*(128+128)*64*2 + staging 1*10240 + schedule 8456, aligned to 8,
-     * + 1024 + 4 stages x 2 barriers x 8 */
+    snprintf(d.name, sizeof d.name, "k");
+    /* What templates/sm90_common.lua reports: ring 4*(128+128)*64*2 +
+     * staging 1*10240 + schedule 8456, aligned to 8, + 1024 + 4 stages x 2
+     * barriers x 8 */
     const int base = 131072 + 10240 + 8456 + 1024 + 64;
-    assert_int_equal(kiln_spec_smem_bytes(&d), base);
+    assert_int_equal(smem_of(&d, "sm_90a"), base);
     d.warpgroups = 2;
-    assert_int_equal(kiln_spec_smem_bytes(&d), base + 10240);
+    assert_int_equal(smem_of(&d, "sm_90a"), base + 10240);
     d.warpgroups = 1;
-    d.a_type = d.b_type = KILN_DTYPE_E4M3; /* 1-byte elements, twice the k */
-    d.tile_k = 128;
-    assert_int_equal(kiln_spec_smem_bytes(&d), base);
     d.stages = 3;
-    assert_int_equal(kiln_spec_smem_bytes(&d), base - 32768 - 16);
+    assert_int_equal(smem_of(&d, "sm_90a"), base - 32768 - 16);
+    /* wgrad: two more barriers */
+    d.op = KILN_OP_WGRAD;
+    d.weights = KILN_WEIGHTS_ANY;
+    assert_int_equal(smem_of(&d, "sm_90a"), base - 32768 - 16 + 16);
+    /* The simple family's shared memory is static: 8 stages are not
+     * refused for memory it never uses. */
+    kiln_desc_init(&d);
+    snprintf(d.name, sizeof d.name, "s");
     snprintf(d.family, sizeof d.family, "simple");
-    d.tile_m = d.tile_n = 64;
+    d.weights = KILN_WEIGHTS_ANY;
     d.tile_k = 32;
-    d.stages = 2;
-    assert_int_equal(kiln_spec_smem_bytes(&d), 2 * (64 * 32 + 64 * 32) * 4 + 1024);
-    assert_int_equal(kiln_arch_smem_limit("sm_90a"), 232448);
-    assert_int_equal(kiln_arch_smem_limit("sm_100a"), 232448);
-    assert_int_equal(kiln_arch_smem_limit("sm_80"), 166912);
-    assert_int_equal(kiln_arch_smem_limit("sm_75"), 0);
-    assert_int_equal(kiln_arch_smem_limit(NULL), 0);
+    d.stages = 8;
+    kiln_error err;
+    assert_int_equal(kiln_spec_validate(&d, "sm_80", &err, NULL), KILN_OK);
+    assert_int_equal(smem_of(&d, "sm_80"), 0);
 }
 
 static void test_io_errors(void **state)
@@ -596,8 +616,7 @@ static void test_parse_memory(void **state)
     /* Comments and blank lines do not shift positions. */
     const char *t2 = "# c\n\nkernel: k   # name\nop: fprop\n\ntypes: {a: bf16}\nstages: 12\n";
     assert_int_equal(parse_text(t2, &list, &err), KILN_ERROR_INVALID_SPEC);
-    assert_string_equal(err.msg, "mem.yaml:7:1: stages must be from 2 to 8 for family sm90 "
-                                 "(got 12)");
+    assert_string_equal(err.msg, "mem.yaml:7:1: stages must be from 1 to 8 (got 12)");
     /* A NUL inside a value is refused, not truncated. */
     const char t3[] = "kernel: \"a\\0b\"\nop: fprop\ntypes: {a: bf16}\n";
     assert_int_equal(kiln_spec_parse(t3, sizeof t3 - 1, "n.yaml", &list, &err),
@@ -650,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_good_defaults),
         cmocka_unit_test(test_good_wgrad_and_archs),
         cmocka_unit_test(test_booleans),
+        cmocka_unit_test(test_simple_family_rules),
         cmocka_unit_test(test_sweep_expansion),
         cmocka_unit_test(test_sweep_names_stable),
         cmocka_unit_test(test_sweep_expressions),

@@ -150,32 +150,33 @@ static void test_signatures(void **state)
     p.epilogue.beta = 0.5f;
     p.d_b_ptrs = (const void *const *)dummy;
     kiln_tuning_sig_from_problem(&p, sig, sizeof sig);
-    assert_string_equal(sig, "bias+rowscale+scalebias+alphagroup+beta+wptrs");
+    assert_string_equal(sig, "weights+bias+row_scale+scale_bias+alpha+beta");
     assert_int_equal(kiln_tuning_sig_valid(sig, KILN_OP_FPROP, why, sizeof why), 1);
     /* scale_bias means nothing without a bias. */
     p.epilogue.d_bias = NULL;
     p.d_b_ptrs = NULL;
     p.epilogue.beta = 0;
     kiln_tuning_sig_from_problem(&p, sig, sizeof sig);
-    assert_string_equal(sig, "rowscale+alphagroup");
+    assert_string_equal(sig, "row_scale+alpha");
 
     problem_init(&p, KILN_OP_WGRAD);
     p.wgrad_output = KILN_WGRAD_DISCRETE;
     p.accumulate = 1;
     p.epilogue.d_bias = dummy; /* ignored for wgrad */
     kiln_tuning_sig_from_problem(&p, sig, sizeof sig);
-    assert_string_equal(sig, "discrete+accumulate");
+    assert_string_equal(sig, "wgrad_output+accumulate");
     assert_int_equal(kiln_tuning_sig_valid(sig, KILN_OP_WGRAD, why, sizeof why), 1);
 
     struct { const char *sig; kiln_op op; const char *why; } bad[] = {
         {"bias+bias", KILN_OP_FPROP, "not canonical"},
-        {"rowscale+bias", KILN_OP_FPROP, "not canonical"},
+        {"row_scale+bias", KILN_OP_FPROP, "not canonical"},
+        {"rowscale", KILN_OP_FPROP, "unknown term 'rowscale'"},
         {"bias+", KILN_OP_FPROP, "unknown term ''"},
         {"biases", KILN_OP_FPROP, "unknown term 'biases'"},
-        {"discrete", KILN_OP_FPROP, "unknown term 'discrete'"},
+        {"wgrad_output", KILN_OP_FPROP, "unknown term 'wgrad_output'"},
         {"bias", KILN_OP_WGRAD, "unknown term 'bias'"},
-        {"scalebias", KILN_OP_DGRAD, "scalebias needs bias and rowscale"},
-        {"bias+scalebias", KILN_OP_DGRAD, "scalebias needs bias and rowscale"},
+        {"scale_bias", KILN_OP_DGRAD, "scale_bias needs bias and row_scale"},
+        {"bias+scale_bias", KILN_OP_DGRAD, "scale_bias needs bias and row_scale"},
         {"", KILN_OP_FPROP, "unknown term"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -204,7 +205,7 @@ static void test_key_from_problem(void **state)
     kiln_strbuf sb;
     kiln_strbuf_init(&sb);
     kiln_tuning_key_format(&k, &sb);
-    assert_string_equal(sb.data, "sm_90a fprop bf16 bf16 bf16 bias+rowscale t1024.g32.n4096.k8192");
+    assert_string_equal(sb.data, "sm_90a fprop bf16 bf16 bf16 bias+row_scale t1024.g32.n4096.k8192");
     kiln_strbuf_free(&sb);
 }
 
@@ -236,7 +237,7 @@ static kiln_tuning_table *three(char **descs)
     e.runnerup_ms = 0;
     e.desc = descs[1];
     assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
-    e.key = key("sm_90a", KILN_OP_WGRAD, KILN_DTYPE_F16, "discrete", 2, 2, 2, 2);
+    e.key = key("sm_90a", KILN_OP_WGRAD, KILN_DTYPE_F16, "wgrad_output", 2, 2, 2, 2);
     snprintf(e.kernel, sizeof e.kernel, "k_wgrad");
     e.median_ms = 1.5;
     snprintf(e.runnerup, sizeof e.runnerup, "k_other");

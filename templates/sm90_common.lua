@@ -1,0 +1,143 @@
+-- templates/sm90_common.lua — what the two sm90 templates (sm90.lua for
+-- fprop/dgrad, sm90_wgrad.lua for wgrad) share: the family's rules, the
+-- shared-memory budget and the preamble of compile-time constants.
+--
+-- Rules refuse a spec with kiln.refuse(key, message), naming the spec key at
+-- fault, so that `kiln` reports it at that key's line:col as bad input.
+
+local M = {}
+
+-- Dynamic shared memory per block the family may use, by arch.
+M.smem_limit = { sm_90a = 232448 }
+
+-- Groups the tile schedule holds in shared memory (MAXG of the device code);
+-- the kernels trap on more, so the launch table reports it.
+M.max_groups = 1024
+
+-- Refuses the spec because of `key`; the error names the caller's caller
+-- (the rule), not this helper.
+function M.fail(key, fmt, ...)
+  kiln.refuse(key, string.format(fmt, ...), 2)
+end
+local fail = M.fail
+
+-- The rules both templates share.  Returns the checked shape:
+-- {bm, bn, bk, consumers, stages, schedule, pingpong, raster, esize}.
+function M.check(spec, arch, what)
+  if M.smem_limit[arch] == nil then
+    fail("family", "family sm90 (TMA + wgmma) needs sm_90a, not %s; use family: simple",
+         tostring(arch))
+  end
+  local types = spec.types
+  if types.a == "e4m3" or types.a == "e5m2" or types.b == "e4m3" or types.b == "e5m2" then
+    fail("types.a", "types %s x %s: no template builds fp8 yet (use bf16 or fp16)",
+         types.a, types.b)
+  end
+  if types.a ~= types.b then
+    fail("types.b", "types.a and types.b must be the same 16-bit type (got %s and %s)",
+         types.a, types.b)
+  end
+  local esize = 2
+  local tile = spec.tile
+  local bm, bn, bk = tile.m, tile.n, tile.k
+  local consumers, stages = spec.warpgroups, spec.stages
+  if bm % 64 ~= 0 or bm < 64 or bm > 256 then
+    fail("tile.m", "tile.m must be a multiple of 64 from 64 to 256 for family sm90 (wgmma " ..
+         "works on 64 rows per warp group; got %d)", bm)
+  end
+  -- Pingpong gives each warp group a whole tile of its own; cooperative
+  -- splits a tile's rows among the warp groups.  Left at "auto": pingpong
+  -- where one warp group can hold the whole tile's accumulators (two warp
+  -- groups, tile.m x tile.n <= 16384), which measured faster than
+  -- cooperative at 128x128 on every benchmark shape; cooperative otherwise.
+  local schedule = spec.schedule
+  if schedule == "auto" then
+    schedule = (consumers == 2 and bm * bn <= 16384) and "pingpong" or "cooperative"
+  end
+  local pingpong = schedule == "pingpong"
+  if pingpong and consumers ~= 2 then
+    fail("schedule", "schedule pingpong needs warpgroups: 2 (got %d)", consumers)
+  end
+  if not pingpong and (bm // 64) % consumers ~= 0 then
+    fail("warpgroups", "tile.m %d cannot be split across %d warp groups (each needs a " ..
+         "multiple of 64 rows)", bm, consumers)
+  end
+  -- wgmma takes any multiple of 8, but the epilogue and the MN-major loads
+  -- work in 64-column (128-byte) chunks.
+  if bn % 64 ~= 0 or bn < 64 or bn > 256 then
+    fail("tile.n", "tile.n must be 64, 128, 192 or 256 for family sm90 (its epilogue and " ..
+         "loads work in 64-column chunks; got %d)", bn)
+  end
+  if bk * esize ~= 128 then
+    fail("tile.k", "tile.k must be %d for %s with family sm90: one 128-byte swizzled row " ..
+         "(got %d)", 128 // esize, types.a, bk)
+  end
+  local rows = pingpong and bm or bm // consumers
+  local regs = rows * bn // 128
+  if regs > 128 then
+    fail("tile", "tile %dx%d with %d warp group%s needs %d fp32 accumulator registers per " ..
+         "thread; at most 128 (use more warp groups or a smaller tile)",
+         bm, bn, consumers, consumers > 1 and "s" or "", regs)
+  end
+  if stages < 2 then
+    fail("stages", "stages must be from 2 to 8 for family sm90 (got %d)", stages)
+  end
+  local raster = ({group = 0, m = 1, n = 2})[spec.raster]
+  return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
+          schedule = schedule, pingpong = pingpong, raster = raster, esize = esize}
+end
+
+-- Shared memory of a kernel: the ring of A and B stages, per-warp staging
+-- of the epilogue (stg_warp bytes for each of a consumer warp group's 4
+-- warps), the group schedule (2*(MAXG+1)+64 ints), `barriers` 8-byte
+-- barriers, and 1024 bytes to align the ring to the 128-byte swizzle atom.
+function M.smem(k, stg_warp, barriers)
+  local ring = k.stages * (k.bm + k.bn) * k.bk * k.esize
+  local sched = (2 * (M.max_groups + 1) + 64) * 4
+  local off_bar = (ring + k.consumers * 4 * stg_warp + sched + 7) & ~7
+  return 1024 + off_bar + barriers * 8
+end
+
+-- fp32 epilogue staging per warp: 16 rows x 40 floats.
+M.staging_warp = 16 * 40 * 4
+
+-- Refuses a kernel that needs more shared memory than arch allows.
+function M.check_smem(k, smem, arch)
+  local limit = M.smem_limit[arch]
+  if smem > limit then
+    fail("stages", "%d stages of tile %dx%dx%d need %d bytes of shared memory, %s allows %d",
+         k.stages, k.bm, k.bn, k.bk, smem, arch, limit)
+  end
+end
+
+-- The preamble of compile-time constants: `name` heads it, `lines` are the
+-- template's own constants (after the tile's), then the register split, the
+-- launch's shared memory and the wgmma wrapper.
+function M.preamble(name, entry, k, lines, smem, wgmma)
+  local pre = {
+    kiln.abi,
+    "",
+    "/* ---- kiln " .. name .. " preamble ---- */",
+    "#define KILN_ENTRY " .. entry,
+    string.format("constexpr int BM = %d, BN = %d, BK = %d, STAGES = %d, CONSUMERS = %d;",
+                  k.bm, k.bn, k.bk, k.stages, k.consumers),
+  }
+  for _, l in ipairs(lines) do pre[#pre + 1] = l end
+  pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d;", k.consumers == 2 and 232 or 240)
+  pre[#pre + 1] = string.format("constexpr int SMEM_BYTES = %d;  /* dynamic shared memory of the launch */", smem)
+  pre[#pre + 1] = wgmma
+  pre[#pre + 1] = ""
+  return table.concat(pre, "\n")
+end
+
+-- The kernel's entry point.
+function M.entry(spec)
+  return "kiln_" .. spec.name:gsub("[^%w_]", "_")
+end
+
+-- What the dispatcher reads from every sm90 launch table.
+M.launch_limits = { max_groups = M.max_groups, preference = 2 }
+
+function M.b(x) return x and 1 or 0 end
+
+return M

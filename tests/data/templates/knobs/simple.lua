@@ -1,0 +1,2 @@
+-- Family simple for tests/unit/test_kernel.c: dumps its knobs.
+return include("dump")(...)
