@@ -48,17 +48,11 @@ static int has_arch(const kiln_dispatch_kernel *k, const char *arch)
     return 0;
 }
 
-#define KILN_SM90_MAX_GROUPS 1024
-
-/* The most groups k takes.  Family sm90 keeps its tile schedule in shared
- * memory, sized for 1024 groups (MAXG in the sm90 templates), and traps on
- * more.  When templates report their limits in the launch table
- * (kiln_launch_desc.max_groups), this becomes the one line
- *   return k->launch && k->launch->max_groups > 0 ? k->launch->max_groups : KILN_MAX_GROUPS;
- */
+/* The most groups k takes, as its template reports it (the sm90 templates
+ * keep their tile schedule in shared memory, sized for a fixed number). */
 static int max_groups(const kiln_dispatch_kernel *k)
 {
-    return !strcmp(k->desc->family, "sm90") ? KILN_SM90_MAX_GROUPS : KILN_MAX_GROUPS;
+    return k->launch && k->launch->max_groups > 0 ? k->launch->max_groups : KILN_MAX_GROUPS;
 }
 
 #define NO(...) (snprintf(why, why_size, __VA_ARGS__), 0)
@@ -95,12 +89,13 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
     const kiln_epilogue_desc *de = &d->epilogue;
     if (e->d_bias && de->bias != KILN_BIAS_PER_GROUP) return NO("%s has no bias", nm);
     if (e->d_row_scale && !de->row_scale) return NO("%s has no row scale", nm);
-    /* scale_bias: family simple compiles it as a capability switched by
-     * args.scale_bias; family sm90 scales the bias whenever it is compiled
-     * in.  So a call without scale_bias needs an exact match except there. */
+    /* scale_bias: some templates compile it as a capability switched by
+     * args.scale_bias (launch.scale_bias_switch); others scale the bias
+     * whenever it is compiled in, and then a call without scale_bias needs
+     * an exact match. */
     if (e->d_row_scale && e->d_bias) {
         if (e->scale_bias && !de->scale_bias) return NO("%s does not scale the bias by the row scale", nm);
-        if (!e->scale_bias && de->scale_bias && strcmp(d->family, "simple"))
+        if (!e->scale_bias && de->scale_bias && !(l && l->scale_bias_switch))
             return NO("%s always scales the bias by the row scale", nm);
     }
     if (e->d_alpha && de->alpha != KILN_ALPHA_PER_GROUP) return NO("%s has no per-group alpha", nm);
@@ -122,17 +117,12 @@ static int unused_features(const kiln_kernel_desc *d, const kiln_problem *p)
     return n;
 }
 
-static int family_rank(const kiln_kernel_desc *d)
+/* 1 if ka is a better choice than kb for p: the template's own preference
+ * (its launch table's), then fewer unused epilogue terms, then the tile. */
+static int better(const kiln_dispatch_kernel *ka, const kiln_dispatch_kernel *kb, const kiln_problem *p)
 {
-    if (!strcmp(d->family, "sm90")) return 2;
-    if (!strcmp(d->family, "simple")) return 1;
-    return 0;
-}
-
-/* 1 if a is a better choice than b for p. */
-static int better(const kiln_kernel_desc *a, const kiln_kernel_desc *b, const kiln_problem *p)
-{
-    int fa = family_rank(a), fb = family_rank(b);
+    const kiln_kernel_desc *a = ka->desc, *b = kb->desc;
+    int fa = ka->launch ? ka->launch->preference : 0, fb = kb->launch ? kb->launch->preference : 0;
     if (fa != fb) return fa > fb;
     int ua = unused_features(a, p), ub = unused_features(b, p);
     if (ua != ub) return ua < ub;
@@ -195,7 +185,7 @@ static long should_use_generated(const kiln_dispatch_input *in, char *why, size_
             }
             continue;
         }
-        if (best < 0 || better(in->kernels[i].desc, in->kernels[best].desc, p)) best = (long)i;
+        if (best < 0 || better(&in->kernels[i], &in->kernels[best], p)) best = (long)i;
     }
     if (best < 0) {
         char call[256];

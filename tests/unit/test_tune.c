@@ -145,7 +145,7 @@ static void test_flow_and_resume(void **state)
     assert_non_null(strstr(out, "timer: fake"));
     assert_non_null(strstr(out, "4 variants: 4 timed, 0 failed to compile, 0 spill registers"));
     assert_non_null(strstr(out, "2 sweep points dropped by validation"));
-    assert_non_null(strstr(out, "tile.m must be 32, 64 or 128"));
+    assert_non_null(strstr(out, "tile.m must be 16, 32, 64 or 128"));
     assert_non_null(strstr(out, "12 measurements: 12 now, 0 from the journal, 0 failed"));
     free(out);
     char journal_a[4200];

@@ -311,6 +311,12 @@ static kiln_kernel_desc *add_kernel(fake_catalog *c, const char *name, kiln_op o
     c->d[i].tile_n = tn;
     /* As the spec parser defaults: family simple takes any weights. */
     c->d[i].weights = strcmp(family, "simple") ? KILN_WEIGHTS_CONTIGUOUS : KILN_WEIGHTS_ANY;
+    /* The limits each family's template reports in its launch table
+     * (templates/simple.lua, templates/sm90_common.lua). */
+    int simple = !strcmp(family, "simple");
+    c->l[i].max_groups = simple ? 0 : 1024;
+    c->l[i].preference = simple ? 1 : 2;
+    c->l[i].scale_bias_switch = simple;
     c->k[i].arch = "sm_90a";
     c->k[i].desc = &c->d[i];
     c->k[i].launch = &c->l[i];
