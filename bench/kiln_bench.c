@@ -75,17 +75,41 @@ static int load_cases(const char *path, bench_case *cases)
     return n;
 }
 
-/* Must match bench/torch_peer.py's group_sizes exactly. */
+/* Deterministic uniforms in (0, 1) for the random size kinds (xorshift32;
+ * bench/torch_peer.py draws the same ones). */
+static double sizes_u(uint32_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return ((*x >> 8) + 0.5) / 16777216.0;
+}
+
+/* Must match bench/torch_peer.py's group_sizes exactly.  Shares, scaled to
+ * T = groups * tokens_per_group, the rounding remainder to group 0:
+ * skew ~ 1/(g+1)^1.2 with groups 16 and 17 empty; random ~ a uniform
+ * integer in [1, 2*tokens_per_group - 1]; dirichlet ~ Gamma(1/2) draws
+ * (-ln u1 * cos^2(2 pi u2)), i.e. Dirichlet(1/2) routing. */
 static void group_sizes(const bench_case *c, int32_t *m)
 {
     long total = (long)c->groups * c->tokens_per_group;
-    if (strcmp(c->dist, "skew") != 0) {
+    int skew = !strcmp(c->dist, "skew"), rnd = !strcmp(c->dist, "random"),
+        dir = !strcmp(c->dist, "dirichlet");
+    if (!skew && !rnd && !dir) {
         for (int g = 0; g < c->groups; g++) m[g] = c->tokens_per_group;
         return;
     }
     double w[MAX_G], s = 0;
+    uint32_t x = 0x2545F491u;
     for (int g = 0; g < c->groups; g++) {
-        w[g] = (g == 16 || g == 17) ? 0.0 : 1.0 / pow(g + 1, 1.2);
+        if (skew) {
+            w[g] = (g == 16 || g == 17) ? 0.0 : 1.0 / pow(g + 1, 1.2);
+        } else if (rnd) {
+            w[g] = 1 + (int)(sizes_u(&x) * (2 * c->tokens_per_group - 1));
+        } else {
+            double u1 = sizes_u(&x), u2 = sizes_u(&x), cs = cos(2 * 3.14159265358979323846 * u2);
+            w[g] = -log(u1) * cs * cs;
+        }
         s += w[g];
     }
     long sum = 0;

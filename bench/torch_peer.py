@@ -5,13 +5,23 @@ peer kiln's benchmark compares against in the same call.
 Same method as bench/kiln_bench.c: bf16 random normal data, a correctness
 check first, 5 warm-ups, then the median of N timed calls with CUDA events.
 Prints one JSON object per line: {"case", "op", "ms", "tflops"}.
+
+--table KILN_JSON PEER_JSONL (no GPU, no torch needed): the per-case table
+of kiln (kiln_bench --json) against this peer's results from the same call,
+with each case's floor = max(FLOPs / 800 TFLOP/s, compulsory bytes /
+4.3 TB/s) (shared/BENCH.md; bytes: each operand read once, the output
+written once) and the fraction of it each reaches (floor / time).
 """
 import argparse
 import json
+import math
 import statistics
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # --table needs no torch
+    torch = None
 
 
 def load_cases(path):
@@ -26,13 +36,35 @@ def load_cases(path):
     return cases
 
 
+def sizes_u(state):
+    """xorshift32 uniforms in (0, 1): kiln_bench.c's sizes_u, draw for draw."""
+    x = state[0]
+    x ^= (x << 13) & 0xFFFFFFFF
+    x ^= x >> 17
+    x ^= (x << 5) & 0xFFFFFFFF
+    state[0] = x
+    return ((x >> 8) + 0.5) / 16777216.0
+
+
 def group_sizes(g, tpg, dist):
-    """Must match kiln_bench.c's sizes exactly."""
+    """Must match kiln_bench.c's sizes exactly (see its group_sizes)."""
     total = g * tpg
-    if dist != "skew":
+    if dist not in ("skew", "random", "dirichlet"):
         return [tpg] * g
-    w = [0.0 if i in (16, 17) else 1.0 / (i + 1) ** 1.2 for i in range(g)]
-    s = sum(w)
+    state = [0x2545F491]
+    w = []
+    for i in range(g):
+        if dist == "skew":
+            w.append(0.0 if i in (16, 17) else 1.0 / (i + 1) ** 1.2)
+        elif dist == "random":
+            w.append(float(1 + int(sizes_u(state) * (2 * tpg - 1))))
+        else:
+            u1 = sizes_u(state)
+            cs = math.cos(2 * 3.14159265358979323846 * sizes_u(state))
+            w.append(-math.log(u1) * cs * cs)
+    s = 0.0
+    for wi in w:
+        s += wi
     m = [int(total * wi / s) for wi in w]
     m[0] += total - sum(m)
     return m
@@ -58,13 +90,61 @@ def rel_err(out, ref):
     return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
+FLOP_CEIL = 800e12
+BYTES_CEIL = 4.3e12
+
+
+def floor_ms(op, g, t, k, n):
+    """The larger of compute and compulsory-traffic time, bf16 operands."""
+    flops = 2.0 * t * n * k
+    if op in ("wgrad", "wgrad_acc"):
+        out = g * n * k * (8 if op == "wgrad_acc" else 2)  # fp32 read + written when accumulating
+        nbytes = 2 * t * n + 2 * t * k + out
+    else:
+        nbytes = 2 * t * k + 2 * g * n * k + 2 * t * n
+    return max(flops / FLOP_CEIL, nbytes / BYTES_CEIL) * 1e3
+
+
+def table(cases_path, kiln_json, peer_jsonl):
+    cases = {c[0]: c for c in load_cases(cases_path)}
+    with open(kiln_json) as f:
+        kiln = json.load(f)["rows"]
+    peer = {}
+    with open(peer_jsonl) as f:
+        for line in f:
+            r = json.loads(line)
+            if "ms" in r:
+                peer[(r["case"], r["op"])] = r["ms"]
+    print(f"{'case':16} {'op':9} {'kiln_ms':>8} {'torch_ms':>8} {'ratio':>6} {'floor_ms':>8} "
+          f"{'kiln/fl':>7} {'trch/fl':>7}  kernel")
+    ratios = []
+    for r in kiln:
+        name, op = r["case"], r["op"]
+        _, g, tpg, k, n, _ = cases[name]
+        fl = floor_ms(op, g, g * tpg, k, n)
+        km, tm = r["kiln_ms"], peer.get((name, op))
+        ratio = tm / km if tm else float("nan")
+        if tm:
+            ratios.append(ratio)
+        print(f"{name:16} {op:9} {km:8.3f} {tm or float('nan'):8.3f} {ratio:6.2f} {fl:8.3f} "
+              f"{fl / km:7.2f} {(fl / tm) if tm else float('nan'):7.2f}  {r['kernel']}")
+    if ratios:
+        print(f"geometric mean kiln speed-up over torch: "
+              f"{math.exp(sum(math.log(x) for x in ratios) / len(ratios)):.3f} "
+              f"over {len(ratios)} cases; lowest {min(ratios):.2f}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="bench/cases.tsv")
     ap.add_argument("--ops", default="fprop,dgrad,wgrad")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--only", default="")
+    ap.add_argument("--table", nargs=2, metavar=("KILN_JSON", "PEER_JSONL"))
     args = ap.parse_args()
+    if args.table:
+        return table(args.cases, *args.table)
     dev = torch.device("cuda")
     torch.manual_seed(0)
     ops = args.ops.split(",")

@@ -89,8 +89,13 @@ return function(spec, arch)
   -- barriers, plus 1024 bytes to align the ring to the swizzle atom.
   -- Dense accumulate goes through TMA reduce-add (tmap_d over dW); staging
   -- per warp is then 1 or 2 swizzled 2 KiB boxes (2 where they fit).
+  -- Dense overwrite goes through TMA stores (tmap_d over dW in the output
+  -- type): per warp as many 2 KiB boxes (16 rows x 128 bytes) as fit, up to
+  -- the warp's whole share of a tile, so that a box is waited on only when
+  -- the next tile's epilogue comes round to it.
   local maxg = 1024
   local tma_red = accumulate and output == "dense"
+  local tma_st = not accumulate and output == "dense"
   local ring = stages * (bm + bn) * bk * 2
   local sched = (2 * (maxg + 1) + 64) * 4
   local function smem_for(stg_warp)
@@ -101,6 +106,13 @@ return function(spec, arch)
   local smem = smem_for(16 * 40 * 4)
   if tma_red then
     stg_bufs = smem_for(4096) <= 232448 and 2 or 1
+    smem = smem_for(2048 * stg_bufs)
+  elseif tma_st then
+    local boxes = mi * bn * (out_t == 2 and 4 or 2) // 128   -- a warp's share of a tile
+    stg_bufs = 1
+    while stg_bufs < boxes and smem_for(2048 * (stg_bufs + 1)) <= 232448 do
+      stg_bufs = stg_bufs + 1
+    end
     smem = smem_for(2048 * stg_bufs)
   end
   if smem > 232448 then
@@ -126,7 +138,8 @@ return function(spec, arch)
     string.format("constexpr int OUT_T = %d;  /* 0 bf16, 1 fp16, 2 f32 */", out_t),
     string.format("constexpr int DISCRETE = %d, ACCUMULATE = %d, SPLIT = %d;",
                   b(output == "discrete"), b(accumulate), split),
-    string.format("constexpr int TMA_RED = %d, STG_BUFS = %d;", b(tma_red), stg_bufs > 0 and stg_bufs or 1),
+    string.format("constexpr int TMA_RED = %d, TMA_ST = %d, STG_BUFS = %d;", b(tma_red), b(tma_st),
+                  stg_bufs > 0 and stg_bufs or 1),
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", raster, maxg),
     string.format("constexpr int CONSUMER_REGS = %d;", consumers == 2 and 232 or 240),
     string.format("constexpr int SMEM_BYTES = %d;  /* dynamic shared memory of the launch */", smem),
@@ -134,7 +147,8 @@ return function(spec, arch)
     "",
   }
 
-  local source = table.concat(pre, "\n") .. kiln.text("sm90_ptx.cuh") .. kiln.text("sm90_wgrad.cuh")
+  local source = table.concat(pre, "\n") .. kiln.text("sm90_ptx.cuh") ..
+                 kiln.text("sm90_tma_store.cuh") .. kiln.text("sm90_wgrad.cuh")
 
   local launch = {
     entry = entry,
@@ -148,9 +162,11 @@ return function(spec, arch)
       a = {box_inner = 64, box_outer = bk, swizzle = 128},
       -- B: X as {inner = K, outer = capacity}, boxes of {64 k, 64 tokens}
       b = {box_inner = 64, box_outer = bk, swizzle = 128},
-      -- D (dense accumulate only): dW as {inner = K, outer = G*N}, row
-      -- stride ldd, fp32, boxes of {32 k, 16 n} for TMA reduce-add
-      d = tma_red and {box_inner = 32, box_outer = 16, swizzle = 128} or nil,
+      -- D (dense outputs): dW as {inner = K, outer = G*N}, row stride ldd,
+      -- in the output type, boxes of {128 bytes of k, 16 n} for TMA
+      -- reduce-add (accumulate, fp32) or TMA store (overwrite)
+      d = (tma_red or tma_st) and {box_inner = out_t == 2 and 32 or 64, box_outer = 16,
+                                   swizzle = 128} or nil,
     },
   }
 
