@@ -189,6 +189,25 @@ KDEV kiln_wtile kiln_decode(int t, const int *row_start, const int *tile_start, 
     return T;
 }
 
+/* ------------------------------------------------------- main loop */
+
+/* The first NK k16 steps of a k-block (stage at sa / sb) into this
+ * warpgroup's accumulators; the first step of a work item overwrites them. */
+template <int NK>
+KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, int abox0, bool first)
+{
+    kiln_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < NK; ++kk) {
+        kiln_u64 db = kiln_desc(sb + kk * 16 * 128, MN_LBO, MN_SBO);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            kiln_u64 da = kiln_desc(sa + (abox0 + mi) * BOX_BYTES + kk * 16 * 128, MN_LBO, MN_SBO);
+            kiln_wgmma(acc[mi], da, db, (!first || kk != 0) ? 1 : 0);
+        }
+    }
+}
+
 /* ------------------------------------------------ TMA-store epilogue */
 
 /* Overwrite, dense dW (TMA_ST): this warp's 16 rows of each m64 sub-tile,
@@ -402,10 +421,18 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
                 const kiln_u32 sa = sbase + s * STAGE_BYTES;
                 const kiln_u32 sb = sa + A_BYTES;
                 const int valid = T.e - (T.s + kb * BK);
-                if (valid < BK) {
-                    /* zero token rows [valid, BK) of the boxes this warpgroup
-                     * reads (its A boxes, its share of the B boxes) */
-                    const int nz = BK - valid;
+                /* A group's last k-block: only its first ceil(valid/16) k16
+                 * steps hold tokens of the group, so only those are issued
+                 * (a decode-sized group of 16 tokens costs one step, not
+                 * four); the rows of the last step past the group's end are
+                 * zeroed (they hold the next group's tokens, or anything). */
+                /* through a shuffle: provably warp-uniform, so the wgmma
+                 * below stay off a divergent path (ptxas would serialise them) */
+                const int nk16 = __shfl_sync(0xffffffffu, valid < BK ? (valid + 15) >> 4 : BK / 16, 0);
+                const int nz = nk16 * 16 - valid;
+                if (valid < BK && nz > 0) {
+                    /* zero token rows [valid, nk16*16) of the boxes this
+                     * warpgroup reads (its A boxes, its share of the B boxes) */
                     unsigned char *st = smem + s * STAGE_BYTES;
                     const int per_box = nz * 8;
                     const int nzb = (B_BOXES - zid + ZN - 1) / ZN;
@@ -418,17 +445,14 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                     kiln_named_sync(zbar, ZN * 128);
                 }
-                kiln_wg_fence();
-#pragma unroll
-                for (int kk = 0; kk < BK / 16; ++kk) {
-                    kiln_u64 db = kiln_desc(sb + kk * 16 * 128, MN_LBO, MN_SBO);
-#pragma unroll
-                    for (int mi = 0; mi < MI; ++mi) {
-                        kiln_u64 da = kiln_desc(sa + (abox0 + mi) * BOX_BYTES + kk * 16 * 128,
-                                                MN_LBO, MN_SBO);
-                        kiln_wgmma(acc[mi], da, db, (kb != T.kb0 || kk != 0) ? 1 : 0);
-                    }
-                }
+                /* one straight wgmma sequence per step count: a branch
+                 * between the wgmma of a k-block makes ptxas inject
+                 * warpgroup.arrive (C7519) */
+                const bool first = kb == T.kb0;
+                if (nk16 == BK / 16) kiln_kblock_mma<BK / 16>(acc, sa, sb, abox0, first);
+                else if (nk16 == 1) kiln_kblock_mma<1>(acc, sa, sb, abox0, first);
+                else if (nk16 == 2) kiln_kblock_mma<2>(acc, sa, sb, abox0, first);
+                else kiln_kblock_mma<3>(acc, sa, sb, abox0, first);
                 kiln_wg_commit();
                 if (prev >= 0) {
                     kiln_wg_wait<1>();
