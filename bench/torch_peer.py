@@ -5,15 +5,25 @@ peer kiln's benchmark compares against in the same call.
 Same method and the same cases as bench/kiln_bench.c (whose --sizes gives
 each case's group sizes): bf16 random normal data, a correctness check first, 5 warm-ups, then the median of N timed calls with CUDA events.
 Prints one JSON object per line: {"case", "op", "ms", "tflops"}.
+
+--table KILN_JSON PEER_JSONL (no GPU, no torch needed): the per-case table
+of kiln (kiln_bench --json) against this peer's results from the same call,
+with each case's floor = max(FLOPs / 800 TFLOP/s, compulsory bytes /
+4.3 TB/s) (shared/BENCH.md; bytes: each operand read once, the output
+written once) and the fraction of it each reaches (floor / time).
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:  # --table needs no torch
+    torch = None
 
 
 def load_cases(bench, path):
@@ -53,6 +63,51 @@ def rel_err(out, ref):
     return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
 
 
+FLOP_CEIL = 800e12
+BYTES_CEIL = 4.3e12
+
+
+def floor_ms(op, g, t, k, n):
+    """The larger of compute and compulsory-traffic time, bf16 operands."""
+    flops = 2.0 * t * n * k
+    if op in ("wgrad", "wgrad_acc"):
+        out = g * n * k * (8 if op == "wgrad_acc" else 2)  # fp32 read + written when accumulating
+        nbytes = 2 * t * n + 2 * t * k + out
+    else:
+        nbytes = 2 * t * k + 2 * g * n * k + 2 * t * n
+    return max(flops / FLOP_CEIL, nbytes / BYTES_CEIL) * 1e3
+
+
+def table(bench, cases_path, kiln_json, peer_jsonl):
+    cases = {c[0]: c for c in load_cases(bench, cases_path)}
+    with open(kiln_json) as f:
+        kiln = json.load(f)["rows"]
+    peer = {}
+    with open(peer_jsonl) as f:
+        for line in f:
+            r = json.loads(line)
+            if "ms" in r:
+                peer[(r["case"], r["op"])] = r["ms"]
+    print(f"{'case':16} {'op':9} {'kiln_ms':>8} {'torch_ms':>8} {'ratio':>6} {'floor_ms':>8} "
+          f"{'kiln/fl':>7} {'trch/fl':>7}  kernel")
+    ratios = []
+    for r in kiln:
+        name, op = r["case"], r["op"]
+        _, k, n, sizes = cases[name]
+        fl = floor_ms(op, len(sizes), sum(sizes), k, n)
+        km, tm = r["kiln_ms"], peer.get((name, op))
+        ratio = tm / km if tm else float("nan")
+        if tm:
+            ratios.append(ratio)
+        print(f"{name:16} {op:9} {km:8.3f} {tm or float('nan'):8.3f} {ratio:6.2f} {fl:8.3f} "
+              f"{fl / km:7.2f} {(fl / tm) if tm else float('nan'):7.2f}  {r['kernel']}")
+    if ratios:
+        print(f"geometric mean kiln speed-up over torch: "
+              f"{math.exp(sum(math.log(x) for x in ratios) / len(ratios)):.3f} "
+              f"over {len(ratios)} cases; lowest {min(ratios):.2f}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="bench/cases.tsv")
@@ -61,7 +116,10 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--bench", default=os.environ.get("KILN_BENCH", "build/bench/kiln_bench"),
                     help="the kiln_bench binary (for the cases' group sizes)")
+    ap.add_argument("--table", nargs=2, metavar=("KILN_JSON", "PEER_JSONL"))
     args = ap.parse_args()
+    if args.table:
+        return table(args.bench, args.cases, *args.table)
     dev = torch.device("cuda")
     torch.manual_seed(0)
     ops = args.ops.split(",")

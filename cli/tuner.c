@@ -101,8 +101,10 @@ kiln_status kiln_tune_shapes_parse(const char *text, size_t len, const char *pat
             SHAPE_ERR("%s: K '%.30s' must be a multiple of 8 from 8 to %d", s.name, tok[3], 1 << 20);
         if (!parse_i64(tok[4], 8, 1 << 20, &s.n) || s.n % 8)
             SHAPE_ERR("%s: N '%.30s' must be a multiple of 8 from 8 to %d", s.name, tok[4], 1 << 20);
-        if (strcmp(tok[5], "uniform") && strcmp(tok[5], "skew") && strcmp(tok[5], "mod64_1"))
-            SHAPE_ERR("%s: sizes '%.30s' must be uniform, skew or mod64_1", s.name, tok[5]);
+        if (strcmp(tok[5], "uniform") && strcmp(tok[5], "skew") && strcmp(tok[5], "mod64_1") &&
+            strcmp(tok[5], "random") && strcmp(tok[5], "dirichlet"))
+            SHAPE_ERR("%s: sizes '%.30s' must be uniform, skew, mod64_1, random or dirichlet",
+                      s.name, tok[5]);
         snprintf(s.sizes, sizeof s.sizes, "%s", tok[5]);
         if (!strcmp(s.sizes, "mod64_1") && s.tokens_per_group % 64 != 1)
             SHAPE_ERR("%s: sizes mod64_1 needs tokens_per_group ≡ 1 (mod 64), not %lld", s.name,
@@ -158,20 +160,45 @@ int64_t kiln_tune_shape_total(const kiln_tune_shape *s)
     return (int64_t)s->groups * s->tokens_per_group;
 }
 
+/* Deterministic uniforms in (0, 1) for the random size kinds (xorshift32). */
+static double sizes_u(uint32_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return ((*x >> 8) + 0.5) / 16777216.0;
+}
+
+/* The weight of group g under a sizes kind (shares are scaled to the total):
+ * skew ~ 1/(g+1)^1.2 with groups 16 and 17 empty; random ~ a uniform
+ * integer in [1, 2*tokens_per_group - 1]; dirichlet ~ Gamma(1/2) draws
+ * (-ln u1 * cos^2(2 pi u2)), i.e. Dirichlet(1/2) routing. */
+static double size_weight(const char *kind, int g, uint32_t *x, int64_t tokens_per_group)
+{
+    if (!strcmp(kind, "skew")) return (g == 16 || g == 17) ? 0.0 : pow(g + 1.0, -1.2);
+    if (!strcmp(kind, "random")) return 1 + (int)(sizes_u(x) * (double)(2 * tokens_per_group - 1));
+    double u1 = sizes_u(x), u2 = sizes_u(x), c = cos(2 * 3.14159265358979323846 * u2);
+    return -log(u1) * c * c;
+}
+
 int64_t kiln_tune_shape_sizes(const kiln_tune_shape *s, int32_t *sizes)
 {
     int64_t total = kiln_tune_shape_total(s);
-    if (strcmp(s->sizes, "skew")) {
+    if (strcmp(s->sizes, "skew") && strcmp(s->sizes, "random") && strcmp(s->sizes, "dirichlet")) {
         for (int g = 0; g < s->groups; g++) sizes[g] = (int32_t)s->tokens_per_group;
         return total;
     }
-    /* bench/torch_peer.py's rule: share ∝ 1/(g+1)^1.2, groups 16 and 17
-     * empty, the remainder to group 0. */
+    /* Shares of the total by weight, the rounding remainder to group 0; the
+     * second pass draws the same weights again from the same seed.
+     * bench/torch_peer.py takes these sizes from `kiln_bench --sizes`. */
+    const uint32_t seed = 0x2545F491u;
+    uint32_t x = seed;
     double sum = 0;
-    for (int g = 0; g < s->groups; g++) sum += (g == 16 || g == 17) ? 0.0 : pow(g + 1.0, -1.2);
+    for (int g = 0; g < s->groups; g++) sum += size_weight(s->sizes, g, &x, s->tokens_per_group);
     int64_t used = 0;
+    x = seed;
     for (int g = 0; g < s->groups; g++) {
-        double w = (g == 16 || g == 17) ? 0.0 : pow(g + 1.0, -1.2);
+        double w = size_weight(s->sizes, g, &x, s->tokens_per_group);
         sizes[g] = (int32_t)((double)total * w / sum);
         used += sizes[g];
     }

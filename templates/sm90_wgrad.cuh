@@ -13,9 +13,11 @@
  *   ACCUMULATE                    1: D += result (f32 D); empty groups untouched
  *   SPLIT                         split the reduction of a tile over up to SPLIT
  *                                 CTAs (accumulate only; partials added atomically)
- *   TMA_RED STG_BUFS              1: accumulate through TMA reduce-add (dense
- *                                 output, tmap_d over dW as {K, G*N}); staging
- *                                 buffers per warp for it (1 or 2)
+ *   TMA_RED                       1: accumulate through TMA reduce-add (dense
+ *                                 output, tmap_d over dW as {K, G*N}, fp32)
+ *   TMA_ST                        1: overwrite through TMA stores (dense output,
+ *                                 tmap_d over dW as {K, G*N} in the output type)
+ *   STG_BUFS                      TMA_RED / TMA_ST: 2 KiB swizzled boxes per warp
  *   RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES
  *   kiln_wgmma(acc, desc_a, desc_b, scale_d)   m64n{BN}k16, A and B MN-major
  *
@@ -39,7 +41,7 @@
  * memory, then a binary search).
  */
 
-#pragma nv_diag_suppress 128  /* TMA_RED: the plain epilogue after its continue */
+#pragma nv_diag_suppress 128  /* TMA_RED / TMA_ST: the plain epilogue after their continue */
 
 constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  /* dW rows per consumer warpgroup */
 constexpr int MI = WG_M / 64;                  /* m64 sub-tiles per consumer */
@@ -57,9 +59,10 @@ constexpr kiln_u32 MN_LBO = BOX_BYTES, MN_SBO = 1024;
 constexpr kiln_u32 MN_LBO = 1024, MN_SBO = BOX_BYTES;
 #endif
 constexpr int STG_LD = 40;                     /* staging row pitch in floats (32 + 8 pad) */
-/* per warp: a padded 16x32 fp32 slot, or (TMA_RED) STG_BUFS 128B-swizzled
- * 16x32 fp32 boxes of 2048 bytes, 1024-byte aligned */
-constexpr int STG_WARP_BYTES = TMA_RED ? 2048 * STG_BUFS : 16 * STG_LD * 4;
+/* per warp: a padded 16x32 fp32 slot, or (TMA_RED, TMA_ST) STG_BUFS
+ * 128B-swizzled boxes of 16 rows x 128 bytes, 1024-byte aligned */
+constexpr int TMA_BOX = TMA_RED || TMA_ST;
+constexpr int STG_WARP_BYTES = TMA_BOX ? 2048 * STG_BUFS : 16 * STG_LD * 4;
 constexpr int OFF_STG = STAGES * STAGE_BYTES;
 constexpr int OFF_SCHED = OFF_STG + CONSUMERS * 4 * STG_WARP_BYTES;
 constexpr int SCHED_INTS = 2 * (MAXG + 1) + 64;
@@ -75,6 +78,9 @@ static_assert(MI * ACC_N <= 128, "too many accumulators per thread");
 static_assert(!(SPLIT > 1) || ACCUMULATE, "split needs accumulate mode");
 static_assert(!ACCUMULATE || OUT_T == 2, "accumulate needs an f32 output");
 static_assert(!TMA_RED || (ACCUMULATE && !DISCRETE), "TMA reduce-add is the dense accumulate path");
+static_assert(!TMA_ST || (!ACCUMULATE && !DISCRETE), "TMA store is the dense overwrite path");
+static_assert(!TMA_ST || STG_BUFS <= MI * BN * (OUT_T == 2 ? 4 : 2) / 128,
+              "more store boxes per warp than a tile has");
 static_assert(OFF_STG % 1024 == 0, "staging must be 1024-byte aligned for the swizzled boxes");
 /* Accumulating without TMA (discrete outputs): cooperative tiles add with
  * red.global.add (fire and forget: the epilogue is not hidden, so its load
@@ -89,21 +95,7 @@ constexpr int ACC_RED = PINGPONG ? 0 : 1;
 
 /* ------------------------------------------------------------------ PTX */
 
-KDEV void kiln_tma_reduce_add_2d(kiln_u32 src, const kiln_tmap *map, int c0, int c1)
-{
-    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
-                 " [%0, {%2, %3}], [%1];"
-                 :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1) : "memory");
-}
-KDEV void kiln_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-template <int N> KDEV void kiln_bulk_wait_read()
-{
-    asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
-}
-template <int N> KDEV void kiln_bulk_wait()
-{
-    asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
-}
+/* bulk stores, commit/wait, stmatrix, the swizzled box: sm90_tma_store.cuh */
 
 KDEV void kiln_red_add4(float *p, float a, float b, float c, float d)
 {
@@ -197,6 +189,70 @@ KDEV kiln_wtile kiln_decode(int t, const int *row_start, const int *tile_start, 
     return T;
 }
 
+/* ------------------------------------------------------- main loop */
+
+/* The first NK k16 steps of a k-block (stage at sa / sb) into this
+ * warpgroup's accumulators; the first step of a work item overwrites them. */
+template <int NK>
+KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, int abox0, bool first)
+{
+    kiln_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < NK; ++kk) {
+        kiln_u64 db = kiln_desc(sb + kk * 16 * 128, MN_LBO, MN_SBO);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            kiln_u64 da = kiln_desc(sa + (abox0 + mi) * BOX_BYTES + kk * 16 * 128, MN_LBO, MN_SBO);
+            kiln_wgmma(acc[mi], da, db, (!first || kk != 0) ? 1 : 0);
+        }
+    }
+}
+
+/* ------------------------------------------------ TMA-store epilogue */
+
+/* Overwrite, dense dW (TMA_ST): this warp's 16 rows of each m64 sub-tile,
+ * 128 bytes of columns at a time, converted in registers into a swizzled
+ * box and stored by one bulk tensor store through tmap_d (dW as {K, G*N}).
+ * Nothing waits for the stores: a box buffer is only waited on (its reads
+ * of shared memory) when it comes round again, so they finish under the
+ * next tile's main loop.  TMA clips columns at K.  A box whose 16 rows run
+ * past N (N % 16 == 8) would write the next group's first rows: its valid
+ * rows go out by hand.  wrow0: the warp's first row within the tile. */
+KDEV void kiln_epilogue_tma_store(const float (&acc)[MI][ACC_N], const kiln_wtile &T, int wrow0,
+                                  char *dg, long long ldd, int wn, int wk, const kiln_tmap *tmap_d,
+                                  unsigned char *stg, int &stg_buf, int lane)
+{
+    constexpr int OSZ = OUT_T == 2 ? 4 : 2;
+    constexpr int OCW = 128 / OSZ;             /* output columns per box */
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+        const int wrow = T.n0 + wrow0 + mi * 64;
+        if (wrow >= wn) continue;
+#pragma unroll
+        for (int q = 0; q < BN / OCW; ++q) {
+            const int col0 = T.k0 + q * OCW;
+            if (col0 >= wk) continue;
+            unsigned char *box = stg + stg_buf * 2048;
+            if (lane == 0) kiln_bulk_wait_read<STG_BUFS - 1>();
+            __syncwarp();
+            kiln_box_from_frag<OSZ>(box, &acc[mi][q * (OCW / 2)], lane);
+            kiln_fence_async_smem();
+            __syncwarp();
+            if (wrow + 16 <= wn) {
+                if (lane == 0) {
+                    kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * wn + wrow);
+                    kiln_bulk_commit();
+                }
+                if (++stg_buf == STG_BUFS) stg_buf = 0;
+            } else {
+                kiln_box_to_global(box, dg + ((long long)wrow * ldd + col0) * OSZ, ldd * OSZ,
+                                   wn - wrow, min(OCW, wk - col0) * OSZ, lane);
+                __syncwarp();
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------ kernel */
 
 extern "C" __global__ void __launch_bounds__(NT, 1)
@@ -242,7 +298,7 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
-        if (TMA_RED) kiln_tma_prefetch_desc(&tmap_d);
+        if (TMA_BOX) kiln_tma_prefetch_desc(&tmap_d);
     }
 
     /* --- per-CTA schedule: token offsets and work-item offsets of every group --- */
@@ -328,7 +384,7 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
         const int wq = ltid >> 5;         /* warp within the warpgroup */
         const int lane = tid & 31;
         float *stg = (float *)((unsigned char *)staging + (cw * 4 + wq) * STG_WARP_BYTES);
-        int stg_buf = 0;   /* TMA_RED: which of the STG_BUFS boxes is next */
+        int stg_buf = 0;   /* TMA_RED / TMA_ST: which of the STG_BUFS boxes is next */
         float acc[MI][ACC_N];
         /* Cooperative: both warpgroups work on every tile (WG_M rows each).
          * Pingpong: warpgroup cw takes every other work item of this CTA and
@@ -365,10 +421,18 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
                 const kiln_u32 sa = sbase + s * STAGE_BYTES;
                 const kiln_u32 sb = sa + A_BYTES;
                 const int valid = T.e - (T.s + kb * BK);
-                if (valid < BK) {
-                    /* zero token rows [valid, BK) of the boxes this warpgroup
-                     * reads (its A boxes, its share of the B boxes) */
-                    const int nz = BK - valid;
+                /* A group's last k-block: only its first ceil(valid/16) k16
+                 * steps hold tokens of the group, so only those are issued
+                 * (a decode-sized group of 16 tokens costs one step, not
+                 * four); the rows of the last step past the group's end are
+                 * zeroed (they hold the next group's tokens, or anything). */
+                /* through a shuffle: provably warp-uniform, so the wgmma
+                 * below stay off a divergent path (ptxas would serialise them) */
+                const int nk16 = __shfl_sync(0xffffffffu, valid < BK ? (valid + 15) >> 4 : BK / 16, 0);
+                const int nz = nk16 * 16 - valid;
+                if (valid < BK && nz > 0) {
+                    /* zero token rows [valid, nk16*16) of the boxes this
+                     * warpgroup reads (its A boxes, its share of the B boxes) */
                     unsigned char *st = smem + s * STAGE_BYTES;
                     const int per_box = nz * 8;
                     const int nzb = (B_BOXES - zid + ZN - 1) / ZN;
@@ -381,17 +445,14 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
                     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                     kiln_named_sync(zbar, ZN * 128);
                 }
-                kiln_wg_fence();
-#pragma unroll
-                for (int kk = 0; kk < BK / 16; ++kk) {
-                    kiln_u64 db = kiln_desc(sb + kk * 16 * 128, MN_LBO, MN_SBO);
-#pragma unroll
-                    for (int mi = 0; mi < MI; ++mi) {
-                        kiln_u64 da = kiln_desc(sa + (abox0 + mi) * BOX_BYTES + kk * 16 * 128,
-                                                MN_LBO, MN_SBO);
-                        kiln_wgmma(acc[mi], da, db, (kb != T.kb0 || kk != 0) ? 1 : 0);
-                    }
-                }
+                /* one straight wgmma sequence per step count: a branch
+                 * between the wgmma of a k-block makes ptxas inject
+                 * warpgroup.arrive (C7519) */
+                const bool first = kb == T.kb0;
+                if (nk16 == BK / 16) kiln_kblock_mma<BK / 16>(acc, sa, sb, abox0, first);
+                else if (nk16 == 1) kiln_kblock_mma<1>(acc, sa, sb, abox0, first);
+                else if (nk16 == 2) kiln_kblock_mma<2>(acc, sa, sb, abox0, first);
+                else kiln_kblock_mma<3>(acc, sa, sb, abox0, first);
                 kiln_wg_commit();
                 if (prev >= 0) {
                     kiln_wg_wait<1>();
@@ -428,6 +489,11 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
                 for (int i = 0; i < ACC_N; ++i) kiln_fence_reg(acc[mi][i]);
 
             /* ---------------------------------------------- epilogue */
+            if (TMA_ST) {
+                kiln_epilogue_tma_store(acc, T, row_off + wq * 16, dg, args.ldd, wn, wk, &tmap_d,
+                                        (unsigned char *)stg, stg_buf, lane);
+                continue;
+            }
             const bool atomic = T.split > 1;
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi) {
@@ -445,16 +511,8 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
                             if (STG_BUFS == 2) kiln_bulk_wait_read<1>(); else kiln_bulk_wait_read<0>();
                         }
                         __syncwarp();
-#pragma unroll
-                        for (int jj = 0; jj < 4; ++jj) {
-                            const int r = lane >> 2, c = 8 * jj + 2 * (lane & 3);
-                            const int off = ((c >> 2) ^ r) * 16 + (c & 3) * 4;
-                            *(float2 *)(box + r * 128 + off) =
-                                make_float2(acc[mi][16 * q + 4 * jj], acc[mi][16 * q + 4 * jj + 1]);
-                            *(float2 *)(box + (r + 8) * 128 + off) =
-                                make_float2(acc[mi][16 * q + 4 * jj + 2], acc[mi][16 * q + 4 * jj + 3]);
-                        }
-                        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                        kiln_box_from_frag<4>(box, &acc[mi][16 * q], lane);
+                        kiln_fence_async_smem();
                         __syncwarp();
                         if (wrow + 16 <= wn) {
                             if (lane == 0) {
@@ -507,7 +565,7 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
                 }
             }
         }
-        /* the last reduce-adds must finish reading shared memory before exit */
-        if (TMA_RED && lane == 0) kiln_bulk_wait<0>();
+        /* the last bulk stores must finish reading shared memory before exit */
+        if (TMA_BOX && lane == 0) kiln_bulk_wait<0>();
     }
 }

@@ -34,12 +34,26 @@ return function(spec, arch, mode)
 
   -- Dense accumulate goes through TMA reduce-add (tmap_d over dW); staging
   -- per warp is then 1 or 2 swizzled 2 KiB boxes (2 where they fit).
+  -- Dense overwrite goes through TMA stores (tmap_d over dW in the output
+  -- type): per warp as many 2 KiB boxes (16 rows x 128 bytes) as fit, up to
+  -- the warp's whole share of a tile, so that a box is waited on only when
+  -- the next tile's epilogue comes round to it.
   local tma_red = accumulate and output == "dense"
+  local tma_st = not accumulate and output == "dense"
   local barriers = 2 * stages + 2
+  local limit = common.smem_limit[arch]
   local stg_bufs = 0
   local smem = common.smem(k, common.staging_warp, barriers)
   if tma_red then
-    stg_bufs = common.smem(k, 4096, barriers) <= common.smem_limit[arch] and 2 or 1
+    stg_bufs = common.smem(k, 4096, barriers) <= limit and 2 or 1
+    smem = common.smem(k, 2048 * stg_bufs, barriers)
+  elseif tma_st then
+    local mi = (k.pingpong and bm or bm // consumers) // 64
+    local boxes = mi * bn * (out_t == 2 and 4 or 2) // 128   -- a warp's share of a tile
+    stg_bufs = 1
+    while stg_bufs < boxes and common.smem(k, 2048 * (stg_bufs + 1), barriers) <= limit do
+      stg_bufs = stg_bufs + 1
+    end
     smem = common.smem(k, 2048 * stg_bufs, barriers)
   end
   common.check_smem(k, smem, arch)
@@ -56,11 +70,13 @@ return function(spec, arch, mode)
     string.format("constexpr int OUT_T = %d;  /* 0 bf16, 1 fp16, 2 f32 */", out_t),
     string.format("constexpr int DISCRETE = %d, ACCUMULATE = %d, SPLIT = %d;",
                   b(output == "discrete"), b(accumulate), split),
-    string.format("constexpr int TMA_RED = %d, STG_BUFS = %d;", b(tma_red), stg_bufs > 0 and stg_bufs or 1),
+    string.format("constexpr int TMA_RED = %d, TMA_ST = %d, STG_BUFS = %d;", b(tma_red), b(tma_st),
+                  stg_bufs > 0 and stg_bufs or 1),
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", k.raster, common.max_groups),
   }, smem, wgmma)
 
-  local source = pre .. kiln.text("sm90_ptx.cuh") .. kiln.text("sm90_wgrad.cuh")
+  local source = pre .. kiln.text("sm90_ptx.cuh") .. kiln.text("sm90_tma_store.cuh") ..
+                 kiln.text("sm90_wgrad.cuh")
 
   local launch = {
     entry = entry,
@@ -74,9 +90,11 @@ return function(spec, arch, mode)
       a = {box_inner = 64, box_outer = bk, swizzle = 128},
       -- B: X as {inner = K, outer = capacity}, boxes of {64 k, 64 tokens}
       b = {box_inner = 64, box_outer = bk, swizzle = 128},
-      -- D (dense accumulate only): dW as {inner = K, outer = G*N}, row
-      -- stride ldd, fp32, boxes of {32 k, 16 n} for TMA reduce-add
-      d = tma_red and {box_inner = 32, box_outer = 16, swizzle = 128} or nil,
+      -- D (dense outputs): dW as {inner = K, outer = G*N}, row stride ldd,
+      -- in the output type, boxes of {128 bytes of k, 16 n} for TMA
+      -- reduce-add (accumulate, fp32) or TMA store (overwrite)
+      d = (tma_red or tma_st) and {box_inner = out_t == 2 and 32 or 64, box_outer = 16,
+                                   swizzle = 128} or nil,
     },
     max_groups = common.launch_limits.max_groups,
     preference = common.launch_limits.preference,

@@ -548,7 +548,7 @@ static void test_bad_input(void **state)
         {"b 8 16 4100 4096 uniform\n", "shapes.tsv:1: b: K '4100' must be a multiple of 8"},
         {"b 8 16 4096 -8 uniform\n", "shapes.tsv:1: b: N '-8'"},
         {"b 8 x 4096 4096 uniform\n", "shapes.tsv:1: b: tokens_per_group 'x'"},
-        {"b 8 16 4096 4096 zipf\n", "shapes.tsv:1: b: sizes 'zipf' must be uniform, skew or mod64_1"},
+        {"b 8 16 4096 4096 zipf\n", "shapes.tsv:1: b: sizes 'zipf' must be uniform, skew, mod64_1, random or dirichlet"},
         {"b 8 1024 4096 4096 mod64_1\n", "shapes.tsv:1: b: sizes mod64_1 needs"},
         {"b 8 16 4096 4096 uniform\n# c\nb 8 16 4096 4096 skew\n", "shapes.tsv:3: shape 'b' is named twice (first on line 1)"},
         {"b/c 8 16 4096 4096 uniform\n", "shapes.tsv:1: bad shape name 'b/c'"},
