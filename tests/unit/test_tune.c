@@ -133,25 +133,10 @@ static kiln_tuning_table *load_table(const char *path)
     return t;
 }
 
-static void test_flow_and_resume(void **state)
+/* The first run's table (one entry per shape class: the three shapes
+ * differ) and its plot (SVG, a cell per variant and shape). */
+static void check_first_table(const char *table_a, const char *plot)
 {
-    (void)state;
-    char *out = NULL;
-    /* A whole run, the timer chosen by the environment. */
-    char *table_a = path_in("a", "table.txt"), *plot = path_in("a", "plot.svg");
-    int rc = tune(&out, "KILN_TUNE_TIMER=fake", SWEEP " --shapes " SHAPES " -o '%s' --plot '%s' -j 2",
-                  table_a, plot);
-    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
-    assert_non_null(strstr(out, "timer: fake"));
-    assert_non_null(strstr(out, "4 variants: 4 timed, 0 failed to compile, 0 spill registers"));
-    assert_non_null(strstr(out, "2 sweep points dropped by validation"));
-    assert_non_null(strstr(out, "tile.m must be 16, 32, 64 or 128"));
-    assert_non_null(strstr(out, "12 measurements: 12 now, 0 from the journal, 0 failed"));
-    free(out);
-    char journal_a[4200];
-    snprintf(journal_a, sizeof journal_a, "%s.journal", table_a);
-    assert_int_equal(journal_records(journal_a), 12);
-
     /* The table loads; one entry per shape class (the three shapes differ). */
     kiln_tuning_table *t = load_table(table_a);
     assert_int_equal(kiln_tuning_table_count(t), 3);
@@ -186,6 +171,92 @@ static void test_flow_and_resume(void **state)
     for (char *p = svg; (p = strstr(p, "<rect x=")); p++) rects++;
     assert_true(rects >= 4 * 3 + 3); /* cells plus a winner outline per shape */
     free(svg);
+
+}
+
+/* Shipping: `kiln pack --table` carries the table, and every winner is
+ * found in that bundle by the bundle id the table names. */
+static void check_shipping(const char *table_a, const char *ta)
+{
+    char *out = NULL;
+    int rc;
+    kiln_tuning_table *t;
+    char *bundle = path_in("a", "sweep.kbundle");
+    char cmd[8192];
+    /* A fake-timer table's winners mean nothing: refused unless asked for. */
+    snprintf(cmd, sizeof cmd, "%s pack " SWEEP " --arch sm_90a -o '%s' --table '%s' --cache-dir '%s'",
+             kiln_test_kiln_bin(), bundle, table_a, g_cache);
+    rc = kiln_test_run(cmd, &out);
+    if (rc != 2 || !strstr(out, "fake timer") || !strstr(out, "--allow-fake-timings"))
+        fail_msg("kiln pack of a fake-timer table: exit %d:\n%s", rc, out);
+    free(out);
+    assert_false(exists(bundle));
+    snprintf(cmd, sizeof cmd, "%s pack " SWEEP " --arch sm_90a -o '%s' --table '%s' --cache-dir '%s' "
+             "--allow-fake-timings", kiln_test_kiln_bin(), bundle, table_a, g_cache);
+    rc = kiln_test_run(cmd, &out);
+    if (rc != 0) fail_msg("kiln pack failed (%d):\n%s", rc, out);
+    free(out);
+    /* bundle ls shows the table; bundle extract writes it, byte for byte. */
+    snprintf(cmd, sizeof cmd, "%s bundle ls '%s'", kiln_test_kiln_bin(), bundle);
+    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    if (!strstr(out, "tuning table (") || !strstr(out, "timer fake") || !strstr(out, "  kiln-tuning 1\n"))
+        fail_msg("bundle ls does not show the table:\n%s", out);
+    free(out);
+    char *xdir = path_in("a", "extracted");
+    snprintf(cmd, sizeof cmd, "%s bundle extract '%s' '%s'", kiln_test_kiln_bin(), bundle, xdir);
+    assert_int_equal(kiln_test_run(cmd, &out), 0);
+    free(out);
+    char xtable[4200];
+    snprintf(xtable, sizeof xtable, "%s/kiln-tuning.txt", xdir);
+    char *xt = slurp(xtable);
+    if (!xt) fail_msg("bundle extract wrote no %s", xtable);
+    assert_string_equal(xt, ta);
+    free(xt);
+    free(xdir);
+    kiln_bundle *b = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_bundle_open(bundle, &b, &err) != KILN_OK) fail_msg("bundle: %s", err.msg);
+    size_t len = 0;
+    const char *text = kiln_bundle_table(b, &len);
+    assert_non_null(text);
+    t = NULL;
+    if (kiln_tuning_table_parse(text, len, "bundle table", &t, &err) != KILN_OK)
+        fail_msg("bundle table: %s", err.msg);
+    assert_int_equal(kiln_tuning_table_count(t), 3);
+    for (size_t i = 0; i < kiln_tuning_table_count(t); i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
+        long at = kiln_bundle_find(b, e->bundle_id);
+        if (at < 0) fail_msg("%s (%s) is not in the bundle", e->kernel, e->bundle_id);
+        assert_string_equal(kiln_bundle_record_at(b, (size_t)at)->name, e->kernel);
+        assert_string_equal(kiln_bundle_record_at(b, (size_t)at)->key, e->cache_key);
+    }
+    kiln_tuning_table_destroy(t);
+    kiln_bundle_close(b);
+    free(bundle);
+
+}
+
+static void test_flow_and_resume(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    /* A whole run, the timer chosen by the environment. */
+    char *table_a = path_in("a", "table.txt"), *plot = path_in("a", "plot.svg");
+    int rc = tune(&out, "KILN_TUNE_TIMER=fake", SWEEP " --shapes " SHAPES " -o '%s' --plot '%s' -j 2",
+                  table_a, plot);
+    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    assert_non_null(strstr(out, "timer: fake"));
+    assert_non_null(strstr(out, "4 variants: 4 timed, 0 failed to compile, 0 spill registers"));
+    assert_non_null(strstr(out, "2 sweep points dropped by validation"));
+    assert_non_null(strstr(out, "tile.m must be 16, 32, 64 or 128"));
+    assert_non_null(strstr(out, "12 measurements: 12 now, 0 from the journal, 0 failed"));
+    free(out);
+    char journal_a[4200];
+    snprintf(journal_a, sizeof journal_a, "%s.journal", table_a);
+    assert_int_equal(journal_records(journal_a), 12);
+
+    check_first_table(table_a, plot);
 
     /* Killed after 5 measurements (SIGKILL, as a real kill): no table. */
     char *table_b = path_in("b", "table.txt"), *journal_b = path_in("b", "journal");
@@ -252,61 +323,7 @@ static void test_flow_and_resume(void **state)
     assert_string_equal(ta, tc);
     free(tc);
 
-    /* Shipping: `kiln pack --table` carries the table, and every winner is
-     * found in that bundle by the bundle id the table names. */
-    char *bundle = path_in("a", "sweep.kbundle");
-    char cmd[8192];
-    /* A fake-timer table's winners mean nothing: refused unless asked for. */
-    snprintf(cmd, sizeof cmd, "%s pack " SWEEP " --arch sm_90a -o '%s' --table '%s' --cache-dir '%s'",
-             kiln_test_kiln_bin(), bundle, table_a, g_cache);
-    rc = kiln_test_run(cmd, &out);
-    if (rc != 2 || !strstr(out, "fake timer") || !strstr(out, "--allow-fake-timings"))
-        fail_msg("kiln pack of a fake-timer table: exit %d:\n%s", rc, out);
-    free(out);
-    assert_false(exists(bundle));
-    snprintf(cmd, sizeof cmd, "%s pack " SWEEP " --arch sm_90a -o '%s' --table '%s' --cache-dir '%s' "
-             "--allow-fake-timings", kiln_test_kiln_bin(), bundle, table_a, g_cache);
-    rc = kiln_test_run(cmd, &out);
-    if (rc != 0) fail_msg("kiln pack failed (%d):\n%s", rc, out);
-    free(out);
-    /* bundle ls shows the table; bundle extract writes it, byte for byte. */
-    snprintf(cmd, sizeof cmd, "%s bundle ls '%s'", kiln_test_kiln_bin(), bundle);
-    assert_int_equal(kiln_test_run(cmd, &out), 0);
-    if (!strstr(out, "tuning table (") || !strstr(out, "timer fake") || !strstr(out, "  kiln-tuning 1\n"))
-        fail_msg("bundle ls does not show the table:\n%s", out);
-    free(out);
-    char *xdir = path_in("a", "extracted");
-    snprintf(cmd, sizeof cmd, "%s bundle extract '%s' '%s'", kiln_test_kiln_bin(), bundle, xdir);
-    assert_int_equal(kiln_test_run(cmd, &out), 0);
-    free(out);
-    char xtable[4200];
-    snprintf(xtable, sizeof xtable, "%s/kiln-tuning.txt", xdir);
-    char *xt = slurp(xtable);
-    if (!xt) fail_msg("bundle extract wrote no %s", xtable);
-    assert_string_equal(xt, ta);
-    free(xt);
-    free(xdir);
-    kiln_bundle *b = NULL;
-    kiln_error err;
-    kiln_error_clear(&err);
-    if (kiln_bundle_open(bundle, &b, &err) != KILN_OK) fail_msg("bundle: %s", err.msg);
-    size_t len = 0;
-    const char *text = kiln_bundle_table(b, &len);
-    assert_non_null(text);
-    t = NULL;
-    if (kiln_tuning_table_parse(text, len, "bundle table", &t, &err) != KILN_OK)
-        fail_msg("bundle table: %s", err.msg);
-    assert_int_equal(kiln_tuning_table_count(t), 3);
-    for (size_t i = 0; i < kiln_tuning_table_count(t); i++) {
-        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
-        long at = kiln_bundle_find(b, e->bundle_id);
-        if (at < 0) fail_msg("%s (%s) is not in the bundle", e->kernel, e->bundle_id);
-        assert_string_equal(kiln_bundle_record_at(b, (size_t)at)->name, e->kernel);
-        assert_string_equal(kiln_bundle_record_at(b, (size_t)at)->key, e->cache_key);
-    }
-    kiln_tuning_table_destroy(t);
-    kiln_bundle_close(b);
-    free(bundle);
+    check_shipping(table_a, ta);
 
     free(ta);
     free(table_a);
