@@ -26,18 +26,26 @@
 /* The schema is the knob table (kernel/knobs.c): its rows in order, maps
  * ("tile") before their dotted children. */
 
+/* f's name under prefix (of length plen; "" for the top level) when f is a
+ * direct child of it, else NULL. */
+static const char *child_name(const kiln_knob *f, const char *prefix, size_t plen)
+{
+    const char *rest = f->key;
+    if (plen) {
+        if (strncmp(f->key, prefix, plen) || f->key[plen] != '.') return NULL;
+        rest = f->key + plen + 1;
+    }
+    return strchr(rest, '.') ? NULL : rest;
+}
+
 /* The fields directly under prefix ("" for the top level), as "a, b, c". */
 static void list_children(const char *prefix, char *buf, size_t size)
 {
     size_t plen = strlen(prefix), used = 0;
     buf[0] = '\0';
     for (const kiln_knob *f = kiln_knobs; f->key; f++) {
-        const char *rest = f->key;
-        if (plen) {
-            if (strncmp(f->key, prefix, plen) || f->key[plen] != '.') continue;
-            rest = f->key + plen + 1;
-        }
-        if (strchr(rest, '.')) continue;
+        const char *rest = child_name(f, prefix, plen);
+        if (!rest) continue;
         int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", rest);
         if (n < 0 || (size_t)n >= size - used) break;
         used += (size_t)n;
@@ -83,12 +91,8 @@ static const char *suggest(const char *prefix, const char *name)
     const char *best = NULL;
     int best_d = 3;
     for (const kiln_knob *f = kiln_knobs; f->key; f++) {
-        const char *rest = f->key;
-        if (plen) {
-            if (strncmp(f->key, prefix, plen) || f->key[plen] != '.') continue;
-            rest = f->key + plen + 1;
-        }
-        if (strchr(rest, '.')) continue;
+        const char *rest = child_name(f, prefix, plen);
+        if (!rest) continue;
         int d = edit_distance(name, rest);
         if (d < best_d && d < (int)strlen(name)) {
             best_d = d;
