@@ -68,7 +68,7 @@ echo "== 4. benchmark: torch._grouped_mm peer, then kiln"
 reps=30; [ $quick = 1 ] && reps=10
 only=${KILN_BENCH_ONLY:-}   # e.g. KILN_BENCH_ONLY=qwen3_30b_fc1,skew32
 PYTHONUNBUFFERED=1 python3 bench/torch_peer.py --reps $reps ${only:+--only $only} \
-  > "$out/torch.jsonl" 2> "$out/torch.err"
+  --bench "$build/bench/kiln_bench" > "$out/torch.jsonl" 2> "$out/torch.err"
 echo "torch peer: $(grep -c tflops "$out/torch.jsonl") results ($(tail -n 1 "$out/torch.err"))"
 # The benchmark's kernels come from the bundle too (no NVRTC in the timed
 # process); it falls back to JIT where the bundle lacks one.
@@ -76,9 +76,28 @@ KILN_BUNDLE_PATH=$bundle "$build/bench/kiln_bench" --reps $reps ${only:+--only $
   --peer "$out/torch.jsonl" --json "$out/bench.json" > "$out/bench.log" 2>&1
 rc=$?
 summary+=("benchmark: exit $rc")
+python3 bench/torch_peer.py --bench "$build/bench/kiln_bench" \
+  --table "$out/bench.json" "$out/torch.jsonl" > "$out/table.txt" 2>&1
+
+if [ -n "${KILN_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
+  echo "== 5. compute-sanitizer ($KILN_SANITIZE) over the GPU tests"
+  for tool in ${KILN_SANITIZE//,/ }; do
+    for t in "$build"/tests/gpu/test_*; do
+      [ -x "$t" ] || continue
+      name=$(basename "$t")
+      KILN_BUNDLE_PATH=$bundle timeout "${KILN_SANITIZE_TIMEOUT:-150}" compute-sanitizer \
+        --tool "$tool" --error-exitcode 99 "$t" > "$out/san_${tool}_$name.log" 2>&1
+      r=$?
+      summary+=("compute-sanitizer $tool $name: $(tail -n 1 "$out/san_${tool}_$name.log" | cut -c1-80) (exit $r)")
+    done
+  done
+fi
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
 sed -n '/^TFLOP/,$p' "$out/bench.log"
 [ $rc -ne 0 ] && tail -n 20 "$out/bench.log"
+echo "---- kiln vs torch._grouped_mm, same call; floor = max(FLOPs/800T, bytes/4.3TB/s) ----"
+cat "$out/table.txt"
 exit 0
