@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* NVRTC's own API.  "nvrtc.h" would find compiler/nvrtc.h (kiln's wrapper)
@@ -506,10 +507,11 @@ static void test_hostile_templates(void **state)
         char file[128];
         snprintf(file, sizeof file, "templates/%s.lua:", hostile[i].family);
         print_message("hostile: %s\n", hostile[i].family);
-        double t0 = kiln_now();
+        /* CPU time, so that a loaded machine does not fail the test. */
+        clock_t t0 = clock();
         expand_fails(ex, &s, (const char *const[]){file, hostile[i].needle, NULL});
-        double dt = kiln_now() - t0;
-        print_message("  %.2f s\n", dt);
+        double dt = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        print_message("  %.2f s of CPU\n", dt);
         assert_true(dt < 5.0);
     }
     kiln_expander_destroy(ex);
