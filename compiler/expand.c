@@ -12,9 +12,10 @@
  * Resources are bounded by a count hook (instruction budget and a wall-time
  * deadline, both checked in the hook) and by an allocator with a cap.  Work
  * done inside C functions, where no instruction is counted, is charged to
- * the same budget: every byte allocated, and the steps of each pattern
- * match.  Patterns may not use quantifiers or %b, so one match costs at
- * most (subject length) x (pattern length) steps and is charged up front.
+ * the same budget: every byte allocated, each string.rep repetition, the
+ * steps of each pattern match and each error pcall catches.  Patterns may
+ * not use quantifiers or %b, so one match costs at most (subject length) x
+ * (pattern length) steps and is charged up front.
  * Once the budget or the deadline is spent every further instruction
  * fails, so a template cannot pcall its way past it.
  *
