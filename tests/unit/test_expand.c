@@ -544,20 +544,43 @@ static void test_template_deadline(void **state)
     unsetenv("KILN_TEMPLATE_SECONDS");
 }
 
+/* Writes each snippet into fmt (one %s) as templates/<family>.lua in a
+ * fresh override directory and expands it: the ok ones must expand, the
+ * bad ones fail with every needle in the message. */
+static void check_snippets(const char *family, const char *fmt, const char *const *ok, size_t n_ok,
+                           const char *const *bad, size_t n_bad, const char *const *needles)
+{
+    char *dir = kiln_test_mkdtemp(family);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.lua", dir, family);
+    kiln_expander *ex = NULL;
+    kiln_error err;
+    assert_int_equal(kiln_expander_create(dir, &ex, &err), KILN_OK);
+    kiln_spec s = make_spec(family, "k", KILN_OP_FPROP);
+    char text[2048];
+    for (size_t i = 0; i < n_ok + n_bad; i++) {
+        const char *snippet = i < n_ok ? ok[i] : bad[i - n_ok];
+        snprintf(text, sizeof text, fmt, snippet);
+        kiln_test_write_file(path, text);
+        print_message("%s: %s\n", i < n_ok ? "ok" : "bad", snippet);
+        if (i < n_ok) {
+            kiln_launch_desc l;
+            free(expand_ok(ex, &s, "sm_90a", &l));
+        } else {
+            expand_fails(ex, &s, needles);
+        }
+    }
+    kiln_expander_destroy(ex);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 /* Patterns: the shipped templates' two, and what a sandboxed pattern may be. */
 static void test_template_patterns(void **state)
 {
     (void)state;
-    char *dir = kiln_test_mkdtemp("expand-patterns");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/pat.lua", dir);
-    kiln_expander *ex = NULL;
-    kiln_error err;
-    assert_int_equal(kiln_expander_create(dir, &ex, &err), KILN_OK);
-    kiln_spec s = make_spec("pat", "k", KILN_OP_FPROP);
-    static const char *const tail =
-        "\nreturn 'extern \"C\" __global__ void k() {}', "
-        "{entry = 'k', threads = 32, smem = 0, persistent = false, ctas_per_sm = 1}\n";
     static const char *const ok[] = {
         "assert(('a-b.c'):gsub('[^%w_]', '_') == 'a_b_c')",
         "assert(('9x'):match('^%d') == '9')",
@@ -575,23 +598,11 @@ static void test_template_patterns(void **state)
         "local x = string.find('(a)', '%b()')",
         "local x = ('a'):find('[a')",
     };
-    char text[1024];
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        snprintf(text, sizeof text, "%s%s", ok[i], tail);
-        kiln_test_write_file(path, text);
-        print_message("ok: %s\n", ok[i]);
-        kiln_launch_desc l;
-        free(expand_ok(ex, &s, "sm_90a", &l));
-    }
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(text, sizeof text, "%s%s", bad[i], tail);
-        kiln_test_write_file(path, text);
-        print_message("bad: %s\n", bad[i]);
-        expand_fails(ex, &s, (const char *const[]){"templates/pat.lua:1:", "pattern", NULL});
-    }
-    kiln_expander_destroy(ex);
-    kiln_test_rmtree(dir);
-    free(dir);
+    check_snippets("pat",
+                   "%s\nreturn 'extern \"C\" __global__ void k() {}', "
+                   "{entry = 'k', threads = 32, smem = 0, persistent = false, ctas_per_sm = 1}\n",
+                   ok, N_OF(ok), bad, N_OF(bad),
+                   (const char *const[]){"templates/pat.lua:1:", "pattern", NULL});
 }
 
 /* #include in generated source: only the headers NVRTC carries itself
@@ -599,16 +610,6 @@ static void test_template_patterns(void **state)
 static void test_generated_includes(void **state)
 {
     (void)state;
-    char *dir = kiln_test_mkdtemp("expand-includes");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/inc.lua", dir);
-    kiln_expander *ex = NULL;
-    kiln_error err;
-    assert_int_equal(kiln_expander_create(dir, &ex, &err), KILN_OK);
-    kiln_spec s = make_spec("inc", "k", KILN_OP_FPROP);
-    static const char *const fmt =
-        "local src = [==[%s\nextern \"C\" __global__ void k() {}\n]==]\n"
-        "return src, {entry = 'k', threads = 32, smem = 0, persistent = false, ctas_per_sm = 1}\n";
     static const char *const ok[] = {
         "#include <cuda_fp16.h>",
         "  #  include <cuda_bf16.h> // bf16",
@@ -633,23 +634,12 @@ static void test_generated_includes(void **state)
         "// #include \"/etc/passwd\" in a comment",
         "const char *s = \"#include </etc/passwd>\";",
     };
-    char text[2048];
-    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        snprintf(text, sizeof text, fmt, ok[i]);
-        kiln_test_write_file(path, text);
-        print_message("ok: %s\n", ok[i]);
-        kiln_launch_desc l;
-        free(expand_ok(ex, &s, "sm_90a", &l));
-    }
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(text, sizeof text, fmt, bad[i]);
-        kiln_test_write_file(path, text);
-        print_message("bad: %s\n", bad[i]);
-        expand_fails(ex, &s, (const char *const[]){"templates/inc.lua:", "generated source line", NULL});
-    }
-    kiln_expander_destroy(ex);
-    kiln_test_rmtree(dir);
-    free(dir);
+    check_snippets("inc",
+                   "local src = [==[%s\nextern \"C\" __global__ void k() {}\n]==]\n"
+                   "return src, {entry = 'k', threads = 32, smem = 0, persistent = false, "
+                   "ctas_per_sm = 1}\n",
+                   ok, N_OF(ok), bad, N_OF(bad),
+                   (const char *const[]){"templates/inc.lua:", "generated source line", NULL});
 }
 
 int main(void)
