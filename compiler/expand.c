@@ -59,9 +59,10 @@
  * instruction costs). */
 #define KILN_EXPAND_BYTES_PER_UNIT 16
 #define KILN_EXPAND_STEPS_PER_UNIT 8
-/* An error caught by pcall, charged in budget units (raising and unwinding
- * take about as long as this many instructions). */
-#define KILN_EXPAND_ERROR_UNITS 200
+/* An error caught by pcall, charged in budget units: raising and unwinding
+ * cost a microsecond or more (far more under sanitizers), hundreds of
+ * instructions' worth. */
+#define KILN_EXPAND_ERROR_UNITS 1000
 /* A hook step that took longer than this (instructions that are slow by
  * themselves: comparing or hashing long strings) makes the hook run every
  * KILN_EXPAND_SLOW_STEP instructions, so the deadline is checked in time. */
