@@ -33,6 +33,10 @@ cp specs/*.yaml specs/sweeps/*.yaml tests/data/specs/good/*.yaml "$corpus/expand
 cp specs/*.yaml specs/sweeps/*.yaml tests/data/specs/good/*.yaml tests/data/specs/bad/*.yaml \
   "$corpus/spec/"
 cp specs/tuning/*.tuning "$corpus/tuning/"
+# Inputs that once broke a target (tests/data/fuzz/TARGET-*) are replayed.
+for t in spec expand tuning cache_entry bundle; do
+  for f in tests/data/fuzz/"$t"-*; do if [ -e "$f" ]; then cp "$f" "$corpus/$t/"; fi; done
+done
 "$build/fuzz_make_seeds" "$corpus" specs/tuning/sm_90a.tuning
 
 dict() {
