@@ -15,14 +15,21 @@ kiln_status kiln_file_read(const char *path, char **data, size_t *len, kiln_erro
 {
     *data = NULL;
     if (len) *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer forever.  Only regular files are read, so the flag changes
+     * nothing for what gets past the check below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return kiln_error_set(err, KILN_ERROR_IO, "%s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
+        return kiln_error_set(err, KILN_ERROR_IO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
         return kiln_error_set(err, KILN_ERROR_IO, "%s: %s", path,
-                              S_ISDIR(st.st_mode) ? "is a directory" : strerror(e));
+                              S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
     }
     size_t cap = (size_t)st.st_size + 1, n = 0;
     char *buf = malloc(cap);

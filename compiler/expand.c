@@ -6,9 +6,22 @@
  * it.  The sandbox opens only base, string, table, math and utf8, then
  * removes what reaches outside (dofile, loadfile, load, require,
  * collectgarbage, print, warn, string.dump) and hides the string metatable.
- * Resources are bounded by a count hook (instruction budget) and by an
- * allocator with a cap; once the budget is spent every further instruction
+ * xpcall is removed too: Lua runs a message handler with hooks off when the
+ * error comes from a hook, so a handler could loop unbounded.
+ *
+ * Resources are bounded by a count hook (instruction budget and a wall-time
+ * deadline, both checked in the hook) and by an allocator with a cap.  Work
+ * done inside C functions, where no instruction is counted, is charged to
+ * the same budget: every byte allocated, each string.rep repetition, the
+ * steps of each pattern match and each error pcall catches.  Patterns may
+ * not use quantifiers or %b, so one match costs at most (subject length) x
+ * (pattern length) steps and is charged up front.
+ * Once the budget or the deadline is spent every further instruction
  * fails, so a template cannot pcall its way past it.
+ *
+ * The generated source may #include only the CUDA headers NVRTC carries
+ * itself: NVRTC would read any other path from the host, and a failure log
+ * would quote it.
  *
  * Everything that touches Lua runs inside one lua_pcall (expand_protected),
  * so a memory error never reaches Lua's panic handler.  The message handler
@@ -39,11 +52,31 @@
 #define KILN_EXPAND_MEM_LIMIT ((size_t)256 << 20)
 #define KILN_EXPAND_HOOK_STEP 1000
 #define KILN_TEMPLATE_NAME_MAX 64
+/* Wall time an expansion may take ($KILN_TEMPLATE_SECONDS).  The shipped
+ * templates take milliseconds; the budget normally ends a runaway first. */
+#define KILN_EXPAND_DEFAULT_SECONDS 10.0
+/* Work in C charged to the instruction budget: one unit per this many bytes
+ * allocated, and per this many pattern-matching steps (about what one VM
+ * instruction costs). */
+#define KILN_EXPAND_BYTES_PER_UNIT 16
+#define KILN_EXPAND_STEPS_PER_UNIT 8
+/* An error caught by pcall, charged in budget units: raising and unwinding
+ * cost a microsecond or more (far more under sanitizers), hundreds of
+ * instructions' worth. */
+#define KILN_EXPAND_ERROR_UNITS 1000
+/* A hook step that took longer than this (instructions that are slow by
+ * themselves: comparing or hashing long strings) makes the hook run every
+ * KILN_EXPAND_SLOW_STEP instructions, so the deadline is checked in time. */
+#define KILN_EXPAND_SLOW_SECONDS 0.05
+#define KILN_EXPAND_SLOW_STEP 10
 
 struct kiln_expander {
     char *template_dir;          /* override directory, or NULL */
     long budget;
+    double seconds;              /* wall-time deadline per expansion */
 };
+
+enum { STOP_NONE, STOP_BUDGET, STOP_DEADLINE };
 
 /* State of one expansion; it is the allocator's ud, so hooks and C
  * functions reach it with lua_getallocf. */
@@ -54,10 +87,13 @@ typedef struct expansion {
     const char *arch;
     int check;                   /* 1: mode "check" (kiln_template_check) */
     const char *refused;         /* the spec key of kiln.refuse, a kiln_knobs row */
+    lua_State *L;                /* once created: the allocator may set the hook */
     size_t mem_used, mem_limit;
-    long budget_left;
+    long budget_left;            /* VM instructions and charged C work */
+    double deadline, last_hook;  /* kiln_now() seconds */
     int hook_step;
-    int budget_exhausted;
+    int stopped;                 /* STOP_*: every instruction fails from now on */
+    char stop_msg[256];          /* the first stop's message, with its position */
     char family_file[KILN_TEMPLATE_NAME_MAX + 8]; /* "simple.lua" */
     char main_source[KILN_TEMPLATE_NAME_MAX + 16]; /* "@templates/simple.lua" */
     int return_line;             /* line of the main chunk's last return */
@@ -65,6 +101,8 @@ typedef struct expansion {
     char *source;                /* result (malloc'd) */
     kiln_launch_desc launch;
 } expansion;
+
+static void expand_hook(lua_State *L, lua_Debug *ar);
 
 /* ---- allocator with a cap ------------------------------------------------ */
 
@@ -81,6 +119,19 @@ static void *expand_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     void *p = realloc(ptr, nsize);
     if (!p) return NULL;
     x->mem_used = x->mem_used - osize + nsize;
+    /* Building and copying big strings is C work no instruction counts;
+     * the hook sees the charge at its next step. */
+    if (nsize > osize) {
+        x->budget_left -= (long)((nsize - osize) / KILN_EXPAND_BYTES_PER_UNIT);
+        /* Spent here: run the hook at the very next instruction rather than
+         * after a step of instructions that may each build more.
+         * lua_sethook may be called anywhere (lua.c calls it from a signal
+         * handler). */
+        if (x->budget_left <= 0 && x->L && x->hook_step != 1) {
+            x->hook_step = 1;
+            lua_sethook(x->L, expand_hook, LUA_MASKCOUNT | LUA_MASKRET, 1);
+        }
+    }
     return p;
 }
 
@@ -91,7 +142,49 @@ static expansion *get_expansion(lua_State *L)
     return ud;
 }
 
-/* ---- hooks: instruction budget, line of the final return ---------------- */
+/* ---- hooks: instruction budget, deadline, line of the final return ------ */
+
+/* Stops the expansion for good (budget or deadline) and raises the stop's
+ * message.  ar is the frame to name (the hook's, or a C function's caller).
+ * From now on the hook runs at every instruction and raises again, so a
+ * pcall in the template cannot swallow the stop and carry on. */
+static int stop_expansion(lua_State *L, lua_Debug *ar, int why)
+{
+    expansion *x = get_expansion(L);
+    if (!x->stopped) {
+        x->stopped = why;
+        x->hook_step = 1;
+        lua_sethook(L, expand_hook, LUA_MASKCOUNT | LUA_MASKRET, 1);
+        char where[128] = "";
+        if (ar && lua_getinfo(L, "Sl", ar) && ar->currentline > 0)
+            snprintf(where, sizeof where, "%s:%d: ", ar->short_src, ar->currentline);
+        else
+            snprintf(where, sizeof where, "templates/%s: ", x->family_file);
+        if (why == STOP_DEADLINE)
+            snprintf(x->stop_msg, sizeof x->stop_msg,
+                     "%stemplate deadline passed (%.3g s of wall time; "
+                     "$KILN_TEMPLATE_SECONDS)", where, x->ex->seconds);
+        else
+            snprintf(x->stop_msg, sizeof x->stop_msg,
+                     "%sinstruction budget exhausted (%ld VM instructions; allocation, "
+                     "string work and errors count too)", where, x->ex->budget);
+    }
+    lua_pushstring(L, x->stop_msg);
+    return lua_error(L);
+}
+
+/* Charges C work to the budget from inside a C function called by the
+ * template; raises when it is spent. */
+static void charge(lua_State *L, double units)
+{
+    expansion *x = get_expansion(L);
+    x->budget_left -= units > (double)LONG_MAX / 2 ? LONG_MAX / 2 : (long)units;
+    if (x->budget_left <= 0 || x->stopped) {
+        lua_Debug ar;
+        int have = lua_getstack(L, 1, &ar);
+        stop_expansion(L, have ? &ar : NULL, x->stopped ? x->stopped : STOP_BUDGET);
+    }
+}
 
 static void expand_hook(lua_State *L, lua_Debug *ar)
 {
@@ -104,24 +197,19 @@ static void expand_hook(lua_State *L, lua_Debug *ar)
     }
     if (ar->event != LUA_HOOKCOUNT) return;
     x->budget_left -= x->hook_step;
-    if (x->budget_left > 0 && !x->budget_exhausted) {
-        if (x->budget_left < x->hook_step) {
-            x->hook_step = (int)x->budget_left;
-            lua_sethook(L, expand_hook, LUA_MASKCOUNT | LUA_MASKRET, x->hook_step);
-        }
-        return;
+    if (x->stopped) stop_expansion(L, ar, x->stopped);
+    double now = kiln_now();
+    if (now > x->deadline) stop_expansion(L, ar, STOP_DEADLINE);
+    if (x->budget_left <= 0) stop_expansion(L, ar, STOP_BUDGET);
+    int step = x->hook_step;
+    if (now - x->last_hook > KILN_EXPAND_SLOW_SECONDS && step > KILN_EXPAND_SLOW_STEP)
+        step = KILN_EXPAND_SLOW_STEP;
+    if (x->budget_left < step) step = (int)x->budget_left;
+    x->last_hook = now;
+    if (step != x->hook_step) {
+        x->hook_step = step;
+        lua_sethook(L, expand_hook, LUA_MASKCOUNT | LUA_MASKRET, step);
     }
-    /* From now on every instruction fails: a pcall in the template cannot
-     * swallow the error and carry on. */
-    if (!x->budget_exhausted) {
-        x->budget_exhausted = 1;
-        x->hook_step = 1;
-        lua_sethook(L, expand_hook, LUA_MASKCOUNT | LUA_MASKRET, 1);
-    }
-    lua_getinfo(L, "Sl", ar);
-    lua_pushfstring(L, "%s:%d: instruction budget exhausted (%I VM instructions)",
-                    ar->short_src, ar->currentline, (lua_Integer)x->ex->budget);
-    lua_error(L);
 }
 
 /* ---- error messages ----------------------------------------------------- */
@@ -316,6 +404,225 @@ static int l_setmetatable(lua_State *L)
     return 1;
 }
 
+/* ---- bounded pattern matching, string.rep ------------------------------- */
+
+/* NULL when pattern p (m bytes) has no quantifier (* + - ?) and no %b, so
+ * that one match attempt takes at most m steps; else what is wrong.  The
+ * walk follows lstrlib's reading of items and sets. */
+static const char *pattern_problem(const char *p, size_t m)
+{
+    size_t i = 0;
+    if (i < m && p[i] == '^') i++;
+    while (i < m) {
+        char c = p[i];
+        if (c == '%') {
+            if (i + 1 >= m) return "ends with '%'";
+            if (p[i + 1] == 'b') return "uses %b";
+            if (p[i + 1] != 'f') {
+                i += 2;
+                continue;
+            }
+            i += 2;
+            if (i >= m || p[i] != '[') return "has %f without a set";
+            c = '[';
+        }
+        if (c == '[') {
+            i++;
+            if (i < m && p[i] == '^') i++;
+            do {
+                if (i >= m) return "has '[' without ']'";
+                if (p[i++] == '%' && i < m) i++;
+            } while (i >= m || p[i] != ']');
+            i++;
+            continue;
+        }
+        if (c == '*' || c == '+' || c == '-' || c == '?') return "uses a quantifier (* + - ?)";
+        i++;
+    }
+    return NULL;
+}
+
+/* string.find/match/gmatch/gsub with a checked pattern, and string.rep;
+ * the work charged to the budget before it runs.  Upvalues: the library
+ * function, its name. */
+static int l_string_guard(lua_State *L)
+{
+    const char *name = lua_tostring(L, lua_upvalueindex(2));
+    size_t n, m;
+    luaL_checklstring(L, 1, &n);
+    if (strcmp(name, "rep") == 0) {
+        /* One copy per repetition: rep("x", 1 << 26) is 64 Mi copies. */
+        lua_Integer reps = luaL_checkinteger(L, 2);
+        size_t sep = 0;
+        luaL_optlstring(L, 3, "", &sep);
+        if (reps > 0)
+            charge(L, (double)reps * (1.0 + (double)(n + sep) / KILN_EXPAND_BYTES_PER_UNIT));
+        goto call;
+    }
+    const char *p = luaL_checklstring(L, 2, &m);
+    int plain = strcmp(name, "find") == 0 && lua_toboolean(L, 4);
+    const char *why = plain ? NULL : pattern_problem(p, m);
+    if (why) {
+        char shown[48];
+        size_t k = 0;
+        for (size_t i = 0; i < m && k + 1 < sizeof shown; i++)
+            shown[k++] = p[i] >= 0x20 && p[i] < 0x7f ? p[i] : '?';
+        shown[k] = '\0';
+        return luaL_error(L, "string.%s: pattern '%s' %s; template patterns may not use "
+                             "quantifiers or %%b, so that matching time is bounded",
+                          name, shown, why);
+    }
+    charge(L, ((double)n + 1) * ((double)m + 1) / KILN_EXPAND_STEPS_PER_UNIT);
+call:
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* pcall that charges each error it catches: raising and unwinding cost
+ * microseconds and no instruction, so a template recursing through pcall
+ * to the stack limit and back would otherwise run for minutes in budget. */
+static int l_pcall(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    int status = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+    if (status != LUA_OK) charge(L, KILN_EXPAND_ERROR_UNITS);
+    lua_pushboolean(L, status == LUA_OK);
+    lua_insert(L, 1);
+    return lua_gettop(L);
+}
+
+static void guard_strings(lua_State *L)
+{
+    static const char *const fns[] = {"find", "match", "gmatch", "gsub", "rep", NULL};
+    lua_getglobal(L, LUA_STRLIBNAME); /* also the strings' __index */
+    for (const char *const *f = fns; *f; f++) {
+        lua_getfield(L, -1, *f);
+        lua_pushstring(L, *f);
+        lua_pushcclosure(L, l_string_guard, 2);
+        lua_setfield(L, -2, *f);
+    }
+    lua_pop(L, 1);
+}
+
+/* ---- #include in the generated source ------------------------------------ */
+
+/* The character at *i after line splices (backslash-newline), advancing
+ * past it; -1 at the end. */
+static int src_next(const char *s, size_t n, size_t *i)
+{
+    while (*i < n && s[*i] == '\\') {
+        size_t j = *i + 1;
+        if (j < n && s[j] == '\r') j++;
+        if (j >= n || s[j] != '\n') break;
+        *i = j + 1;
+    }
+    return *i < n ? (unsigned char)s[(*i)++] : -1;
+}
+
+static int src_peek(const char *s, size_t n, size_t i)
+{
+    return src_next(s, n, &i);
+}
+
+/* Skips blanks and block comments within a line (a comment may span lines:
+ * the preprocessor sees it as one space). */
+static void src_skip_blanks(const char *s, size_t n, size_t *i)
+{
+    for (;;) {
+        size_t j = *i;
+        int c = src_next(s, n, &j);
+        if (c == ' ' || c == '\t' || c == '\v' || c == '\f' || c == '\r') {
+            *i = j;
+        } else if (c == '/' && src_peek(s, n, j) == '*') {
+            src_next(s, n, &j);
+            int prev = 0;
+            while ((c = src_next(s, n, &j)) >= 0 && !(prev == '*' && c == '/')) prev = c;
+            *i = j;
+        } else {
+            return;
+        }
+    }
+}
+
+static int header_allowed(const char *h)
+{
+    static const char *const exact[] = {
+        "cuda_fp16.h",  "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp8.h",
+        "cuda_fp8.hpp", "cuda_fp6.h",    "cuda_fp6.hpp", "cuda_fp4.h",   "cuda_fp4.hpp",
+        "cooperative_groups.h", NULL};
+    static const char *const under[] = {"cuda/", "cooperative_groups/", "nv/", NULL};
+    if (strstr(h, "..")) return 0;
+    for (const char *p = h; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '.' || *p == '/' || *p == '-'))
+            return 0;
+    for (const char *const *e = exact; *e; e++)
+        if (!strcmp(h, *e)) return 1;
+    for (const char *const *u = under; *u; u++)
+        if (!strncmp(h, *u, strlen(*u)) && h[strlen(*u)]) return 1;
+    return 0;
+}
+
+/* 1 if the directive whose name starts at *i (after '#') may stay: any
+ * directive but include, include_next, import and embed, or an include of
+ * an allowed <header>. */
+static int directive_allowed(const char *s, size_t n, size_t i)
+{
+    src_skip_blanks(s, n, &i);
+    char name[16];
+    size_t k = 0;
+    int c;
+    while ((c = src_peek(s, n, i)) >= 0 &&
+           ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) {
+        src_next(s, n, &i);
+        if (k + 1 < sizeof name) name[k++] = (char)c;
+        else k = sizeof name; /* too long to be one of ours; still read past it */
+    }
+    if (c == '\\') return 0;  /* a universal character name in a directive name */
+    if (k >= sizeof name) return 1;
+    name[k] = '\0';
+    if (strcmp(name, "include") && strcmp(name, "include_next") && strcmp(name, "import") &&
+        strcmp(name, "embed"))
+        return 1;
+    if (strcmp(name, "include")) return 0;
+    src_skip_blanks(s, n, &i);
+    if (src_next(s, n, &i) != '<') return 0;  /* "file" or a macro */
+    char header[128];
+    k = 0;
+    while ((c = src_next(s, n, &i)) >= 0 && c != '>' && c != '\n')
+        if (k + 1 < sizeof header) header[k++] = (char)c;
+        else return 0;
+    header[k] = '\0';
+    return c == '>' && header_allowed(header);
+}
+
+/* Checks every directive introducer (#, %: or ??=) wherever it stands, in
+ * comments and strings too: a rule that needs no C++ lexer cannot be
+ * fooled by one.  On a refused directive, writes its line (1-based) and
+ * text into line and what and returns 0. */
+static int source_includes_ok(const char *s, size_t n, int *line, char *what, size_t size)
+{
+    int ln = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\n') ln++;
+        size_t j = i;
+        int c = src_next(s, n, &j);
+        if (c == '%' && src_peek(s, n, j) == ':') src_next(s, n, &j);
+        else if (c == '?' && src_next(s, n, &j) == '?' && src_peek(s, n, j) == '=') src_next(s, n, &j);
+        else if (c != '#') continue;
+        if (directive_allowed(s, n, j)) continue;
+        *line = ln;
+        size_t k = 0;
+        for (size_t p = i; p < n && s[p] != '\n' && k + 1 < size && k < 60; p++)
+            what[k++] = s[p] >= 0x20 && s[p] < 0x7f ? s[p] : '?';
+        what[k] = '\0';
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- the sandbox -------------------------------------------------------- */
 
 static void open_sandbox(lua_State *L)
@@ -328,19 +635,23 @@ static void open_sandbox(lua_State *L)
         luaL_requiref(L, lib->name, lib->func, 1);
         lua_pop(L, 1);
     }
-    static const char *const removed[] = {"dofile",  "loadfile", "load", "require",
-                                          "collectgarbage", "print", "warn", NULL};
+    static const char *const removed[] = {"dofile",         "loadfile", "load", "require",
+                                          "collectgarbage", "print",    "warn", "xpcall",
+                                          NULL};
     for (const char *const *name = removed; *name; name++) {
         lua_pushnil(L);
         lua_setglobal(L, *name);
     }
     lua_pushcfunction(L, l_setmetatable);
     lua_setglobal(L, "setmetatable");
+    lua_pushcfunction(L, l_pcall);
+    lua_setglobal(L, "pcall");
 
     lua_getglobal(L, LUA_STRLIBNAME);
     lua_pushnil(L);
     lua_setfield(L, -2, "dump");
     lua_pop(L, 1);
+    guard_strings(L);
     /* getmetatable("") gives false: the string library table stays out of
      * reach through string values' metatable. */
     lua_pushliteral(L, "");
@@ -621,10 +932,18 @@ static int expand_protected(lua_State *L)
     if (memchr(src, '\0', len)) return return_error(L, "template returned a source with a NUL byte");
     if (len == 0) return return_error(L, "template returned an empty source");
     read_launch(L, 2, &x->launch);
+    int inc_line;
+    char inc[64];
+    if (!source_includes_ok(src, len, &inc_line, inc, sizeof inc))
+        return return_error(L, "generated source line %d: '%s' is not allowed (generated "
+                               "source may #include only the CUDA headers NVRTC provides: "
+                               "<cuda_fp16.h>, <cuda_bf16.h>, <cuda_fp8.h>, <cuda/...>, "
+                               "<cooperative_groups.h>)",
+                            inc_line + 1, inc);
     if (!strstr(src, x->launch.entry))
         return return_error(L, "launch entry '%s' does not occur in the returned source",
                             x->launch.entry);
-    if (x->budget_exhausted) return return_error(L, "instruction budget exhausted");
+    if (x->stopped) return stop_expansion(L, NULL, x->stopped);
 
     /* The header line, then the template's text. */
     const kiln_spec *spec = x->spec;
@@ -651,6 +970,20 @@ kiln_status kiln_expander_create(const char *template_dir, kiln_expander **out, 
     kiln_expander *ex = calloc(1, sizeof *ex);
     if (!ex) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "kiln_expander_create: out of memory");
     ex->budget = KILN_EXPAND_DEFAULT_BUDGET;
+    ex->seconds = KILN_EXPAND_DEFAULT_SECONDS;
+    const char *secs = getenv("KILN_TEMPLATE_SECONDS");
+    if (secs && *secs) {
+        char *end;
+        errno = 0;
+        double v = strtod(secs, &end);
+        if (errno || *end || !(v > 0 && v <= 86400)) {
+            free(ex);
+            return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                                  "KILN_TEMPLATE_SECONDS='%.40s' is not a number of seconds "
+                                  "in (0, 86400]", secs);
+        }
+        ex->seconds = v;
+    }
     if (!template_dir || !*template_dir) {
         /* The CLI passes $KILN_TEMPLATE_DIR; honour it for other callers too. */
         const char *env = getenv("KILN_TEMPLATE_DIR");
@@ -742,6 +1075,9 @@ static kiln_status run_template(expansion *x, kiln_error *err)
     x->budget_left = ex->budget;
     x->hook_step = ex->budget < KILN_EXPAND_HOOK_STEP ? (int)ex->budget : KILN_EXPAND_HOOK_STEP;
 
+    x->last_hook = kiln_now();
+    x->deadline = x->last_hook + ex->seconds;
+
     const char *family = x->desc->family;
     char file[KILN_TEMPLATE_NAME_MAX + 8];
     snprintf(file, sizeof file, "%s.lua", family);
@@ -755,6 +1091,7 @@ static kiln_status run_template(expansion *x, kiln_error *err)
 
     lua_State *L = lua_newstate(expand_alloc, x);
     if (!L) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "kiln_expand: cannot create a Lua state");
+    x->L = L;
     lua_sethook(L, expand_hook, LUA_MASKCOUNT | LUA_MASKRET, x->hook_step);
 
     lua_pushcfunction(L, expand_msgh);
@@ -765,7 +1102,11 @@ static kiln_status run_template(expansion *x, kiln_error *err)
     if (rc != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
         char buf[512];
-        if (rc == LUA_ERRMEM || !msg) {
+        if (x->stopped) {
+            /* What the template saw last may be a later error (memory, or
+             * its own handling of the stop); the stop is the cause. */
+            msg = x->stop_msg;
+        } else if (rc == LUA_ERRMEM || !msg) {
             snprintf(buf, sizeof buf,
                      "templates/%s: out of memory (a template may use at most %zu MiB)",
                      x->family_file, x->mem_limit >> 20);
@@ -775,7 +1116,7 @@ static kiln_status run_template(expansion *x, kiln_error *err)
                      x->family_file, msg, x->mem_limit >> 20);
             msg = buf;
         }
-        if (x->refused && rc == LUA_ERRRUN && !x->budget_exhausted)
+        if (x->refused && rc == LUA_ERRRUN && !x->stopped)
             status = refusal_error(err, msg, x->refused, x->spec);
         else
             status = template_error(err, msg, x->spec);

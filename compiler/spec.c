@@ -18,6 +18,7 @@
 
 #include "expand.h"
 #include "spec_internal.h"
+#include "yaml_limits.h"
 
 /* ------------------------------------------------------------------------ */
 /* Schema                                                                   */
@@ -645,6 +646,11 @@ kiln_status kiln_spec_parse_with(const char *text, size_t len, const char *path,
     kiln_error_clear(err);
     if (!path) path = "<spec>";
     if (!text) return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s: no text", path);
+
+    /* Size, depth, anchors, aliases and tags first, while libyaml only
+     * streams events: its loader is slow and large on hostile text. */
+    kiln_status lim = kiln_yaml_check_limits(text, len, path, err);
+    if (lim) return lim;
 
     yaml_parser_t parser;
     yaml_document_t doc;

@@ -433,13 +433,79 @@ static int copy_field(char *dst, size_t size, const char *v)
     return 1;
 }
 
+/* Messages quote the file's text; a table is data from anywhere, so only
+ * printable ASCII goes through (CR, ESC and other bytes as \r, \xNN):
+ * nothing in a message can move a terminal's cursor or forge a log line. */
+static void printable(const char *in, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p && n + 5 < size; p++) {
+        if (*p >= 0x20 && *p < 0x7f) out[n++] = (char)*p;
+        else if (*p == '\r') n += (size_t)snprintf(out + n, size - n, "\\r");
+        else if (*p == '\t') n += (size_t)snprintf(out + n, size - n, "\\t");
+        else n += (size_t)snprintf(out + n, size - n, "\\x%02x", *p);
+    }
+    out[n] = '\0';
+}
+
 #define LINE_ERR(...)                                                                              \
     do {                                                                                           \
-        char m_[KILN_ERROR_MAX];                                                                   \
+        char m_[KILN_ERROR_MAX], p_[KILN_ERROR_MAX];                                               \
         snprintf(m_, sizeof m_, __VA_ARGS__);                                                      \
-        st = kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s:%d: %s", path, lineno, m_);     \
+        printable(m_, p_, sizeof p_);                                                              \
+        st = kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s:%d: %s", path, lineno, p_);     \
         goto done;                                                                                 \
     } while (0)
+
+/* The integrity line, last in a table: "integrity entries=N sha256=HEX",
+ * HEX the SHA-256 of every line before it (header and comments too), each
+ * without a trailing CR and ended by "\n".  A table cut at a line, missing
+ * a line or with a changed byte is refused instead of loading different
+ * entries. */
+#define INTEGRITY_WORD "integrity"
+
+static void hash_line(kiln_sha256 *h, const char *line, size_t n)
+{
+    if (n && line[n - 1] == '\r') n--;
+    kiln_sha256_update(h, line, n);
+    kiln_sha256_update(h, "\n", 1);
+}
+
+/* Checks the integrity line (its tokens after the word) against what the
+ * lines above gave; NULL if it holds, else why not (in why). */
+static const char *integrity_problem(char *rest, size_t entries, kiln_sha256 *h, char *why,
+                                     size_t size)
+{
+    char *cnt = next_token(&rest), *sum = next_token(&rest), *extra = next_token(&rest);
+    char *end = NULL;
+    unsigned long long n = 0;
+    if (cnt && !strncmp(cnt, "entries=", 8)) {
+        errno = 0;
+        n = strtoull(cnt + 8, &end, 10);
+        if (errno || end == cnt + 8 || *end) end = NULL;
+    }
+    if (!end || !sum || strncmp(sum, "sha256=", 7) || !hex64(sum + 7) || extra) {
+        snprintf(why, size, "bad integrity line (expected '%s entries=N sha256=<64 hex "
+                            "digits>')", INTEGRITY_WORD);
+        return why;
+    }
+    if (n != entries) {
+        snprintf(why, size, "the integrity line says %llu entries, the table has %zu (lines "
+                            "were lost or added)", n, entries);
+        return why;
+    }
+    uint8_t d[32];
+    char hex[65];
+    kiln_sha256_final(h, d);
+    kiln_hex(d, 32, hex);
+    if (strcmp(hex, sum + 7)) {
+        snprintf(why, size, "integrity check failed: the lines above hash to %.16s..., the "
+                            "integrity line says %.16s... (the table was changed or damaged "
+                            "after kiln tune wrote it)", hex, sum + 7);
+        return why;
+    }
+    return NULL;
+}
 
 static const char *const field_names[] = {"arch", "op", "a type", "b type", "out type",
                                           "epilogue signature", "shape class", "'->'",
@@ -463,7 +529,10 @@ kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *pa
     memcpy(buf, text, len);
     buf[len] = '\0';
     int lineno = 0;
-    int header = 0;
+    int header = 0, sealed = 0;
+    size_t entries = 0;
+    kiln_sha256 h;
+    kiln_sha256_init(&h);
     char *line = buf;
     if (memchr(text, '\0', len)) {
         lineno = 1;
@@ -475,8 +544,20 @@ kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *pa
         if (nl) *nl = '\0';
         lineno++;
         size_t ll = strlen(line);
-        if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
         char *next = nl ? nl + 1 : NULL;
+        if (sealed) LINE_ERR("text after the integrity line");
+        if (!strncmp(line, INTEGRITY_WORD " ", strlen(INTEGRITY_WORD) + 1)) {
+            char why[256];
+            char *rest = line + strlen(INTEGRITY_WORD);
+            if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
+            if (!header) LINE_ERR("integrity line before the header");
+            if (integrity_problem(rest, entries, &h, why, sizeof why)) LINE_ERR("%s", why);
+            sealed = 1;
+            line = next;
+            continue;
+        }
+        hash_line(&h, line, ll);
+        if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
         if (!header) {
             char *p = line;
             char *magic = next_token(&p), *ver = next_token(&p), *extra = next_token(&p);
@@ -558,6 +639,7 @@ kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *pa
             }
             LINE_ERR("%s", aerr.msg);
         }
+        entries++;
         line = next;
     }
     if (!header) {
@@ -565,6 +647,9 @@ kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *pa
         LINE_ERR("empty file: not a kiln tuning table (expected '%s %d')", KILN_TUNING_MAGIC,
                  KILN_TUNING_FORMAT);
     }
+    if (!sealed)
+        LINE_ERR("no integrity line at the end ('%s entries=N sha256=...'): the table is "
+                 "truncated, or was not written by kiln tune", INTEGRITY_WORD);
     st = KILN_OK;
 done:
     free(buf);
@@ -593,6 +678,7 @@ static void format_ms(kiln_strbuf *out, double ms) { kiln_strbuf_printf(out, "%.
 void kiln_tuning_table_format(const kiln_tuning_table *t, const char *const *comments,
                               kiln_strbuf *out)
 {
+    size_t start = out->len;
     kiln_strbuf_printf(out, "%s %d\n", KILN_TUNING_MAGIC, KILN_TUNING_FORMAT);
     for (size_t i = 0; comments && comments[i]; i++) {
         /* One comment line per line of text, so a comment cannot end a line early. */
@@ -620,6 +706,21 @@ void kiln_tuning_table_format(const kiln_tuning_table *t, const char *const *com
         }
         kiln_strbuf_printf(out, " %s\n", e->desc);
     }
+    if (out->oom) return;
+    /* Hashed as the parser hashes: line by line. */
+    kiln_sha256 h;
+    kiln_sha256_init(&h);
+    for (const char *p = out->data + start, *end = out->data + out->len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        hash_line(&h, p, n);
+        p += n + 1;
+    }
+    uint8_t d[32];
+    char hex[65];
+    kiln_sha256_final(&h, d);
+    kiln_hex(d, 32, hex);
+    kiln_strbuf_printf(out, "%s entries=%zu sha256=%s\n", INTEGRITY_WORD, t->n, hex);
 }
 
 kiln_status kiln_tuning_table_save(const kiln_tuning_table *t, const char *const *comments,

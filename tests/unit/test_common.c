@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "kernel_desc.h"
@@ -159,6 +160,32 @@ static void test_desc_roundtrip(void **state)
     kiln_strbuf_free(&sb3);
 }
 
+/* Issue 13 (findings 5 and 9): a FIFO or a device given where a file is
+ * expected is refused at once as "not a regular file"; it neither blocks in
+ * open() nor reports a stale errno. */
+static void test_read_not_regular(void **state)
+{
+    (void)state;
+    char *dir = kiln_test_mkdtemp("fifo");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/spec.fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(10); /* a blocking open() fails the test instead of hanging it */
+    char *back = NULL;
+    size_t n;
+    kiln_error e;
+    assert_int_equal(kiln_file_read(path, &back, &n, &e), KILN_ERROR_IO);
+    assert_null(back);
+    assert_non_null(strstr(e.msg, "spec.fifo: not a regular file"));
+    assert_int_equal(kiln_file_read("/dev/zero", &back, &n, &e), KILN_ERROR_IO);
+    assert_string_equal(e.msg, "/dev/zero: not a regular file");
+    assert_int_equal(kiln_file_read(dir, &back, &n, &e), KILN_ERROR_IO);
+    assert_non_null(strstr(e.msg, "is a directory"));
+    alarm(0);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +193,7 @@ int main(void)
         cmocka_unit_test(test_source_identity),
         cmocka_unit_test(test_error_prefix),   kiln_test_with_dir(test_files),
         cmocka_unit_test(test_desc_roundtrip),
+        cmocka_unit_test(test_read_not_regular),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* NVRTC's own API.  "nvrtc.h" would find compiler/nvrtc.h (kiln's wrapper)
@@ -545,6 +546,165 @@ static void test_override_wins(void **state)
     kiln_expander_destroy(ex);
 }
 
+/* ---- issue 13: hostile templates ----------------------------------------- */
+
+/* Each ran for minutes, hours or forever under the default budget; now each
+ * ends within a few seconds with an error naming the template. */
+static void test_hostile_templates(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *family, *needle;
+    } hostile[] = {
+        {"hostile_xpcall", "'xpcall'"},       /* removed: its handler ran unhooked */
+        {"hostile_pattern", "quantifier"},    /* refused before matching */
+        {"hostile_rep", "budget exhausted"},  /* allocation counts against the budget */
+        {"hostile_pcall", "budget exhausted"},
+        {"hostile_include", "#include \"/etc/passwd\""},
+    };
+    kiln_expander *ex = NULL;
+    kiln_error err;
+    assert_int_equal(kiln_expander_create(DATA_DIR, &ex, &err), KILN_OK);
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        kiln_spec s = make_spec(hostile[i].family, "k", KILN_OP_FPROP);
+        char file[128];
+        snprintf(file, sizeof file, "templates/%s.lua:", hostile[i].family);
+        print_message("hostile: %s\n", hostile[i].family);
+        /* CPU time, so that a loaded machine does not fail the test. */
+        clock_t t0 = clock();
+        expand_fails(ex, &s, (const char *const[]){file, hostile[i].needle, NULL});
+        double dt = (double)(clock() - t0) / CLOCKS_PER_SEC;
+        print_message("  %.2f s of CPU\n", dt);
+        assert_true(dt < 5.0);
+    }
+    kiln_expander_destroy(ex);
+}
+
+/* The wall-time deadline stops a template the budget would let run: here
+ * an endless loop under a budget it would take hours to spend. */
+static void test_template_deadline(void **state)
+{
+    (void)state;
+    setenv("KILN_TEMPLATE_SECONDS", "0.5", 1);
+    kiln_expander *ex = NULL;
+    kiln_error err;
+    assert_int_equal(kiln_expander_create(DATA_DIR, &ex, &err), KILN_OK);
+    unsetenv("KILN_TEMPLATE_SECONDS");
+    kiln_expander_set_budget(ex, 1L << 50);
+    kiln_spec s = make_spec("loop", "k", KILN_OP_FPROP);
+    double t0 = kiln_now();
+    expand_fails(ex, &s, (const char *const[]){"templates/loop.lua:3:", "deadline", "0.5 s", NULL});
+    assert_true(kiln_now() - t0 < 2.0);
+    /* The simple family still expands under the same deadline. */
+    s = make_spec("simple", "k", KILN_OP_FPROP);
+    kiln_launch_desc l;
+    free(expand_ok(ex, &s, "sm_90a", &l));
+    kiln_expander_destroy(ex);
+    /* A bad setting is refused when the expander is made. */
+    setenv("KILN_TEMPLATE_SECONDS", "soon", 1);
+    assert_int_equal(kiln_expander_create(DATA_DIR, &ex, &err), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "KILN_TEMPLATE_SECONDS"));
+    unsetenv("KILN_TEMPLATE_SECONDS");
+}
+
+/* Writes each snippet into fmt (one %s) as templates/<family>.lua in a
+ * fresh override directory and expands it: the ok ones must expand, the
+ * bad ones fail with every needle in the message. */
+static void check_snippets(const char *family, const char *fmt, const char *const *ok, size_t n_ok,
+                           const char *const *bad, size_t n_bad, const char *const *needles)
+{
+    char *dir = kiln_test_mkdtemp(family);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.lua", dir, family);
+    kiln_expander *ex = NULL;
+    kiln_error err;
+    assert_int_equal(kiln_expander_create(dir, &ex, &err), KILN_OK);
+    kiln_spec s = make_spec(family, "k", KILN_OP_FPROP);
+    char text[2048];
+    for (size_t i = 0; i < n_ok + n_bad; i++) {
+        const char *snippet = i < n_ok ? ok[i] : bad[i - n_ok];
+        snprintf(text, sizeof text, fmt, snippet);
+        kiln_test_write_file(path, text);
+        print_message("%s: %s\n", i < n_ok ? "ok" : "bad", snippet);
+        if (i < n_ok) {
+            kiln_launch_desc l;
+            free(expand_ok(ex, &s, "sm_90a", &l));
+        } else {
+            expand_fails(ex, &s, needles);
+        }
+    }
+    kiln_expander_destroy(ex);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Patterns: the shipped templates' two, and what a sandboxed pattern may be. */
+static void test_template_patterns(void **state)
+{
+    (void)state;
+    static const char *const ok[] = {
+        "assert(('a-b.c'):gsub('[^%w_]', '_') == 'a_b_c')",
+        "assert(('9x'):match('^%d') == '9')",
+        "assert(('abc'):find('b', 1, true) == 2)",
+        "assert(('x=1'):match('(%a)=(%d)') == 'x')",
+        "for w in ('a,b'):gmatch('[%a]') do end",
+        "assert(('a]b'):find('[]]') == 2)",
+        "assert(('a-b'):find('%-') == 2)",
+    };
+    static const char *const bad[] = {
+        "local x = ('aaa'):find('a*')",
+        "local x = ('aaa'):match('a+b')",
+        "local x = ('aaa'):gsub('.-', '')",
+        "local x = ('aaa'):gmatch('a?')",
+        "local x = string.find('(a)', '%b()')",
+        "local x = ('a'):find('[a')",
+    };
+    check_snippets("pat",
+                   "%s\nreturn 'extern \"C\" __global__ void k() {}', "
+                   "{entry = 'k', threads = 32, smem = 0, persistent = false, ctas_per_sm = 1}\n",
+                   ok, N_OF(ok), bad, N_OF(bad),
+                   (const char *const[]){"templates/pat.lua:1:", "pattern", NULL});
+}
+
+/* #include in generated source: only the headers NVRTC carries itself
+ * (NVRTC reads any other path from the host). */
+static void test_generated_includes(void **state)
+{
+    (void)state;
+    static const char *const ok[] = {
+        "#include <cuda_fp16.h>",
+        "  #  include <cuda_bf16.h> // bf16",
+        "#include <cuda/std/cstdint>",
+        "#define X 1\n#if X\n#pragma unroll\n#endif",
+        "const char *s = \"# 1 include\";",
+    };
+    static const char *const bad[] = {
+        "#include \"/etc/passwd\"",
+        "#include </etc/passwd>",
+        "#include <../../etc/passwd>",
+        "#include \"kernel.h\"",
+        "#define P </etc/passwd>\n#include P",
+        "#\\\ninclude \"/etc/passwd\"",
+        "/* c */ #include \"/etc/passwd\"",
+        "%:include \"/etc/passwd\"",
+        "#include_next <cuda_fp16.h>",
+        "#embed \"/etc/passwd\"",
+        "# /* c */ include <stdio.h>",
+        "?\?=include \"/etc/passwd\"",
+        /* Refused in comments and strings too: the check needs no lexer. */
+        "// #include \"/etc/passwd\" in a comment",
+        "const char *s = \"#include </etc/passwd>\";",
+    };
+    check_snippets("inc",
+                   "local src = [==[%s\nextern \"C\" __global__ void k() {}\n]==]\n"
+                   "return src, {entry = 'k', threads = 32, smem = 0, persistent = false, "
+                   "ctas_per_sm = 1}\n",
+                   ok, N_OF(ok), bad, N_OF(bad),
+                   (const char *const[]){"templates/inc.lua:", "generated source line", NULL});
+}
+
 int main(void)
 {
     /* The expander honours $KILN_TEMPLATE_DIR when given no directory; the
@@ -560,6 +720,10 @@ int main(void)
         cmocka_unit_test(test_text_include_launch),
         kiln_test_with_dir(test_sandbox),
         kiln_test_with_dir(test_override_wins),
+        cmocka_unit_test(test_hostile_templates),
+        cmocka_unit_test(test_template_deadline),
+        cmocka_unit_test(test_template_patterns),
+        cmocka_unit_test(test_generated_includes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -662,6 +662,55 @@ static void test_shipped_specs(void **state)
     kiln_spec_list_free(&list);
 }
 
+/* Issue 13 (finding 4): hostile YAML is refused by the event pass before
+ * libyaml builds a document: a 160 KB nesting bomb in well under a second
+ * (it took 15 s), a text over the size cap at once; `kiln emit` exits 2. */
+static void test_yaml_limits(void **state)
+{
+    (void)state;
+    size_t half = 80 * 1024;
+    char *bomb = malloc(2 * half + 64);
+    assert_non_null(bomb);
+    size_t n = (size_t)sprintf(bomb, "kernel: k\nop: fprop\ntypes: {a: bf16}\nx: ");
+    memset(bomb + n, '[', half);
+    memset(bomb + n + half, ']', half);
+    n += 2 * half;
+    bomb[n++] = '\n';
+    kiln_spec_list list;
+    kiln_error err;
+    double t0 = kiln_now();
+    assert_int_equal(kiln_spec_parse(bomb, n, "bomb.yaml", &list, &err), KILN_ERROR_INVALID_SPEC);
+    assert_true(kiln_now() - t0 < 1.0);
+    assert_non_null(strstr(err.msg, "bomb.yaml:4:35: nesting too deep"));
+
+    char *dir = kiln_test_mkdtemp("bomb");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bomb.yaml", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bomb, 1, n, f), n);
+    fclose(f);
+    char *out = NULL;
+    t0 = kiln_now();
+    assert_int_equal(kiln_test_kiln(&out, "emit %s", path), 2);
+    assert_true(kiln_now() - t0 < 1.0);
+    assert_non_null(strstr(out, "nesting too deep"));
+    free(out);
+
+    /* Over 1 MiB: refused by size, before any parsing. */
+    char *big = malloc(((size_t)1 << 20) + 2);
+    assert_non_null(big);
+    memset(big, '#', ((size_t)1 << 20) + 1);
+    assert_int_equal(kiln_spec_parse(big, ((size_t)1 << 20) + 1, "big.yaml", &list, &err),
+                     KILN_ERROR_INVALID_SPEC);
+    assert_non_null(strstr(err.msg, "big.yaml: spec is 1048577 bytes; a spec may have at most "
+                                    "1048576"));
+    free(big);
+    free(bomb);
+    kiln_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -681,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_io_errors),
         cmocka_unit_test(test_parse_memory),
         cmocka_unit_test(test_shipped_specs),
+        cmocka_unit_test(test_yaml_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

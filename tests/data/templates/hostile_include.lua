@@ -1,0 +1,3 @@
+-- issue 13: generated source reading a host file through NVRTC
+local spec = ...
+return "#include \"/etc/passwd\"\nextern \"C\" __global__ void k() {}", {entry = "k", threads = 32, smem = 0, persistent = false, ctas_per_sm = 1}
