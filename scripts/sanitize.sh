@@ -12,7 +12,7 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-poin
 # --as-needed: the sanitizer runtimes are linked --no-as-needed, and so would
 # be the driver stub NVRTC's CMake target drags in; no test may need libcuda.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON \
-  -DCMAKE_C_COMPILER="$cc" \
+  -DCMAKE_C_COMPILER="$cc" -DKILN_BUILD_BUNDLE=OFF \
   -DCUDAToolkit_ROOT="${CUDAToolkit_ROOT:-/usr/local/cuda}" \
   -DCMAKE_C_FLAGS="$san -O1" \
   -DCMAKE_EXE_LINKER_FLAGS="$san -Wl,--as-needed" \
