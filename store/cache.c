@@ -78,6 +78,8 @@ static int is_hex_key(const char *s, size_t n)
 
 /* ---- key ---------------------------------------------------------------- */
 
+int kiln_cache_key_ok(const char *s) { return strlen(s) == 64 && is_hex_key(s, 64); }
+
 static void key_field(kiln_sha256 *s, const char *v)
 {
     unsigned char len[8];

@@ -40,6 +40,8 @@ const char *kiln_cache_path(const kiln_cache *c);
 /* Where the default directory is, without opening it (buf of KILN_PATH_MAX). */
 void kiln_cache_default_dir(char *buf, size_t size);
 
+/* 1 if s is 64 lowercase hex digits: the form of keys, ids and SHA-256 texts. */
+int kiln_cache_key_ok(const char *s);
 /* The key of a kernel id (store.h) for this build's compiler. */
 void kiln_cache_key_of_id(const char *kernel_id, char out[65]);
 /* The key of (arch, desc, source): kiln_cache_key_of_id of its kernel id
