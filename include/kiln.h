@@ -132,6 +132,9 @@ typedef struct kiln_context_options {
     kiln_log_fn log;           /* NULL: silent, or stderr under $KILN_LOG */
     void *log_user;
     kiln_log_level log_level;  /* lowest level passed to log */
+    uint64_t cache_max_bytes;  /* size cap of the cache: past it, least recently
+                                  used entries are removed; 0: $KILN_CACHE_MAX_BYTES,
+                                  or no cap */
     int checked;               /* 1: checked mode: before each call launches
                                   anything, every d_* pointer of its problem
                                   must be device memory (not host memory, not

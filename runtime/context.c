@@ -109,6 +109,8 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     ctx->driver_ok = 1;
     if (open_device(ctx, opts.device, &err)) return fail(ctx, &err);
     kiln_kernels_open_store(&ctx->kernels, opts.cache_dir, opts.bundle_paths);
+    if (opts.cache_max_bytes && ctx->kernels.store.cache)
+        kiln_cache_set_max_bytes(ctx->kernels.store.cache, opts.cache_max_bytes);
     kiln_kernels_open_tuning(&ctx->kernels, opts.tuning_tables);
     kiln_kernels *ks = &ctx->kernels;
     kiln_rt_logf(&ctx->log, KILN_LOG_INFO,
