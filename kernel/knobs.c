@@ -102,13 +102,6 @@ size_t kiln_kernel_name_bad_at(const char *s)
 
 int kiln_kernel_name_ok(const char *s) { return s[0] && !s[kiln_kernel_name_bad_at(s)]; }
 
-int kiln_arch_known(const char *arch)
-{
-    for (int i = 0; arch_choices[i].name; i++)
-        if (!strcmp(arch, arch_choices[i].name)) return 1;
-    return 0;
-}
-
 const kiln_knob *kiln_knob_find(const char *key)
 {
     for (const kiln_knob *k = kiln_knobs; k->key; k++)

@@ -90,7 +90,5 @@ void kiln_knob_fragment(const kiln_knob *k, const kiln_kernel_desc *d, char *buf
 int kiln_kernel_name_ok(const char *s);
 /* Where s first breaks that rule (strlen(s) if nowhere; 0 for ""). */
 size_t kiln_kernel_name_bad_at(const char *s);
-/* 1 if arch is one of the architectures the language knows ("sm_90a", ...). */
-int kiln_arch_known(const char *arch);
 
 #endif /* KILN_KNOBS_H */

@@ -54,8 +54,12 @@ static int get_text(const uint8_t *p, size_t width, char *out)
 
 /* Why a record's name or arch may not stand in a bundle ("" if it may).
  * They become file names (`kiln bundle extract`) and log lines, so they
- * follow the spec language's rules: a kernel name, a known arch.  The name
- * itself is not echoed (it may hold escapes); the first bad byte is. */
+ * follow kiln's rules: the spec language's kernel-name rule, and the arch
+ * rule every resolve applies (sm_<number>[a|f], kiln_nvrtc_arch_valid): not
+ * only the spec language's arch list, since the runtime caches kernels for
+ * the device it runs on (sm_89, sm_120, ...) and `cache export` bundles
+ * them.  The name itself is not echoed (it may hold escapes); the first bad
+ * byte is. */
 static void name_problem(const char *name, const char *arch, char *why, size_t size)
 {
     *why = '\0';
@@ -67,9 +71,10 @@ static void name_problem(const char *name, const char *arch, char *why, size_t s
     } else if (strlen(name) >= KILN_NAME_MAX) {
         snprintf(why, size, "name is %zu characters long; at most %d", strlen(name),
                  KILN_NAME_MAX - 1);
-    } else if (!kiln_arch_known(arch)) {
-        if (kiln_kernel_name_ok(arch)) snprintf(why, size, "unknown arch \"%s\"", arch);
-        else snprintf(why, size, "unknown arch (not an arch name)");
+    } else if (!kiln_nvrtc_arch_valid(arch)) {
+        if (kiln_kernel_name_ok(arch)) snprintf(why, size, "unknown arch \"%s\" (expected "
+                                                           "sm_<number>[a|f])", arch);
+        else snprintf(why, size, "unknown arch (not an architecture name, sm_<number>[a|f])");
     }
 }
 
@@ -115,9 +120,10 @@ kiln_status kiln_bundle_writer_add(kiln_bundle_writer *w, const char *id, const 
 {
     char why[160];
     name_problem(name, e->arch, why, sizeof why);
-    if (why[0]) return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "bundle: kernel %.100s "
-                                      "not added: %s", kiln_kernel_name_ok(name) ? name : "",
-                                      why);
+    if (why[0])
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "bundle: kernel%s%.100s not "
+                              "added: %s", kiln_kernel_name_ok(name) ? " " : "",
+                              kiln_kernel_name_ok(name) ? name : "", why);
     for (size_t i = 0; i < w->n; i++)
         if (!strcmp(w->items[i].rec.id, id)) return KILN_OK;
     if (w->n == w->cap) {

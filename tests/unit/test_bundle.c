@@ -351,8 +351,11 @@ static void test_hostile_record_names_refused(void **state)
     expect_refused(bad, "index record 0");
     rename_record(good, bad, 0, 226, 16, "../sm_90a");
     expect_refused(bad, "unknown arch");
-    rename_record(good, bad, 0, 226, 16, "sm_91");
+    rename_record(good, bad, 0, 226, 16, "sm_9x");
     expect_refused(bad, "index record 0");
+    rename_record(good, bad, 0, 226, 16, "sm_89"); /* a device's arch: still good */
+    assert_int_equal(kiln_bundle_open(bad, &b, NULL), KILN_OK);
+    kiln_bundle_close(b);
 
     /* The writer refuses such names too. */
     kiln_bundle_writer *w;
@@ -368,9 +371,9 @@ static void test_hostile_record_names_refused(void **state)
     memset(longname, 'a', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
     assert_int_equal(kiln_bundle_writer_add(w, id, longname, &e, &err), KILN_ERROR_INVALID_ARGUMENT);
-    snprintf(e.arch, sizeof e.arch, "sm_42");
+    snprintf(e.arch, sizeof e.arch, "sm42");
     assert_int_equal(kiln_bundle_writer_add(w, id, "k1", &e, &err), KILN_ERROR_INVALID_ARGUMENT);
-    assert_non_null(strstr(err.msg, "sm_42"));
+    assert_non_null(strstr(err.msg, "sm42"));
     assert_int_equal(kiln_bundle_writer_count(w), 0);
     kiln_cache_entry_free(&e);
     kiln_bundle_writer_destroy(w);
