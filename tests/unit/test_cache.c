@@ -742,6 +742,14 @@ static void test_one_compile_per_key(void **state)
     }
     assert_int_equal(compiled, 1);
     assert_int_equal(count_files(dir, ".tmp"), 0);
+    /* The key's lock file stays beside the entry; clear removes both. */
+    assert_int_equal(count_files(dir, ".lock"), 1);
+    kiln_cache *c = open_cache(dir);
+    size_t removed = 0;
+    assert_int_equal(kiln_cache_clear(c, &removed, NULL), KILN_OK);
+    assert_int_equal(removed, 1);
+    assert_int_equal(count_files(dir, ".lock"), 0);
+    kiln_cache_close(c);
     free(src);
 }
 
