@@ -132,6 +132,19 @@ typedef struct kiln_context_options {
     kiln_log_fn log;           /* NULL: silent, or stderr under $KILN_LOG */
     void *log_user;
     kiln_log_level log_level;  /* lowest level passed to log */
+    uint64_t cache_max_bytes;  /* size cap of the cache: past it, least recently
+                                  used entries are removed; 0: $KILN_CACHE_MAX_BYTES,
+                                  or no cap */
+    int checked;               /* 1: checked mode: before each call launches
+                                  anything, every d_* pointer of its problem
+                                  must be device memory (not host memory, not
+                                  unknown to the driver) and, where the driver
+                                  tells the allocation's range, hold all the
+                                  call may read or write (capacity rows, G*N*K
+                                  weights, ...); else KILN_ERROR_INVALID_ARGUMENT
+                                  naming the argument.  One driver query per
+                                  pointer per call: for debugging.  Default 0;
+                                  $KILN_CHECK=1 or =0 overrides it. */
 } kiln_context_options;
 
 /* Fills *opts with the defaults. */
@@ -212,6 +225,23 @@ typedef struct kiln_problem {
     int32_t *d_overflow;   /* optional device int: set to 1 when Σm > capacity
                               (rows past capacity are then not computed) */
 } kiln_problem;
+
+/* Hostile sizes.  d_sizes is read on the device, so kiln cannot refuse it
+ * before a call; the kernels clamp it instead:
+ *   - a negative count is taken as 0 (an empty group);
+ *   - with KILN_SIZES_OFFSETS, an offset smaller than the one before it (or
+ *     negative) is taken as equal to the one before it (an empty group);
+ *   - a group that would end past capacity ends at capacity, and the groups
+ *     after it are empty.
+ * Whatever d_sizes holds, no row outside [0, capacity) of d_a, d_out, d_b
+ * (wgrad) or epilogue.d_c / d_row_scale is read or written, and when any
+ * of the above happened *d_overflow (if given) is set to 1.  The results of
+ * the clamped groups are then unspecified (their rows, or their dW_g, may
+ * be partly computed); those of the groups before them are exact.
+ * host_sizes, when given, is checked on the host instead: a negative count,
+ * a decreasing offset or a sum past capacity is KILN_ERROR_INVALID_ARGUMENT.
+ * The checked mode (kiln_context_options.checked) checks the pointers and
+ * their allocations' sizes, not the device-side sizes. */
 
 /* Fills *p with defaults: struct_size, alpha 1, bf16 types, everything else
  * 0/NULL. */

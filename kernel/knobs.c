@@ -88,6 +88,20 @@ _Static_assert(sizeof(kiln_op) == sizeof(int) && sizeof(kiln_dtype) == sizeof(in
                    sizeof(kiln_wgrad_output) == sizeof(int),
                "enum members must be int-sized");
 
+size_t kiln_kernel_name_bad_at(const char *s)
+{
+    /* Spelled out rather than with <ctype.h>: the locale must not widen it. */
+    size_t i = 0;
+    for (; s[i]; i++) {
+        char c = s[i];
+        int alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+        if (!alpha && !(i > 0 && c >= '0' && c <= '9')) break;
+    }
+    return i;
+}
+
+int kiln_kernel_name_ok(const char *s) { return s[0] && !s[kiln_kernel_name_bad_at(s)]; }
+
 const kiln_knob *kiln_knob_find(const char *key)
 {
     for (const kiln_knob *k = kiln_knobs; k->key; k++)

@@ -83,4 +83,12 @@ int kiln_knob_parse_value(const kiln_knob *k, kiln_kernel_desc *d, const char *v
  * "m128_n128_k64"). */
 void kiln_knob_fragment(const kiln_knob *k, const kiln_kernel_desc *d, char *buf, size_t size);
 
+/* The language's kernel-name rule, [A-Za-z_][A-Za-z0-9_]*, shared by the
+ * spec parser and by every reader of names from files (bundles): a name that
+ * passes it is safe in a file name, a C identifier and a log line.  Length
+ * is the caller's limit. */
+int kiln_kernel_name_ok(const char *s);
+/* Where s first breaks that rule (strlen(s) if nowhere; 0 for ""). */
+size_t kiln_kernel_name_bad_at(const char *s);
+
 #endif /* KILN_KNOBS_H */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked.h"
 #include "context.h"
 #include "launch.h"
 #include "problem.h"
@@ -101,11 +102,15 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
         return fail(ctx, &err);
     ctx->allowed = opts.allowed_backends ? opts.allowed_backends : KILN_ALLOW_ALL;
     if (read_backend_env(ctx, &err)) return fail(ctx, &err);
+    ctx->checked = opts.checked != 0;
+    if (kiln_checked_from_env(&ctx->checked, &err)) return fail(ctx, &err);
     if (kiln_kernels_open_catalog(&ctx->kernels, &err)) return fail(ctx, &err);
     if (kiln_driver_load(&ctx->drv, &err)) return fail(ctx, &err);
     ctx->driver_ok = 1;
     if (open_device(ctx, opts.device, &err)) return fail(ctx, &err);
     kiln_kernels_open_store(&ctx->kernels, opts.cache_dir, opts.bundle_paths);
+    if (opts.cache_max_bytes && ctx->kernels.store.cache)
+        kiln_cache_set_max_bytes(ctx->kernels.store.cache, opts.cache_max_bytes);
     kiln_kernels_open_tuning(&ctx->kernels, opts.tuning_tables);
     kiln_kernels *ks = &ctx->kernels;
     kiln_rt_logf(&ctx->log, KILN_LOG_INFO,
@@ -206,6 +211,7 @@ static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstrea
     kiln_rt_kernel *k;
     int pushed;
     kiln_status st = begin_call(ctx, p, &c, &k, &pushed, err);
+    if (!st && ctx->checked) st = kiln_check_problem_memory(&ctx->drv, p, err);
     if (!st && k) st = kiln_launch_run(&ctx->env, k, p, stream, err);
     else if (!st) st = kiln_cublaslt_run(&ctx->lt, &ctx->env, &ctx->kernels, p, stream, err);
     leave(ctx, pushed);

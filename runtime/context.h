@@ -22,6 +22,7 @@ struct kiln_context {
     kiln_rt_log log;
     unsigned allowed;             /* KILN_ALLOW_* after KILN_BACKEND */
     char forced_by[64];           /* "KILN_BACKEND=cublaslt", or "" */
+    int checked;                  /* checked mode (checked.h) */
 
     kiln_driver drv;
     int driver_ok;

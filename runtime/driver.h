@@ -56,6 +56,7 @@
     X(cuMemsetD8)                                                                                  \
     X(cuMemsetD8Async)                                                                             \
     X(cuMemsetD2D8Async)                                                                           \
+    X(cuPointerGetAttributes)                                                                      \
     X(cuStreamCreate)                                                                              \
     X(cuStreamDestroy)                                                                             \
     X(cuStreamSynchronize)                                                                         \

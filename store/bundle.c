@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "bundle.h"
+#include "knobs.h"
 #include "store.h"
 
 static const char MAGIC[8] = {'K', 'I', 'L', 'N', 'B', 'N', 'D', '1'};
@@ -51,6 +52,32 @@ static int get_text(const uint8_t *p, size_t width, char *out)
     return 1;
 }
 
+/* Why a record's name or arch may not stand in a bundle ("" if it may).
+ * They become file names (`kiln bundle extract`) and log lines, so they
+ * follow kiln's rules: the spec language's kernel-name rule, and the arch
+ * rule every resolve applies (sm_<number>[a|f], kiln_nvrtc_arch_valid): not
+ * only the spec language's arch list, since the runtime caches kernels for
+ * the device it runs on (sm_89, sm_120, ...) and `cache export` bundles
+ * them.  The name itself is not echoed (it may hold escapes); the first bad
+ * byte is. */
+static void name_problem(const char *name, const char *arch, char *why, size_t size)
+{
+    *why = '\0';
+    if (!kiln_kernel_name_ok(name)) {
+        size_t at = kiln_kernel_name_bad_at(name);
+        if (!name[0]) snprintf(why, size, "an empty name is not a kernel name");
+        else snprintf(why, size, "name is not a kernel name (byte 0x%02x at %zu; names match "
+                                 "[A-Za-z_][A-Za-z0-9_]*)", (unsigned char)name[at], at);
+    } else if (strlen(name) >= KILN_NAME_MAX) {
+        snprintf(why, size, "name is %zu characters long; at most %d", strlen(name),
+                 KILN_NAME_MAX - 1);
+    } else if (!kiln_nvrtc_arch_valid(arch)) {
+        if (kiln_kernel_name_ok(arch)) snprintf(why, size, "unknown arch \"%s\" (expected "
+                                                           "sm_<number>[a|f])", arch);
+        else snprintf(why, size, "unknown arch (not an architecture name, sm_<number>[a|f])");
+    }
+}
+
 void kiln_bundle_id(const char *arch, const char *desc, const char *source_sha256, char out[65])
 {
     kiln_kernel_id(arch, desc, source_sha256, out);
@@ -91,6 +118,12 @@ size_t kiln_bundle_writer_count(const kiln_bundle_writer *w) { return w->n; }
 kiln_status kiln_bundle_writer_add(kiln_bundle_writer *w, const char *id, const char *name,
                                    const kiln_cache_entry *e, kiln_error *err)
 {
+    char why[160];
+    name_problem(name, e->arch, why, sizeof why);
+    if (why[0])
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "bundle: kernel%s%.100s not "
+                              "added: %s", kiln_kernel_name_ok(name) ? " " : "",
+                              kiln_kernel_name_ok(name) ? name : "", why);
     for (size_t i = 0; i < w->n; i++)
         if (!strcmp(w->items[i].rec.id, id)) return KILN_OK;
     if (w->n == w->cap) {
@@ -310,8 +343,18 @@ kiln_status kiln_bundle_open(const char *path, kiln_bundle **out, kiln_error *er
                 kiln_bundle_record *r = &b->records[i];
                 if (!decode_record(m + index_off + (uint64_t)i * RECORD_BYTES, r) ||
                     r->offset < HEADER_BYTES || r->offset > index_off ||
-                    r->size > index_off - r->offset)
+                    r->size > index_off - r->offset) {
                     snprintf(why, sizeof why, "index record %u is damaged", i);
+                } else {
+                    char bad[160];
+                    name_problem(r->name, r->arch, bad, sizeof bad);
+                    if (!kiln_cache_key_ok(r->id) || !kiln_cache_key_ok(r->key) ||
+                        !kiln_cache_key_ok(r->sha256))
+                        snprintf(why, sizeof why, "index record %u: id, key or checksum is not "
+                                                  "64 hex digits", i);
+                    else if (bad[0])
+                        snprintf(why, sizeof why, "index record %u (id %.16s): %s", i, r->id, bad);
+                }
             }
         }
     }

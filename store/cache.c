@@ -29,10 +29,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache.h"
@@ -46,12 +49,17 @@
 #define ENTRY_HEADER 208u
 #define ENTRY_SUM 32u
 #define ENTRY_EXT ".kbin"
+#define LOCK_EXT ".lock"
 
-/* Immutable after open: one handle may be used by many threads at once
+/* Immutable once shared: one handle may be used by many threads at once
  * (each get/put works on its own files). */
 struct kiln_cache {
     char dir[KILN_PATH_MAX];
+    uint64_t max_bytes;          /* 0: no cap */
 };
+
+static kiln_status sweep_temps(kiln_cache *c, int sweep, size_t *count, size_t *stale,
+                               kiln_error *err);
 
 /* ---- little-endian helpers ----------------------------------------------- */
 
@@ -77,6 +85,8 @@ static int is_hex_key(const char *s, size_t n)
 }
 
 /* ---- key ---------------------------------------------------------------- */
+
+int kiln_cache_key_ok(const char *s) { return strlen(s) == 64 && is_hex_key(s, 64); }
 
 static void key_field(kiln_sha256 *s, const char *v)
 {
@@ -163,11 +173,33 @@ kiln_status kiln_cache_open(const char *dir, kiln_cache **out, kiln_error *err)
     /* Strip trailing slashes (but keep "/"). */
     size_t n = strlen(c->dir);
     while (n > 1 && c->dir[n - 1] == '/') c->dir[--n] = '\0';
+    const char *cap = getenv("KILN_CACHE_MAX_BYTES");
+    if (cap && *cap) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(cap, &end, 10);
+        if (*cap < '0' || *cap > '9' || *end || errno) {
+            free(c);
+            return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                                  "KILN_CACHE_MAX_BYTES is \"%.40s\"; expected a byte count "
+                                  "(0: no cap)", cap);
+        }
+        c->max_bytes = v;
+    }
     /* A folder that cannot be made is no error here: gets miss and each
      * put reports why it failed. */
     (void)kiln_mkdirs(c->dir, NULL);
+    /* Temp files of killed writers would otherwise stay forever; a sweep
+     * that fails (a read-only cache) only leaves them. */
+    size_t count, stale;
+    (void)sweep_temps(c, 1, &count, &stale, NULL);
     *out = c;
     return KILN_OK;
+}
+
+void kiln_cache_set_max_bytes(kiln_cache *c, uint64_t max_bytes)
+{
+    if (c) c->max_bytes = max_bytes;
 }
 
 void kiln_cache_close(kiln_cache *c) { free(c); }
@@ -353,7 +385,43 @@ int kiln_cache_get(kiln_cache *c, const char *key, kiln_cache_entry *out, int *d
     char problem[KILN_ERROR_MAX];
     int r = load_entry(path, key, out, problem, sizeof problem);
     if (r < 0 && damaged) *damaged = 1;
+    /* A hit is a use: the size cap evicts by modification time.  A cache
+     * that cannot be written is still read. */
+    if (r > 0) (void)utimensat(AT_FDCWD, path, NULL, 0);
     return r > 0;
+}
+
+static void evict(kiln_cache *c, const char *keep);
+
+int kiln_cache_lock(kiln_cache *c, const char *key)
+{
+    char path[KILN_PATH_MAX + 200];
+    if (!c || !entry_path(c, key, path, sizeof path)) return -1;
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    if (kiln_mkdirs(path, NULL) != KILN_OK) return -1;
+    *slash = '/';
+    /* "<key>.lock", not "<key>.kbin.lock": nothing but entries and their
+     * temp files is named after an entry. */
+    snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "%s" LOCK_EXT, key);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    /* flock locks belong to the open file description, so threads of one
+     * process exclude each other as processes do. */
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+void kiln_cache_unlock(int lock)
+{
+    if (lock < 0) return;
+    (void)flock(lock, LOCK_UN);
+    close(lock);
 }
 
 kiln_status kiln_cache_put(kiln_cache *c, const kiln_cache_entry *e, kiln_error *err)
@@ -387,10 +455,13 @@ kiln_status kiln_cache_put(kiln_cache *c, const kiln_cache_entry *e, kiln_error 
     if (st != KILN_OK)
         return kiln_error_set(err, KILN_ERROR_CACHE, "cache %s is not writable: %s", c->dir,
                               e2.msg);
+    if (c->max_bytes) evict(c, e->key);
     return KILN_OK;
 }
 
 /* ---- listing and maintenance -------------------------------------------- */
+
+
 
 static int is_entry_name(const char *n)
 {
@@ -404,6 +475,11 @@ static int is_temp_name(const char *n)
            strncmp(n + 64, ENTRY_EXT ".tmp.", strlen(ENTRY_EXT) + 5) == 0;
 }
 
+static int is_lock_name(const char *n)
+{
+    return strlen(n) == 64 + strlen(LOCK_EXT) && is_hex_key(n, 64) && strcmp(n + 64, LOCK_EXT) == 0;
+}
+
 static int is_shard_name(const char *n)
 {
     return strlen(n) == 2 && is_hex_key(n, 2);
@@ -414,7 +490,7 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Lists entry keys (sorted) or, with temps, entry and temp file paths. */
+/* Lists entry keys (sorted) or, with temps, entry, temp and lock file paths. */
 static kiln_status list_files(kiln_cache *c, int temps, char ***out, size_t *count,
                               kiln_error *err)
 {
@@ -440,7 +516,8 @@ static kiln_status list_files(kiln_cache *c, int temps, char ***out, size_t *cou
         struct dirent *fe;
         while ((fe = readdir(sd)) != NULL) {
             int entry = is_entry_name(fe->d_name);
-            if (!entry && !(temps && is_temp_name(fe->d_name))) continue;
+            if (!entry && !(temps && (is_temp_name(fe->d_name) || is_lock_name(fe->d_name))))
+                continue;
             if (n == cap) {
                 size_t nc = cap ? cap * 2 : 64;
                 char **nv = realloc(v, nc * sizeof *v);
@@ -506,6 +583,86 @@ kiln_status kiln_cache_foreach(kiln_cache *c, kiln_cache_visit_fn fn, void *user
     }
     free_list(keys, n);
     return KILN_OK;
+}
+
+/* Counts temp files, and with sweep removes the stale ones. */
+static kiln_status sweep_temps(kiln_cache *c, int sweep, size_t *count, size_t *stale,
+                               kiln_error *err)
+{
+    *count = *stale = 0;
+    char **files;
+    size_t n;
+    kiln_status st = list_files(c, 1, &files, &n, err);
+    if (st != KILN_OK) return st;
+    time_t now = time(NULL);
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        if (!is_temp_name(strrchr(files[i], '/') + 1) || stat(files[i], &sb) != 0) continue;
+        int old = now - sb.st_mtime > KILN_CACHE_TEMP_AGE;
+        if (old && sweep && unlink(files[i]) == 0) continue;
+        (*count)++;
+        *stale += old;
+    }
+    free_list(files, n);
+    return KILN_OK;
+}
+
+kiln_status kiln_cache_count_temps(kiln_cache *c, size_t *count, size_t *stale, kiln_error *err)
+{
+    size_t dummy[2];
+    if (!count) count = &dummy[0];
+    if (!stale) stale = &dummy[1];
+    if (!c) {
+        *count = *stale = 0;
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "cache temps: NULL cache");
+    }
+    return sweep_temps(c, 0, count, stale, err);
+}
+
+typedef struct aged {
+    char *key;
+    uint64_t size;
+    struct timespec used;
+} aged;
+
+static int cmp_aged(const void *a, const void *b)
+{
+    const aged *x = a, *y = b;
+    if (x->used.tv_sec != y->used.tv_sec) return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    if (x->used.tv_nsec != y->used.tv_nsec) return x->used.tv_nsec < y->used.tv_nsec ? -1 : 1;
+    return strcmp(x->key, y->key);
+}
+
+/* Removes least recently used entries (oldest modification time: puts and
+ * hits set it) until the entries total at most max_bytes, never `keep`.
+ * Best effort: what cannot be listed or removed stays. */
+static void evict(kiln_cache *c, const char *keep)
+{
+    char **keys;
+    size_t n;
+    if (list_files(c, 0, &keys, &n, NULL) != KILN_OK) return;
+    aged *v = calloc(n ? n : 1, sizeof *v);
+    uint64_t total = 0;
+    size_t m = 0;
+    for (size_t i = 0; v && i < n; i++) {
+        char path[KILN_PATH_MAX + 160];
+        struct stat sb;
+        entry_path(c, keys[i], path, sizeof path);
+        if (stat(path, &sb) != 0) continue;
+        total += (uint64_t)sb.st_size;
+        v[m++] = (aged){keys[i], (uint64_t)sb.st_size, sb.st_mtim};
+    }
+    if (v && total > c->max_bytes) {
+        qsort(v, m, sizeof *v, cmp_aged);
+        for (size_t i = 0; i < m && total > c->max_bytes; i++) {
+            char path[KILN_PATH_MAX + 160];
+            if (!strcmp(v[i].key, keep)) continue;
+            entry_path(c, v[i].key, path, sizeof path);
+            if (unlink(path) == 0 || errno == ENOENT) total -= v[i].size;
+        }
+    }
+    free(v);
+    free_list(keys, n);
 }
 
 kiln_status kiln_cache_clear(kiln_cache *c, size_t *removed, kiln_error *err)

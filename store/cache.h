@@ -40,11 +40,35 @@ const char *kiln_cache_path(const kiln_cache *c);
 /* Where the default directory is, without opening it (buf of KILN_PATH_MAX). */
 void kiln_cache_default_dir(char *buf, size_t size);
 
+/* 1 if s is 64 lowercase hex digits: the form of keys, ids and SHA-256 texts. */
+int kiln_cache_key_ok(const char *s);
 /* The key of a kernel id (store.h) for this build's compiler. */
 void kiln_cache_key_of_id(const char *kernel_id, char out[65]);
 /* The key of (arch, desc, source): kiln_cache_key_of_id of its kernel id
  * (the source's provenance line is left out, kiln_source_body). */
 void kiln_cache_key(const char *arch, const char *desc, const char *source, char out[65]);
+
+/* Temp files of writers ("<entry>.tmp.*"): *count of them and *stale, those
+ * older than KILN_CACHE_TEMP_AGE seconds, which only a killed writer leaves
+ * (a write takes well under a second).  kiln_cache_open removes the stale
+ * ones; `kiln cache verify` reports them. */
+#define KILN_CACHE_TEMP_AGE 300
+kiln_status kiln_cache_count_temps(kiln_cache *c, size_t *count, size_t *stale, kiln_error *err);
+
+/* The size cap: after a put takes the entries' total size over max_bytes,
+ * the least recently used entries (a hit counts as a use) are removed until
+ * it is back under, never the entry just written.  0: no cap (the default;
+ * kiln_cache_open reads $KILN_CACHE_MAX_BYTES, refusing a value that is not
+ * a byte count).  Set it before the handle is shared between threads. */
+void kiln_cache_set_max_bytes(kiln_cache *c, uint64_t max_bytes);
+
+/* The per-key lock: held around "miss, compile, put" so that of processes
+ * (or threads) missing one key together one compiles and the others wait,
+ * then read.  A file "<key>.lock" beside the entry, flock'd (clear removes it).  Returns a
+ * handle for kiln_cache_unlock, or -1 when no lock could be taken (an
+ * unwritable cache): the caller then goes on unlocked. */
+int kiln_cache_lock(kiln_cache *c, const char *key);
+void kiln_cache_unlock(int lock);
 
 /* 1: hit (entry filled), 0: miss (absent or damaged; *damaged set when the
  * entry existed but failed verification). */

@@ -100,7 +100,8 @@ static kiln_status compile(const kiln_store *s, const kiln_kernel_ref *k, const 
     } else if (damaged) {
         char path[4096] = "";
         kiln_cache_entry_path(s->cache, key, path, sizeof path);
-        warn(s, "kernel %s (%s): cache entry %s was damaged; rebuilt it", k->name, k->arch, path);
+        warn(s, "kernel %s (%s): cache entry %s was damaged; rebuilt, cached again",
+             k->name, k->arch, path);
     }
     return KILN_OK;
 }
@@ -137,9 +138,18 @@ kiln_status kiln_store_resolve(const kiln_store *s, const kiln_kernel_ref *k,
         return kiln_error_set(err, KILN_ERROR_CACHE,
                               "kernel %s (%s): no bundle or cache entry holds it, and there is "
                               "no source to compile", name, k->arch);
+    /* Of processes missing this key together one compiles; the others wait
+     * here and then find its entry. */
+    int lock = s->cache ? kiln_cache_lock(s->cache, key) : -1;
+    if (lock >= 0 && kiln_cache_get(s->cache, key, out, &damaged)) {
+        kiln_cache_unlock(lock);
+        *origin = KILN_ORIGIN_CACHE;
+        return KILN_OK;
+    }
     kiln_kernel_ref named = *k;
     named.name = name;
     kiln_status st = compile(s, &named, key, damaged, out, err);
+    kiln_cache_unlock(lock);
     if (st == KILN_OK) *origin = KILN_ORIGIN_NVRTC;
     return st;
 }

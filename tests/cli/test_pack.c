@@ -297,6 +297,25 @@ static void test_import_export(void **state)
     free(out);
 }
 
+/* Issue 13, finding 1: the reader refuses the hostile bundle outright (bad
+ * input, exit 2), naming the first hostile record, and writes nothing. */
+static void test_hostile_names_refused_on_read(void **state)
+{
+    (void)state;
+    char path[4200], dir[4300], *out;
+    snprintf(path, sizeof path, "%s/hostile2.kbundle", g_dir);
+    snprintf(dir, sizeof dir, "%s/refused", g_dir);
+    hostile_copy(path);
+    int rc = kiln_test_kiln(&out, "bundle extract %s %s", path, dir);
+    if (rc != 2 || !strstr(out, "index record 0") || !strstr(out, "not a kernel name"))
+        fail_msg("bundle extract: exit %d:\n%s", rc, out);
+    free(out);
+    assert_true(entries_in(dir) <= 0);
+    rc = kiln_test_kiln(&out, "bundle ls %s", path);
+    if (rc != 2 || !strstr(out, "index record 0")) fail_msg("bundle ls: exit %d:\n%s", rc, out);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_damaged_bundles_refused),
         cmocka_unit_test(test_paths_do_not_change_keys),
         cmocka_unit_test(test_import_export),
+        cmocka_unit_test(test_hostile_names_refused_on_read),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -305,6 +305,80 @@ static void test_resolve_chain(void **state)
     free(dir);
 }
 
+/* Writes a copy of src with index record `rec`'s text field at `field`
+ * (130: name, 226: arch; offsets in the on-disk record) set to `text`, and
+ * the whole-file checksum made valid again: only the field is hostile. */
+static void rename_record(const char *src, const char *dst, int rec, size_t field, size_t width,
+                          const char *text)
+{
+    char *d;
+    size_t n;
+    assert_int_equal(kiln_file_read(src, &d, &n, NULL), KILN_OK);
+    uint64_t index_off = 0;
+    for (int i = 0; i < 8; i++) index_off |= (uint64_t)(uint8_t)d[16 + i] << (8 * i);
+    char *f = d + index_off + (size_t)rec * 480 + field;
+    memset(f, 0, width);
+    memcpy(f, text, strlen(text));
+    kiln_sha256 s;
+    kiln_sha256_init(&s);
+    kiln_sha256_update(&s, d, n - 32);
+    kiln_sha256_final(&s, (uint8_t *)d + n - 32);
+    assert_int_equal(kiln_file_write_atomic(dst, d, n, NULL), KILN_OK);
+    free(d);
+}
+
+/* Issue 13, finding 1: a record's name and arch become file names
+ * (`bundle extract`) and log lines; a bundle whose checksums are valid but
+ * whose record is named ../../x, or carries an unknown arch, is refused on
+ * open, naming the record. */
+static void test_hostile_record_names_refused(void **state)
+{
+    const char *dir = *state;
+    char good[4096], bad[4096];
+    snprintf(good, sizeof good, "%s/good.kbundle", dir);
+    snprintf(bad, sizeof bad, "%s/bad.kbundle", dir);
+    write_bundle(good, 3, 0, NULL);
+    rename_record(good, bad, 1, 130, 96, "k1"); /* the same name again: still good */
+    kiln_bundle *b = NULL;
+    assert_int_equal(kiln_bundle_open(bad, &b, NULL), KILN_OK);
+    kiln_bundle_close(b);
+    rename_record(good, bad, 1, 130, 96, "../../x");
+    expect_refused(bad, "index record 1");
+    expect_refused(bad, "not a kernel name");
+    rename_record(good, bad, 2, 130, 96, "k\n\033[2J");
+    expect_refused(bad, "index record 2");
+    rename_record(good, bad, 0, 130, 96, "");
+    expect_refused(bad, "index record 0");
+    rename_record(good, bad, 0, 226, 16, "../sm_90a");
+    expect_refused(bad, "unknown arch");
+    rename_record(good, bad, 0, 226, 16, "sm_9x");
+    expect_refused(bad, "index record 0");
+    rename_record(good, bad, 0, 226, 16, "sm_89"); /* a device's arch: still good */
+    assert_int_equal(kiln_bundle_open(bad, &b, NULL), KILN_OK);
+    kiln_bundle_close(b);
+
+    /* The writer refuses such names too. */
+    kiln_bundle_writer *w;
+    kiln_error err;
+    assert_int_equal(kiln_bundle_writer_create(&w, NULL), KILN_OK);
+    kiln_cache_entry e;
+    make_entry(&e, 1, "sm_90a");
+    char id[65];
+    kiln_bundle_id(e.arch, e.desc, e.source_sha256, id);
+    assert_int_equal(kiln_bundle_writer_add(w, id, "../../x", &e, &err), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "not a kernel name"));
+    char longname[200];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    assert_int_equal(kiln_bundle_writer_add(w, id, longname, &e, &err), KILN_ERROR_INVALID_ARGUMENT);
+    snprintf(e.arch, sizeof e.arch, "sm42");
+    assert_int_equal(kiln_bundle_writer_add(w, id, "k1", &e, &err), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "sm42"));
+    assert_int_equal(kiln_bundle_writer_count(w), 0);
+    kiln_cache_entry_free(&e);
+    kiln_bundle_writer_destroy(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_id_ignores_compiler_versions),
         cmocka_unit_test(test_reproducible_from_empty_caches),
         cmocka_unit_test(test_resolve_chain),
+        kiln_test_with_dir(test_hostile_record_names_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

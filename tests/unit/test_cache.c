@@ -1,6 +1,8 @@
 /* test_cache.c — the on-disk cubin cache: keys, entries, damage, sharing. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <fcntl.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -648,6 +650,200 @@ static void test_concurrent_processes(void **state)
     kiln_cache_close(c);
 }
 
+/* ---- issue 13: temp files, per-key lock, size cap, messages ------------- */
+
+/* Sets a file's modification time `age` seconds into the past. */
+static void age_file(const char *path, int age)
+{
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= age;
+    t[1] = t[0];
+    assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+}
+
+/* Finding 7: temp files of killed writers, older than a few minutes, are
+ * counted (cache verify) and swept when a cache is opened; a fresh one (a
+ * writer at work) is left alone. */
+static void test_stale_temps_swept(void **state)
+{
+    const char *dir = *state;
+    kiln_cache *c = open_cache(dir);
+    kiln_cache_entry e;
+    make_entry(&e, "temps", "name=temps");
+    assert_int_equal(kiln_cache_put(c, &e, NULL), KILN_OK);
+    char path[4400], old[4500], fresh[4500];
+    assert_int_equal(kiln_cache_entry_path(c, e.key, path, sizeof path), 1);
+    snprintf(old, sizeof old, "%s.tmp.123.456.789", path);
+    snprintf(fresh, sizeof fresh, "%s.tmp.124.456.789", path);
+    write_file(old, "killed", 6);
+    write_file(fresh, "at work", 7);
+    age_file(old, 3600);
+    size_t count = 0, stale = 0;
+    kiln_error err;
+    assert_int_equal(kiln_cache_count_temps(c, &count, &stale, &err), KILN_OK);
+    assert_int_equal(count, 2);
+    assert_int_equal(stale, 1);
+    kiln_cache_close(c);
+    c = open_cache(dir); /* sweeps */
+    struct stat st;
+    assert_int_not_equal(stat(old, &st), 0);
+    assert_int_equal(stat(fresh, &st), 0);
+    assert_int_equal(kiln_cache_count_temps(c, &count, &stale, &err), KILN_OK);
+    assert_int_equal(count, 1);
+    assert_int_equal(stale, 0);
+    kiln_cache_entry got;
+    assert_int_equal(kiln_cache_get(c, e.key, &got, NULL), 1); /* the entry is untouched */
+    kiln_cache_entry_free(&got);
+    kiln_cache_entry_free(&e);
+    kiln_cache_close(c);
+}
+
+/* Finding 7: processes that miss one key together compile it once; the
+ * others wait on the key's lock and then read the entry. */
+static void test_one_compile_per_key(void **state)
+{
+    const char *dir = *state;
+    enum { N_PROC = 4 };
+    char *src = kernel_source("locked_k", 7);
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t pids[N_PROC];
+    for (int p = 0; p < N_PROC; p++) {
+        pids[p] = fork();
+        assert_true(pids[p] >= 0);
+        if (pids[p] == 0) {
+            close(go[1]);
+            char b;
+            if (read(go[0], &b, 1) < 0) _exit(10);
+            kiln_cache *c = NULL;
+            if (kiln_cache_open(dir, &c, NULL) != KILN_OK) _exit(11);
+            kiln_cache_entry e;
+            kiln_error warn, err;
+            kiln_jit_origin o = KILN_JIT_CACHE;
+            if (kiln_jit_get(c, "locked_k", "sm_90a", "lock", src, &e, &o, &warn, &err) != KILN_OK)
+                _exit(12);
+            if (e.cubin_size < 4 || memcmp(e.cubin, "\x7f" "ELF", 4) != 0) _exit(14);
+            kiln_cache_entry_free(&e);
+            kiln_cache_close(c);
+            _exit(o == KILN_JIT_COMPILED ? 20 : o == KILN_JIT_CACHE ? 21 : 15);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    int compiled = 0;
+    for (int p = 0; p < N_PROC; p++) {
+        int st = 0;
+        assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
+        assert_true(WIFEXITED(st));
+        int code = WEXITSTATUS(st);
+        if (code != 20 && code != 21) fail_msg("child %d exited with %d", p, code);
+        compiled += code == 20;
+    }
+    assert_int_equal(compiled, 1);
+    assert_int_equal(count_files(dir, ".tmp"), 0);
+    /* The key's lock file stays beside the entry; clear removes both. */
+    assert_int_equal(count_files(dir, ".lock"), 1);
+    kiln_cache *c = open_cache(dir);
+    size_t removed = 0;
+    assert_int_equal(kiln_cache_clear(c, &removed, NULL), KILN_OK);
+    assert_int_equal(removed, 1);
+    assert_int_equal(count_files(dir, ".lock"), 0);
+    kiln_cache_close(c);
+    free(src);
+}
+
+/* Finding 7: with KILN_CACHE_MAX_BYTES, a put that takes the cache over the
+ * cap removes the least recently used entries (a hit counts as a use), never
+ * the entry just written. */
+static void test_size_cap_evicts_lru(void **state)
+{
+    const char *dir = *state;
+    kiln_cache_entry e[4];
+    char path[4][4400];
+    char desc[4][32];
+    for (int i = 0; i < 4; i++) {
+        snprintf(desc[i], sizeof desc[i], "name=cap%d", i);
+        make_entry(&e[i], desc[i], desc[i]);
+    }
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    assert_int_equal(kiln_cache_entry_encode(&e[0], &sb), KILN_OK);
+    char cap[32];
+    snprintf(cap, sizeof cap, "%zu", sb.len * 3 + sb.len / 2); /* room for three */
+    kiln_strbuf_free(&sb);
+    setenv("KILN_CACHE_MAX_BYTES", "lots", 1);
+    kiln_cache *c = NULL;
+    kiln_error err;
+    assert_int_equal(kiln_cache_open(dir, &c, &err), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "KILN_CACHE_MAX_BYTES"));
+    setenv("KILN_CACHE_MAX_BYTES", cap, 1);
+    c = open_cache(dir);
+    unsetenv("KILN_CACHE_MAX_BYTES");
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(kiln_cache_put(c, &e[i], &err), KILN_OK);
+        assert_int_equal(kiln_cache_entry_path(c, e[i].key, path[i], sizeof path[i]), 1);
+        age_file(path[i], 300 - 100 * i); /* 0 oldest, 2 newest */
+    }
+    kiln_cache_entry got;
+    assert_int_equal(kiln_cache_get(c, e[0].key, &got, NULL), 1); /* 0 is used: now 1 is oldest */
+    kiln_cache_entry_free(&got);
+    assert_int_equal(kiln_cache_put(c, &e[3], &err), KILN_OK);
+    int want[4] = {1, 0, 1, 1};
+    for (int i = 0; i < 4; i++) {
+        int hit = kiln_cache_get(c, e[i].key, &got, NULL);
+        if (hit != want[i]) fail_msg("entry %d: hit %d, expected %d", i, hit, want[i]);
+        if (hit) kiln_cache_entry_free(&got);
+    }
+    /* A cap smaller than one entry keeps the entry just written. */
+    kiln_cache_set_max_bytes(c, 1);
+    assert_int_equal(kiln_cache_put(c, &e[1], &err), KILN_OK);
+    assert_int_equal(kiln_cache_get(c, e[1].key, &got, NULL), 1);
+    kiln_cache_entry_free(&got);
+    assert_int_equal(count_files(dir, ".kbin"), 1);
+    for (int i = 0; i < 4; i++) kiln_cache_entry_free(&e[i]);
+    kiln_cache_close(c);
+}
+
+static void keep_message(void *user, const char *message)
+{
+    snprintf(user, KILN_ERROR_MAX, "%s", message);
+}
+
+/* Finding 9: a damaged entry that was rebuilt is reported as cached again. */
+static void test_rebuilt_entry_reported_cached(void **state)
+{
+    const char *dir = *state;
+    kiln_cache *c = open_cache(dir);
+    char msg[KILN_ERROR_MAX] = "";
+    kiln_store s = {.cache = c, .warn = keep_message, .warn_user = msg};
+    char *src = kernel_source("rebuilt_k", 3);
+    kiln_kernel_ref k = {.name = "rebuilt_k", .arch = "sm_90a", .desc = "rb", .source = src};
+    kiln_cache_entry e;
+    kiln_origin o;
+    kiln_error err;
+    assert_int_equal(kiln_store_resolve(&s, &k, &e, &o, &err), KILN_OK);
+    char path[4400];
+    assert_int_equal(kiln_cache_entry_path(c, e.key, path, sizeof path), 1);
+    kiln_cache_entry_free(&e);
+    char *data;
+    size_t len;
+    read_file(path, &data, &len);
+    data[len / 2] ^= 0x10;
+    write_file(path, data, len);
+    free(data);
+    assert_int_equal(kiln_store_resolve(&s, &k, &e, &o, &err), KILN_OK);
+    assert_int_equal(o, KILN_ORIGIN_NVRTC);
+    if (!strstr(msg, "cached again") || strstr(msg, "not cached"))
+        fail_msg("message: %s", msg);
+    kiln_cache_entry got; /* and it is */
+    assert_int_equal(kiln_cache_get(c, e.key, &got, NULL), 1);
+    kiln_cache_entry_free(&got);
+    kiln_cache_entry_free(&e);
+    free(src);
+    kiln_cache_close(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,6 +856,10 @@ int main(void)
         kiln_test_with_dir(test_unwritable),
         kiln_test_with_dir(test_default_dir),
         kiln_test_with_dir(test_concurrent_processes),
+        kiln_test_with_dir(test_stale_temps_swept),
+        kiln_test_with_dir(test_one_compile_per_key),
+        kiln_test_with_dir(test_size_cap_evicts_lru),
+        kiln_test_with_dir(test_rebuilt_entry_reported_cached),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

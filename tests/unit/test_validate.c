@@ -10,6 +10,7 @@
 
 #include "testutil.h"
 
+#include "checked.h"
 #include "dispatch.h"
 #include "env.h"
 #include "kernels.h"
@@ -629,6 +630,157 @@ static void test_dispatch_tuned_step(void **state)
     kiln_strbuf_free(&sb);
 }
 
+/* ---- checked mode (issue 13, finding 10): device pointers asked of a fake
+ * driver whose allocations are a table. */
+
+typedef struct fake_alloc {
+    uintptr_t start;
+    size_t size;                 /* 0: the driver does not tell the range */
+    unsigned type;               /* CU_MEMORYTYPE_* */
+} fake_alloc;
+
+static fake_alloc g_allocs[8];
+static CUresult g_query_result;
+
+static CUresult CUDAAPI fake_pointer_attributes(unsigned int n, CUpointer_attribute *attrs,
+                                                void **data, CUdeviceptr ptr)
+{
+    if (g_query_result != CUDA_SUCCESS) return g_query_result;
+    const fake_alloc *a = NULL;
+    for (int i = 0; i < 8; i++)
+        if (g_allocs[i].type && ptr >= g_allocs[i].start &&
+            ptr < g_allocs[i].start + (g_allocs[i].size ? g_allocs[i].size : 1))
+            a = &g_allocs[i];
+    /* Like the driver: an unknown pointer is no error, its attributes are 0. */
+    for (unsigned i = 0; i < n; i++) {
+        switch (attrs[i]) {
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data[i] = a ? a->type : 0; break;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned char *)data[i] = 0; break;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            *(CUdeviceptr *)data[i] = a && a->size ? a->start : 0;
+            break;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data[i] = a ? a->size : 0; break;
+        default: return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* base_problem's pointers as allocations just large enough for fprop
+ * (bf16; G 4, N 64, K 32, capacity 100). */
+static void fake_allocations(void)
+{
+    memset(g_allocs, 0, sizeof g_allocs);
+    g_query_result = CUDA_SUCCESS;
+    g_allocs[0] = (fake_alloc){0x100000, 4 * 4, CU_MEMORYTYPE_DEVICE};      /* sizes */
+    g_allocs[1] = (fake_alloc){0x200000, 100 * 32 * 2, CU_MEMORYTYPE_DEVICE}; /* X */
+    g_allocs[2] = (fake_alloc){0x300000, 4 * 64 * 32 * 2, CU_MEMORYTYPE_DEVICE}; /* W */
+    g_allocs[3] = (fake_alloc){0x400000, 100 * 64 * 2, CU_MEMORYTYPE_DEVICE}; /* Y */
+    g_allocs[4] = (fake_alloc){0x500000, 4096, CU_MEMORYTYPE_HOST};         /* pinned host */
+}
+
+static kiln_status check_memory(const kiln_problem *p, kiln_error *err)
+{
+    kiln_driver d;
+    memset(&d, 0, sizeof d);
+    d.cuPointerGetAttributes = fake_pointer_attributes;
+    kiln_error_clear(err);
+    assert_int_equal(kiln_validate_problem(p, err), KILN_OK);
+    return kiln_check_problem_memory(&d, p, err);
+}
+
+static void expect_memory_refused(const kiln_problem *p, const char *a, const char *b)
+{
+    kiln_error err;
+    kiln_status st = check_memory(p, &err);
+    if (st != KILN_ERROR_INVALID_ARGUMENT || !strstr(err.msg, a) || (b && !strstr(err.msg, b)))
+        fail_msg("expected INVALID_ARGUMENT naming '%s' and '%s', got %d '%s'", a, b ? b : "",
+                 (int)st, err.msg);
+}
+
+static void expect_memory_ok(const kiln_problem *p)
+{
+    kiln_error err;
+    kiln_status st = check_memory(p, &err);
+    if (st != KILN_OK) fail_msg("expected OK, got %d '%s'", (int)st, err.msg);
+}
+
+static void test_checked_mode_pointers(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    fake_allocations();
+    base_problem(&p, KILN_OP_FPROP);
+    expect_memory_ok(&p);
+    /* Host memory the driver does not know (malloc), and pinned host memory. */
+    int64_t host[64];
+    p.d_a = (void *)(((uintptr_t)host + 15) & ~(uintptr_t)15);
+    expect_memory_refused(&p, "problem->d_a", "not device memory");
+    p.d_a = FAKE(0x500000);
+    expect_memory_refused(&p, "problem->d_a", "host memory");
+    /* An allocation too small: one byte short, or a pointer into the middle. */
+    base_problem(&p, KILN_OP_FPROP);
+    g_allocs[3].size--;
+    expect_memory_refused(&p, "problem->d_out", "12800 bytes");
+    g_allocs[3].size++;
+    p.d_a = FAKE(0x200000 + 16);
+    expect_memory_refused(&p, "problem->d_a", "capacity 100 rows");
+    p.d_a = FAKE(0x200000);
+    p.lda = 40; /* rows further apart: (99*40+32)*2 bytes */
+    expect_memory_refused(&p, "problem->d_a", "7984");
+    p.lda = 0;
+    p.groups = 5; /* W and the sizes are read for 5 groups */
+    expect_memory_refused(&p, "problem->d_sizes", "5 int32");
+    p.groups = 4;
+    /* Range not told: only the type is checked. */
+    g_allocs[3].size = 0;
+    expect_memory_ok(&p);
+    g_allocs[3].size = 100 * 64 * 2;
+    /* C is checked only when it is read (beta != 0). */
+    p.epilogue.d_c = FAKE(0x900000);
+    expect_memory_ok(&p);
+    p.epilogue.beta = 1.0f;
+    expect_memory_refused(&p, "problem->epilogue.d_c", "not device memory");
+    /* wgrad writes dW [G,N,K]: more than Y's allocation holds. */
+    base_problem(&p, KILN_OP_WGRAD);
+    g_allocs[1].size = 100 * 64 * 2; /* dY [capacity, N] */
+    expect_memory_refused(&p, "problem->d_out", "groups*n 256 rows");
+    g_allocs[3].size = 4 * 64 * 32 * 2;
+    expect_memory_ok(&p);
+    /* A driver failure is a driver error naming the pointer. */
+    base_problem(&p, KILN_OP_FPROP);
+    g_query_result = CUDA_ERROR_INVALID_CONTEXT;
+    kiln_error err;
+    assert_int_equal(check_memory(&p, &err), KILN_ERROR_DRIVER);
+    assert_non_null(strstr(err.msg, "problem->d_sizes"));
+    g_query_result = CUDA_SUCCESS;
+}
+
+static void test_checked_mode_env(void **state)
+{
+    (void)state;
+    kiln_error err;
+    kiln_error_clear(&err);
+    int on = 0;
+    unsetenv("KILN_CHECK");
+    assert_int_equal(kiln_checked_from_env(&on, &err), KILN_OK);
+    assert_int_equal(on, 0);
+    setenv("KILN_CHECK", "1", 1);
+    assert_int_equal(kiln_checked_from_env(&on, &err), KILN_OK);
+    assert_int_equal(on, 1);
+    setenv("KILN_CHECK", "0", 1);
+    assert_int_equal(kiln_checked_from_env(&on, &err), KILN_OK);
+    assert_int_equal(on, 0);
+    setenv("KILN_CHECK", "yes", 1);
+    assert_int_equal(kiln_checked_from_env(&on, &err), KILN_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(err.msg, "KILN_CHECK=yes"));
+    unsetenv("KILN_CHECK");
+    /* Off unless asked for. */
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    assert_int_equal(o.checked, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -648,6 +800,8 @@ int main(void)
         cmocka_unit_test(test_log_env),
         cmocka_unit_test(test_default_bundle_path),
         cmocka_unit_test(test_dispatch_tuned_step),
+        cmocka_unit_test(test_checked_mode_pointers),
+        cmocka_unit_test(test_checked_mode_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
