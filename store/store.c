@@ -168,10 +168,12 @@ kiln_status kiln_store_add_bundle(kiln_store *s, const char *path, const char *a
         else other = r->arch;
     }
     if (*for_arch == 0) {
+        /* `other` points into b: the message is written before b goes. */
+        kiln_error_set(err, KILN_ERROR_CACHE,
+                       "bundle %s refused: it holds no kernel for %s (built for %s)", path, arch,
+                       other ? other : "nothing");
         kiln_bundle_close(b);
-        return kiln_error_set(err, KILN_ERROR_CACHE,
-                              "bundle %s refused: it holds no kernel for %s (built for %s)", path,
-                              arch, other ? other : "nothing");
+        return KILN_ERROR_CACHE;
     }
     kiln_bundle **grown = realloc(s->bundles, (s->n_bundles + 1) * sizeof *grown);
     if (!grown) {
