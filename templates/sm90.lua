@@ -123,7 +123,7 @@ local pre = {
   "",
 }
 
-local source = table.concat(pre, "\n") .. kiln.text("sm90_ptx.cuh") .. kiln.text("sm90_gemm.cuh")
+local source = table.concat(pre, "\n") .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_gemm.cuh")
 
 local launch = {
   entry = entry,

@@ -134,7 +134,7 @@ return function(spec, arch)
     "",
   }
 
-  local source = table.concat(pre, "\n") .. kiln.text("sm90_ptx.cuh") .. kiln.text("sm90_wgrad.cuh")
+  local source = table.concat(pre, "\n") .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_wgrad.cuh")
 
   local launch = {
     entry = entry,
