@@ -426,6 +426,23 @@ KDEV void kiln_raster(int local, int tm, int tn, int &m, int &n)
 
 /* ----------------------------------------------------------- skeleton */
 
+/* The kernel's signature, as runtime/launch.c launches every sm90 kernel:
+ * the arguments, then the TMA maps of A, B and D by value. */
+#define KILN_SM90_KERNEL                                                        \
+    extern "C" __global__ void __launch_bounds__(NT, 1)                         \
+    KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,                   \
+               const __grid_constant__ kiln_tmap tmap_a,                        \
+               const __grid_constant__ kiln_tmap tmap_b,                        \
+               const __grid_constant__ kiln_tmap tmap_d)
+
+/* Whether there is work: none for G <= 0; the runtime must not send more
+ * than MAXG groups here (the schedule arrays hold MAXG), so that traps. */
+KDEV bool kiln_groups_ok(int G)
+{
+    if (G > MAXG) __trap();
+    return G > 0;
+}
+
 /* Warpgroup 0 produces, 1..CONSUMERS consume.  The index comes through a
  * shuffle: provably warp-uniform, so the compiler keeps the wgmma paths
  * convergent. */

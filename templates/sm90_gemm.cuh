@@ -216,11 +216,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
 /* Clusters are not compiled in (__cluster_dims__): the launcher sets
  * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {CM*CN, 1, 1} on a 1-D grid, as
  * runtime/launch.c does; the kernel traps when launched otherwise. */
-extern "C" __global__ void __launch_bounds__(NT, 1)
-KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
-           const __grid_constant__ kiln_tmap tmap_a,
-           const __grid_constant__ kiln_tmap tmap_b,
-           const __grid_constant__ kiln_tmap tmap_d)
+KILN_SM90_KERNEL
 {
     const kiln_smem m = kiln_carve<kiln_gemm_layout>();
     kiln_gemm P;
@@ -242,11 +238,7 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
         asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(nct));
         if (nct != (kiln_u32)CS) __trap();   /* launched without the cluster attribute */
     }
-    if (P.G > MAXG || P.G <= 0) {
-        /* The runtime must not send more than MAXG groups here. */
-        if (P.G > MAXG) __trap();
-        return;
-    }
+    if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
         kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS);
         kiln_tma_prefetch_desc(&tmap_a);

@@ -321,11 +321,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
 
 /* ------------------------------------------------------------ kernel */
 
-extern "C" __global__ void __launch_bounds__(NT, 1)
-KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
-           const __grid_constant__ kiln_tmap tmap_a,
-           const __grid_constant__ kiln_tmap tmap_b,
-           const __grid_constant__ kiln_tmap tmap_d)
+KILN_SM90_KERNEL
 {
     const kiln_smem m = kiln_carve<kiln_wgrad_layout>();
     kiln_wgrad P;
@@ -336,11 +332,7 @@ KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,
     P.tm = (P.wn + BM - 1) / BM;
     P.tk = (P.wk + BN - 1) / BN;
 
-    if (P.G > MAXG || P.G <= 0) {
-        /* The runtime must not send more than MAXG groups here. */
-        if (P.G > MAXG) __trap();
-        return;
-    }
+    if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
         kiln_init_ring(m, PINGPONG ? 4 : CONSUMERS * 4);
         kiln_tma_prefetch_desc(&tmap_a);
