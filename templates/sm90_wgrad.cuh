@@ -296,9 +296,11 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             continue;
         }
         turn.wait();
+        const bool any = kiln_mainloop(m, r, turn, T, acc, cw, lane);
+        /* after the main loop: nothing more lives across it */
         char *dg = DISCRETE ? (char *)args.d_ptrs[T.g]
                             : (char *)args.d + (long long)T.g * P.wn * args.ldd * OSZ;
-        if (!kiln_mainloop(m, r, turn, T, acc, cw, lane)) {
+        if (!any) {
             kiln_store_zeros(args, P, T, dg, row_off);
             continue;
         }

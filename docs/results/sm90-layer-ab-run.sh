@@ -15,6 +15,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$here/new/tests/gpu${LD_LIBRARY_PAT
 t0=$(date +%s); deadline=$((t0 + ${AB_SECONDS:-530}))
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv,noheader
 
+if [ -z "${AB_BENCH_ONLY:-}" ]; then
 echo "== 1. GPU suite (new)"
 KILN_BUNDLE_PATH=$here/new/kiln-sm_90a.kbundle KILN_TEST_EXPECT_NO_NVRTC=1 OUT=$out \
   bash scripts/gpu_suite.sh new > "$out/suite.log" 2>&1
@@ -30,11 +31,12 @@ echo "tune rc=$? ($(( $(date +%s) - t0 )) s): $(awk -F'\t' '$4=="ok"' /tmp/t.tun
 cp /tmp/t.tuning.journal "$out/tune.journal" 2>/dev/null
 awk -F'\t' '$4=="bad"' /tmp/t.tuning.journal | head
 
+fi
 echo "== 3. benchmark, old and new alternating"
 bench() { # side round
   local c; c=$(mktemp -d /tmp/kc.XXXXXX)
   KILN_CACHE_DIR=$c KILN_BUNDLE_PATH=$here/$1/kiln-sm_90a.kbundle "$here/$1/kiln_bench" \
-    --cases bench/cases.tsv --reps 30 --untuned > "$out/bench_$1_$2.log" 2>&1
+    --cases bench/cases.tsv --ops ${AB_OPS:-fprop,dgrad,wgrad,wgrad_acc} --reps 30 --untuned > "$out/bench_$1_$2.log" 2>&1
   echo "  $1 round $2: rc=$? $(grep -c FAILED "$out/bench_$1_$2.log") FAILED"
   rm -rf "$c"
 }
@@ -43,7 +45,7 @@ while :; do
   now=$(date +%s)
   [ $r -ge 1 ] && [ $((now + last * 13 / 10)) -gt $deadline ] && break
   r=$((r + 1)); s=$now
-  if [ $((r % 2)) -eq 1 ]; then bench old $r; bench new $r; else bench new $r; bench old $r; fi
+  if [ $(((r + ${AB_SWAP:-0}) % 2)) -eq 1 ]; then bench old $r; bench new $r; else bench new $r; bench old $r; fi
   last=$(( $(date +%s) - s )); echo "  round $r took $last s"
   [ $r -ge 6 ] && break
 done
