@@ -59,8 +59,14 @@ template <int STG_WARP> struct kiln_layout {
     static constexpr int OFF_SCHED = OFF_STG + CONSUMERS * 4 * STG_WARP;
     static constexpr int OFF_BAR = (OFF_SCHED + SCHED_INTS * 4 + 7) & ~7;
     static constexpr int USED = OFF_BAR + 2 * STAGES * 8;
+    /* The pingpong turn's two mbarriers sit in ints 16..19 of the scan
+     * scratch, which the scan never touches (it uses [0, NWARPS) and
+     * [32, 32 + NWARPS)): the launch's shared-memory size, computed by the
+     * Lua rules, stays exact. */
     static_assert(USED + 1024 <= SMEM_BYTES, "launch shared memory too small");
+    static_assert((OFF_SCHED + (2 * (MAXG + 1) + 16) * 4) % 8 == 0, "mbarriers need 8-byte alignment");
 };
+static_assert(NWARPS <= 16, "the scan scratch must leave ints 16..19 to the pingpong turn");
 
 /* ------------------------------------------------------------------ PTX */
 
@@ -183,18 +189,8 @@ KDEV void kiln_cluster_sync_unaligned()
                  "barrier.cluster.wait.acquire;" ::: "memory");
 }
 
-/* Named barriers: 1 and 2 are the pingpong turn (kiln_turn); the kernels
- * use 3 and up for their own consumer-only syncs. */
-KDEV void kiln_bar_sync(int id)
-{
-    if (id == 1) asm volatile("bar.sync 1, 256;" ::: "memory");
-    else asm volatile("bar.sync 2, 256;" ::: "memory");
-}
-KDEV void kiln_bar_arrive(int id)
-{
-    if (id == 1) asm volatile("bar.arrive 1, 256;" ::: "memory");
-    else asm volatile("bar.arrive 2, 256;" ::: "memory");
-}
+/* A named barrier among nthreads consumer threads (0 is __syncthreads;
+ * wgrad's tail masking uses 3, or 3 + cw in pingpong). */
 KDEV void kiln_named_sync(int id, int nthreads)
 {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(nthreads) : "memory");
@@ -267,6 +263,7 @@ struct kiln_smem {
     int *tile_start;      /* [MAXG + 1]: first work item of each group */
     int *scratch;         /* 64 ints for the block scan */
     kiln_u32 bar_full, bar_empty;
+    kiln_u32 bar_turn;    /* the pingpong turn: WG0's mbarrier, WG1's at + 8 */
     KDEV kiln_u32 stage(int s) const { return sbase + s * STAGE_BYTES; }
     KDEV kiln_u32 full(int s) const { return bar_full + 8 * s; }
     KDEV kiln_u32 empty(int s) const { return bar_empty + 8 * s; }
@@ -284,17 +281,21 @@ template <class L> KDEV kiln_smem kiln_carve()
     m.scratch = m.tile_start + (MAXG + 1);
     m.bar_full = m.sbase + L::OFF_BAR;
     m.bar_empty = m.bar_full + STAGES * 8;
+    m.bar_turn = m.sbase + L::OFF_SCHED + (2 * (MAXG + 1) + 16) * 4;   /* see kiln_layout */
     return m;
 }
 
 /* Thread 0: the ring's barriers (full: the producer's one arrival plus the
- * transaction bytes; empty: `empty_count` consumer-warp arrivals). */
+ * transaction bytes; empty: `empty_count` consumer-warp arrivals) and the
+ * pingpong turn's (a warpgroup's 128 threads). */
 KDEV void kiln_init_ring(const kiln_smem &m, kiln_u32 empty_count)
 {
     for (int s = 0; s < STAGES; ++s) {
         kiln_mbar_init(m.full(s), 1);
         kiln_mbar_init(m.empty(s), empty_count);
     }
+    kiln_mbar_init(m.bar_turn, 128);
+    kiln_mbar_init(m.bar_turn + 8, 128);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
@@ -485,41 +486,33 @@ template <int CS_> KDEV void kiln_release(const kiln_smem &m, int s, int lane, k
     }
 }
 
-/* The pingpong protocol.  Warpgroup cw takes the items j of its CTA with
- * j % 2 == cw and skips the other's in the ring (kiln_ring::skip).  Main
- * loops alternate: a warpgroup starts waiting on the ring only after the
- * other has issued its last wgmma of the item before (pass()), so a parity
- * wait never sees a phase two laps old, and each epilogue overlaps the
- * other's main loop.  WG0 waits on named barrier 1 and signals 2, WG1 the
- * reverse; finish() balances the counts so that no arrival is left pending.
- * Cooperative kernels (PINGPONG 0) take every item; all calls are no-ops. */
+/* The pingpong protocol.  Both consumer warpgroups walk every item j of
+ * their CTA; warpgroup cw takes those with j % 2 == cw and skips the
+ * other's in the ring by its k-block count (kiln_ring::skip).  Main loops
+ * alternate: a warpgroup waits for its turn (its mbarrier, 128 arrivals)
+ * before each item but WG0's first, and passes the turn to the other right
+ * after issuing its item's last wgmma, so a parity wait on the ring never
+ * sees a phase two laps old, and each epilogue overlaps the other's main
+ * loop.  An arrival nobody waits for needs no balancing at exit.  (Named
+ * barriers 1/2 in place of the mbarriers: wgrad 64x256 4-6% slower on H200,
+ * docs/sm90_kernel.md.)  Cooperative kernels (PINGPONG 0) take every item
+ * and the calls compile to nothing. */
 struct kiln_turn {
-    int cw;       /* consumer warpgroup, 0 or 1 */
-    int n_mine;   /* items started */
+    kiln_u32 bar;   /* WG0's turn at bar, WG1's at bar + 8 */
+    int cw;
+    kiln_u32 ph;
+    int n_mine;
     KDEV bool mine(int j) const { return !PINGPONG || (j & 1) == cw; }
     KDEV void wait()
     {
-        if (PINGPONG && (cw == 1 || n_mine > 0)) kiln_bar_sync(1 + cw);
+        if (PINGPONG && (cw == 1 || n_mine > 0)) {
+            kiln_mbar_wait(bar + 8 * cw, ph);
+            ph ^= 1;
+        }
         ++n_mine;
     }
-    KDEV void pass() const { if (PINGPONG) kiln_bar_arrive(2 - cw); }
-    /* items: how many this CTA walked, both warpgroups together */
-    KDEV void finish(int items) const
-    {
-        if (!PINGPONG) return;
-        const int n0 = (items + 1) / 2, n1 = items / 2;
-        /* WG0 synced max(n0-1,0) times on 1, WG1 arrived n1 times there;
-         * WG1 synced n1 times on 2, WG0 arrived n0 times there. */
-        if (cw == 0 && n1 > max(n0 - 1, 0)) kiln_bar_sync(1);
-        if (cw == 1 && n0 > n1) kiln_bar_sync(2);
-    }
+    KDEV void pass() const { if (PINGPONG) kiln_mbar_arrive(bar + 8 * (cw ^ 1)); }
 };
-
-/* How many of `total` items a CTA walks from `first` in steps of `step`. */
-KDEV int kiln_items_of(int first, int step, int total)
-{
-    return first < total ? (total - first + step - 1) / step : 0;
-}
 
 /* Keeps the compiler from moving accumulator reads above the wgmma wait. */
 KDEV void kiln_fence_acc(float (&acc)[MI][ACC_N])

@@ -196,7 +196,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
     const int row_off = PINGPONG ? 0 : cw * WG_M;
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
-    kiln_turn turn = {cw, 0};
+    kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
     for (int t = P.cid; t < P.items; t += P.ncl, ++j) {
         if (!turn.mine(j)) {
@@ -208,7 +208,6 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         kiln_mainloop(P, m, r, turn, acc, row_off, lane);
         kiln_epilogue(args, P, T, acc, stg, T.row0 + row_off + wq * 16);
     }
-    turn.finish(j);
 }
 
 /* ------------------------------------------------------------ kernel */

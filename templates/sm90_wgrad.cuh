@@ -287,7 +287,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     constexpr int OSZ = OUT_T == 2 ? 4 : 2;
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
-    kiln_turn turn = {cw, 0};
+    kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
     for (int t = blockIdx.x; t < P.items; t += gridDim.x, ++j) {
         const kiln_wtile T = kiln_decode(P, m, t);
@@ -316,7 +316,6 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
                            });
         }
     }
-    turn.finish(j);
     /* the last reduce-adds must finish reading shared memory before exit */
     if (TMA_RED && lane == 0) kiln_bulk_wait<0>();
 }
