@@ -56,7 +56,7 @@ local pre = common.preamble("sm90", entry, k, {
   string.format("constexpr int CM = %d, CN = %d;", cm, cn),
 }, smem, wgmma)
 
-local source = pre .. kiln.text("sm90_ptx.cuh") .. kiln.text("sm90_gemm.cuh")
+local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_gemm.cuh")
 
 local launch = {
   entry = entry,

@@ -75,8 +75,7 @@ return function(spec, arch, mode)
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", k.raster, common.max_groups),
   }, smem, wgmma)
 
-  local source = pre .. kiln.text("sm90_ptx.cuh") .. kiln.text("sm90_tma_store.cuh") ..
-                 kiln.text("sm90_wgrad.cuh")
+  local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_wgrad.cuh")
 
   local launch = {
     entry = entry,

@@ -1,0 +1,661 @@
+/*
+ * sm90_common.cuh — the sm90 device layer that sm90_gemm.cuh (fprop, dgrad)
+ * and sm90_wgrad.cuh are written on:
+ *
+ *   - inline-PTX wrappers (shared-memory addresses, mbarriers, TMA loads,
+ *     multicast and reduce-add, wgmma fences and descriptors, clusters,
+ *     named barriers), bf16/fp16 conversions;
+ *   - the tile geometry and the shared-memory carve (ring, staging,
+ *     schedule arrays, barriers);
+ *   - the per-CTA group schedule (block scan of the group sizes into row and
+ *     work-item prefix sums), the group lookup and the raster of a group's
+ *     tiles;
+ *   - the producer/consumer skeleton: roles, the STAGES-deep ring of
+ *     full/empty mbarriers, slot release, and the one pingpong protocol;
+ *   - the staging/store path from accumulators to 8-value row pieces.
+ *
+ * Self-contained: no includes.  The templates (sm90.lua, sm90_wgrad.lua)
+ * paste common/kernel_abi.h and a preamble, then this file, then the
+ * kernel's own file.  The preamble defines BM BN BK STAGES CONSUMERS
+ * PINGPONG OUT_T RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES.
+ */
+
+#pragma nv_diag_suppress 177
+#define KDEV __device__ __forceinline__
+typedef unsigned int kiln_u32;
+typedef unsigned long long kiln_u64;
+
+constexpr int NT = 128 * (CONSUMERS + 1);      /* threads per CTA: producer + consumers */
+constexpr int NWARPS = NT / 32;
+
+/* ------------------------------------------------------------ geometry */
+
+constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  /* rows per consumer warpgroup */
+constexpr int MI = WG_M / 64;                  /* m64 sub-tiles per consumer */
+constexpr int ACC_N = BN / 2;                  /* fp32 accumulators per thread per sub-tile */
+constexpr int BOX_BYTES = BK * 128;            /* 64 16-bit values x BK rows, 128B-swizzled */
+constexpr int A_BYTES = BM / 64 * BOX_BYTES;
+constexpr int B_BYTES = BN / 64 * BOX_BYTES;
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+/* MN-major operands (dgrad's B, both of wgrad's), 128-byte swizzle: 64-wide
+ * chunks of the M/N dimension are one box apart (LBO), 8-row groups of the
+ * reduction 1024 bytes apart (SBO).  Swapped: wrong results (checked). */
+constexpr kiln_u32 MN_LBO = BOX_BYTES, MN_SBO = 1024;
+constexpr int STG_LD = 40;                     /* staging row pitch in floats (32 + 8 pad) */
+constexpr int STG_SLOT_BYTES = 16 * STG_LD * 4;  /* one warp's padded 16x32 fp32 slot */
+constexpr int SCHED_INTS = 2 * (MAXG + 1) + 64;  /* row starts, item starts, scan scratch */
+
+static_assert(BK == 64, "BK must be 64 (one 128-byte swizzle row of 16-bit elements)");
+static_assert(!PINGPONG || CONSUMERS == 2, "pingpong needs 2 consumer warpgroups");
+static_assert(WG_M % 64 == 0, "rows per consumer warpgroup must be a multiple of 64");
+static_assert(BN % 64 == 0 && BN <= 256, "BN must be 64, 128, 192 or 256");
+static_assert(MI * ACC_N <= 128, "too many accumulators per thread");
+
+/* The carve of the dynamic shared memory, from a 1024-byte aligned base:
+ * the ring, CONSUMERS*4 warps' staging of STG_WARP bytes each, the schedule
+ * arrays, then the full and empty mbarriers of the ring. */
+template <int STG_WARP> struct kiln_layout {
+    static constexpr int OFF_STG = STAGES * STAGE_BYTES;
+    static constexpr int OFF_SCHED = OFF_STG + CONSUMERS * 4 * STG_WARP;
+    static constexpr int OFF_BAR = (OFF_SCHED + SCHED_INTS * 4 + 7) & ~7;
+    static constexpr int USED = OFF_BAR + 2 * STAGES * 8;
+    /* The pingpong turn's two mbarriers sit in ints 16..19 of the scan
+     * scratch, which the scan never touches (it uses [0, NWARPS) and
+     * [32, 32 + NWARPS)): the launch's shared-memory size, computed by the
+     * Lua rules, stays exact. */
+    static_assert(USED + 1024 <= SMEM_BYTES, "launch shared memory too small");
+    static_assert((OFF_SCHED + (2 * (MAXG + 1) + 16) * 4) % 8 == 0, "mbarriers need 8-byte alignment");
+};
+static_assert(NWARPS <= 16, "the scan scratch must leave ints 16..19 to the pingpong turn");
+
+/* ------------------------------------------------------------------ PTX */
+
+KDEV kiln_u32 kiln_smem_addr(const void *p)
+{
+    kiln_u32 r;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+                 : "=r"(r) : "l"(p));
+    return r;
+}
+
+KDEV void kiln_mbar_init(kiln_u32 bar, kiln_u32 count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+
+KDEV void kiln_mbar_expect_tx(kiln_u32 bar, kiln_u32 bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+
+KDEV void kiln_mbar_arrive(kiln_u32 bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+
+/* Arrive on the barrier at the same offset in cluster peer `rank`. */
+KDEV void kiln_mbar_arrive_peer(kiln_u32 bar, kiln_u32 rank)
+{
+    /* Plain (.release.cta) remote arrive, as CUTLASS does: with
+     * .release.cluster the main loop ran 1.3-2x slower (measured). */
+    asm volatile("{ .reg .b32 ra;\n"
+                 "  mapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "  mbarrier.arrive.shared::cluster.b64 _, [ra]; }"
+                 :: "r"(bar), "r"(rank) : "memory");
+}
+
+KDEV void kiln_mbar_wait(kiln_u32 bar, kiln_u32 parity)
+{
+    kiln_u32 ok = 0;
+    do {
+        asm volatile("{ .reg .pred p;\n"
+                     "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "  selp.u32 %0, 1, 0, p; }"
+                     : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+    } while (!ok);
+}
+
+KDEV void kiln_tma_load_2d(kiln_u32 dst, const kiln_tmap *map, kiln_u32 bar, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4}], [%2];"
+                 :: "r"(dst), "l"((kiln_u64)map), "r"(bar), "r"(c0), "r"(c1) : "memory");
+}
+
+KDEV void kiln_tma_load_2d_mc(kiln_u32 dst, const kiln_tmap *map, kiln_u32 bar, int c0, int c1,
+                              unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;"
+                 :: "r"(dst), "l"((kiln_u64)map), "r"(bar), "r"(c0), "r"(c1), "h"(mask) : "memory");
+}
+
+KDEV void kiln_tma_store_2d(kiln_u32 src, const kiln_tmap *map, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+KDEV void kiln_tma_reduce_add_2d(kiln_u32 src, const kiln_tmap *map, int c0, int c1)
+{
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3}], [%1];"
+                 :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1) : "memory");
+}
+KDEV void kiln_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N> KDEV void kiln_bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+template <int N> KDEV void kiln_bulk_wait()
+{
+    asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
+}
+
+/* generic-proxy writes to shared memory, made visible to the bulk copy engine */
+KDEV void kiln_fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+KDEV void kiln_stmatrix_x4(kiln_u32 addr, kiln_u32 r0, kiln_u32 r1, kiln_u32 r2, kiln_u32 r3)
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
+KDEV void kiln_tma_prefetch_desc(const kiln_tmap *map)
+{
+    asm volatile("prefetch.tensormap [%0];" :: "l"((kiln_u64)map) : "memory");
+}
+
+KDEV void kiln_red_add4(float *p, float a, float b, float c, float d)
+{
+    asm volatile("red.global.v4.f32.add [%0], {%1, %2, %3, %4};"
+                 :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
+KDEV void kiln_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+
+KDEV void kiln_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+
+template <int N> KDEV void kiln_wg_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+
+KDEV void kiln_fence_reg(float &x) { asm volatile("" : "+f"(x) :: "memory"); }
+
+/* Shared-memory matrix descriptor, 128-byte swizzle. */
+KDEV kiln_u64 kiln_desc(kiln_u32 saddr, kiln_u32 lbo, kiln_u32 sbo)
+{
+    return (kiln_u64)((saddr & 0x3FFFF) >> 4) | ((kiln_u64)((lbo >> 4) & 0x3FFF) << 16) |
+           ((kiln_u64)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+KDEV void kiln_cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/* Not .aligned: callers may arrive from a diverged warp. */
+KDEV void kiln_cluster_sync_unaligned()
+{
+    asm volatile("barrier.cluster.arrive.release;\n"
+                 "barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+/* A named barrier among nthreads consumer threads (0 is __syncthreads;
+ * wgrad's tail masking uses 3, or 3 + cw in pingpong). */
+KDEV void kiln_named_sync(int id, int nthreads)
+{
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(nthreads) : "memory");
+}
+
+/* ------------------------------------------------------- conversions */
+
+KDEV float kiln_bf16_to_f32(unsigned short h) { return __uint_as_float(((kiln_u32)h) << 16); }
+KDEV float kiln_f16_to_f32(unsigned short h)
+{
+    float f;
+    asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+
+KDEV kiln_u32 kiln_pack2(float lo, float hi)
+{
+    kiln_u32 r;
+    if (OUT_T == 1)
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* Loads 8 consecutive output-typed values (16- or 32-byte aligned) as fp32. */
+KDEV void kiln_load8(const void *p, float v[8])
+{
+    if (OUT_T == 2) {
+        float4 a = *(const float4 *)p, b = *((const float4 *)p + 1);
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+        v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    } else {
+        uint4 u = *(const uint4 *)p;
+        kiln_u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            unsigned short lo = (unsigned short)(w[i] & 0xFFFF), hi = (unsigned short)(w[i] >> 16);
+            v[2 * i] = OUT_T == 1 ? kiln_f16_to_f32(lo) : kiln_bf16_to_f32(lo);
+            v[2 * i + 1] = OUT_T == 1 ? kiln_f16_to_f32(hi) : kiln_bf16_to_f32(hi);
+        }
+    }
+}
+
+/* Stores 8 fp32 values as consecutive output-typed values (16- or 32-byte aligned). */
+KDEV void kiln_store8(void *p, const float v[8])
+{
+    if (OUT_T == 2) {
+        *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]);
+        *((float4 *)p + 1) = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+        uint4 u;
+        u.x = kiln_pack2(v[0], v[1]);
+        u.y = kiln_pack2(v[2], v[3]);
+        u.z = kiln_pack2(v[4], v[5]);
+        u.w = kiln_pack2(v[6], v[7]);
+        *(uint4 *)p = u;
+    }
+}
+
+/* ------------------------------------------------------ shared memory */
+
+extern __shared__ __align__(1024) unsigned char kiln_smem_raw[];
+
+struct kiln_smem {
+    unsigned char *base;  /* generic pointer to the 1024-byte aligned base */
+    kiln_u32 sbase;       /* its shared-window address */
+    unsigned char *staging;
+    int *row_start;       /* [MAXG + 1]: first row (token) of each group */
+    int *tile_start;      /* [MAXG + 1]: first work item of each group */
+    int *scratch;         /* 64 ints for the block scan */
+    kiln_u32 bar_full, bar_empty;
+    kiln_u32 bar_turn;    /* the pingpong turn: WG0's mbarrier, WG1's at + 8 */
+    KDEV kiln_u32 stage(int s) const { return sbase + s * STAGE_BYTES; }
+    KDEV kiln_u32 full(int s) const { return bar_full + 8 * s; }
+    KDEV kiln_u32 empty(int s) const { return bar_empty + 8 * s; }
+};
+
+template <class L> KDEV kiln_smem kiln_carve()
+{
+    const kiln_u32 raw = kiln_smem_addr(kiln_smem_raw);
+    kiln_smem m;
+    m.sbase = (raw + 1023u) & ~1023u;
+    m.base = kiln_smem_raw + (m.sbase - raw);
+    m.staging = m.base + L::OFF_STG;
+    m.row_start = (int *)(m.base + L::OFF_SCHED);
+    m.tile_start = m.row_start + (MAXG + 1);
+    m.scratch = m.tile_start + (MAXG + 1);
+    m.bar_full = m.sbase + L::OFF_BAR;
+    m.bar_empty = m.bar_full + STAGES * 8;
+    m.bar_turn = m.sbase + L::OFF_SCHED + (2 * (MAXG + 1) + 16) * 4;   /* see kiln_layout */
+    return m;
+}
+
+/* Thread 0: the ring's barriers (full: the producer's one arrival plus the
+ * transaction bytes; empty: `empty_count` consumer-warp arrivals) and the
+ * pingpong turn's (a warpgroup's 128 threads). */
+KDEV void kiln_init_ring(const kiln_smem &m, kiln_u32 empty_count)
+{
+    for (int s = 0; s < STAGES; ++s) {
+        kiln_mbar_init(m.full(s), 1);
+        kiln_mbar_init(m.empty(s), empty_count);
+    }
+    kiln_mbar_init(m.bar_turn, 128);
+    kiln_mbar_init(m.bar_turn + 8, 128);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+/* ----------------------------------------------------------- schedule */
+
+/* Exclusive block-wide scan of one int per thread; *total gets the sum. */
+KDEV int kiln_block_exscan(int v, int *scratch, int *total)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int x = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        int y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+    }
+    if (lane == 31) scratch[warp] = x;
+    __syncthreads();
+    if (warp == 0) {
+        int w = lane < NWARPS ? scratch[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            int y = __shfl_up_sync(0xffffffffu, w, o);
+            if (lane >= o) w += y;
+        }
+        __syncwarp();
+        if (lane < NWARPS) scratch[32 + lane] = w;
+    }
+    __syncthreads();
+    int before = warp ? scratch[32 + warp - 1] : 0;
+    *total = scratch[32 + NWARPS - 1];
+    __syncthreads();
+    return before + x - v;
+}
+
+/* Rows of group g from args.sizes: counts, or cumulative end offsets as
+ * torch._grouped_mm takes them; a negative count is no rows. */
+KDEV int kiln_group_rows(const kiln_kernel_args &args, int g)
+{
+    int c = args.sizes_are_offsets ? args.sizes[g] - (g ? args.sizes[g - 1] : 0) : args.sizes[g];
+    return max(c, 0);
+}
+
+/* The capacity as an int (rows past it are never read or written). */
+KDEV int kiln_capacity(const kiln_kernel_args &args)
+{
+    return (int)(args.capacity < 0x7fffffffLL ? args.capacity : 0x7fffffffLL);
+}
+
+/* Every thread: the per-CTA schedule in shared memory.  row_start[g] is the
+ * first row of group g (row_start[G] the sum); tile_start[g] the first work
+ * item of group g, which owns items(gs, ge) items for its rows [gs, ge)
+ * clamped to the capacity.  CTA 0 flags a sum past the capacity.  Returns
+ * the number of work items; the caller synchronises before reading. */
+template <class Items>
+KDEV int kiln_build_schedule(const kiln_kernel_args &args, const kiln_smem &m, int cap, Items items)
+{
+    constexpr int PER = (MAXG + NT - 1) / NT;   /* groups per thread */
+    const int tid = threadIdx.x;
+    const int G = args.groups;
+    const int chunk = (G + NT - 1) / NT;
+    const int g0 = tid * chunk;
+    const int g1 = min(G, g0 + chunk);
+    int cnt[PER];
+    int local = 0;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        int g = g0 + i;
+        int c = g < g1 ? kiln_group_rows(args, g) : 0;
+        cnt[i] = c;
+        local += c;
+    }
+    int total_rows;
+    int run = kiln_block_exscan(local, m.scratch, &total_rows);
+    int items_local = 0;
+    int tcnt[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        int g = g0 + i;
+        tcnt[i] = 0;
+        if (g < g1) {
+            m.row_start[g] = run;
+            tcnt[i] = items(min(run, cap), min(run + cnt[i], cap));
+            items_local += tcnt[i];
+            run += cnt[i];
+        }
+    }
+    int total_items;
+    int tbase = kiln_block_exscan(items_local, m.scratch, &total_items);
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        int g = g0 + i;
+        if (g < g1) { m.tile_start[g] = tbase; tbase += tcnt[i]; }
+    }
+    if (tid == 0) {
+        m.row_start[G] = total_rows;
+        m.tile_start[G] = total_items;
+        if (blockIdx.x == 0 && total_rows > cap && args.overflow) *args.overflow = 1;
+    }
+    return total_items;
+}
+
+/* The group owning work item t: binary search of the item starts. */
+KDEV int kiln_find_group(int t, const int *tile_start, int G)
+{
+    int lo = 0, hi = G;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) >> 1;
+        if (tile_start[mid] <= t) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+/* Item `local` of a group's tm x tn tiles in RASTER order: 1 m fastest,
+ * 2 n fastest, 0 bands of MBAND m-tiles with m fastest inside a band. */
+KDEV void kiln_raster(int local, int tm, int tn, int &m, int &n)
+{
+    if (RASTER == 1) {
+        m = local % tm; n = local / tm;
+    } else if (RASTER == 2) {
+        n = local % tn; m = local / tn;
+    } else {
+        int band = local / (MBAND * tn);
+        int r = local - band * (MBAND * tn);
+        int mb0 = band * MBAND;
+        int mc = min(MBAND, tm - mb0);
+        m = mb0 + r % mc; n = r / mc;
+    }
+}
+
+/* ----------------------------------------------------------- skeleton */
+
+/* The kernel's signature, as runtime/launch.c launches every sm90 kernel:
+ * the arguments, then the TMA maps of A, B and D by value. */
+#define KILN_SM90_KERNEL                                                        \
+    extern "C" __global__ void __launch_bounds__(NT, 1)                         \
+    KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,                   \
+               const __grid_constant__ kiln_tmap tmap_a,                        \
+               const __grid_constant__ kiln_tmap tmap_b,                        \
+               const __grid_constant__ kiln_tmap tmap_d)
+
+/* Whether there is work: none for G <= 0; the runtime must not send more
+ * than MAXG groups here (the schedule arrays hold MAXG), so that traps. */
+KDEV bool kiln_groups_ok(int G)
+{
+    if (G > MAXG) __trap();
+    return G > 0;
+}
+
+/* Warpgroup 0 produces, 1..CONSUMERS consume.  The index comes through a
+ * shuffle: provably warp-uniform, so the compiler keeps the wgmma paths
+ * convergent. */
+KDEV int kiln_warpgroup() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0); }
+KDEV void kiln_producer_regs() { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;"); }
+KDEV void kiln_consumer_regs()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
+}
+
+/* A position in the ring: slot s, and the parity of its current lap. */
+struct kiln_ring {
+    int s;
+    kiln_u32 ph;
+    KDEV void next() { if (++s == STAGES) { s = 0; ph ^= 1; } }
+    KDEV void skip(int n)   /* n slots at once (another warpgroup's item) */
+    {
+        s += n % STAGES;
+        ph ^= (n / STAGES) & 1;
+        if (s >= STAGES) { s -= STAGES; ph ^= 1; }
+    }
+};
+
+/* Producer: waits until slot r.s is free and arms its full barrier for
+ * STAGE_BYTES; returns the full barrier the loads complete on. */
+KDEV kiln_u32 kiln_acquire(const kiln_smem &m, const kiln_ring &r)
+{
+    kiln_mbar_wait(m.empty(r.s), r.ph ^ 1);
+    kiln_mbar_expect_tx(m.full(r.s), STAGE_BYTES);
+    return m.full(r.s);
+}
+
+/* Consumer warp: slot s may be refilled (lane 0 arrives, also on the
+ * cluster peer's barrier when the pair shares the loads). */
+template <int CS_> KDEV void kiln_release(const kiln_smem &m, int s, int lane, kiln_u32 crank)
+{
+    if (lane == 0) {
+        kiln_mbar_arrive(m.empty(s));
+        if (CS_ > 1) kiln_mbar_arrive_peer(m.empty(s), crank ^ 1);
+    }
+}
+
+/* The pingpong protocol.  Both consumer warpgroups walk every item j of
+ * their CTA; warpgroup cw takes those with j % 2 == cw and skips the
+ * other's in the ring by its k-block count (kiln_ring::skip).  Main loops
+ * alternate: a warpgroup waits for its turn (its mbarrier, 128 arrivals)
+ * before each item but WG0's first, and passes the turn to the other right
+ * after issuing its item's last wgmma, so a parity wait on the ring never
+ * sees a phase two laps old, and each epilogue overlaps the other's main
+ * loop.  An arrival nobody waits for needs no balancing at exit.  (Named
+ * barriers 1/2 in place of the mbarriers: wgrad 64x256 4-6% slower on H200,
+ * docs/sm90_kernel.md.)  Cooperative kernels (PINGPONG 0) take every item
+ * and the calls compile to nothing. */
+struct kiln_turn {
+    kiln_u32 bar;   /* WG0's turn at bar, WG1's at bar + 8 */
+    int cw;
+    kiln_u32 ph;
+    int n_mine;
+    KDEV bool mine(int j) const { return !PINGPONG || (j & 1) == cw; }
+    KDEV void wait()
+    {
+        if (PINGPONG && (cw == 1 || n_mine > 0)) {
+            kiln_mbar_wait(bar + 8 * cw, ph);
+            ph ^= 1;
+        }
+        ++n_mine;
+    }
+    KDEV void pass() const { if (PINGPONG) kiln_mbar_arrive(bar + 8 * (cw ^ 1)); }
+};
+
+/* Keeps the compiler from moving accumulator reads above the wgmma wait. */
+KDEV void kiln_fence_acc(float (&acc)[MI][ACC_N])
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int i = 0; i < ACC_N; ++i) kiln_fence_reg(acc[mi][i]);
+}
+
+/* ------------------------------------------------------- staging/store */
+
+/* The staging/store path.  A warp's share of a consumer's accumulators is
+ * MI sub-tiles of 16 rows (from wrow0, 64 apart) x BN columns (from col0);
+ * each 16x32 slab goes through the warp's padded fp32 slot `stg`, so that
+ * every lane then holds 8 consecutive columns of one row, and
+ * emit(row, col, v) runs for each such piece with row < row_end and
+ * col < col_end. */
+template <class Emit>
+KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, int col0,
+                         int row_end, int col_end, Emit emit)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+        const int wrow = wrow0 + mi * 64;
+#pragma unroll
+        for (int q = 0; q < BN / 32; ++q) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int r = lane >> 2, c = 8 * j + 2 * (lane & 3);
+                *(float2 *)&stg[r * STG_LD + c] =
+                    make_float2(acc[mi][16 * q + 4 * j], acc[mi][16 * q + 4 * j + 1]);
+                *(float2 *)&stg[(r + 8) * STG_LD + c] =
+                    make_float2(acc[mi][16 * q + 4 * j + 2], acc[mi][16 * q + 4 * j + 3]);
+            }
+            __syncwarp();
+#pragma unroll
+            for (int it = 0; it < 2; ++it) {
+                const int rr = it * 8 + (lane >> 2), cc = (lane & 3) * 8;
+                const int grow = wrow + rr;
+                const int gcol = col0 + q * 32 + cc;
+                if (grow < row_end && gcol < col_end) {
+                    float v[8];
+                    const float4 v0 = *(const float4 *)&stg[rr * STG_LD + cc];
+                    const float4 v1 = *(const float4 *)&stg[rr * STG_LD + cc + 4];
+                    v[0] = v0.x; v[1] = v0.y; v[2] = v0.z; v[3] = v0.w;
+                    v[4] = v1.x; v[5] = v1.y; v[6] = v1.z; v[7] = v1.w;
+                    emit(grow, gcol, v);
+                }
+            }
+            __syncwarp();
+        }
+    }
+}
+
+/* ------------------------------------------------- TMA-store boxes */
+
+/*
+ * The asynchronous store side of an epilogue: accumulator fragments -> a
+ * 128B-swizzled box in shared memory -> one bulk tensor store (or
+ * reduce-add) issued by one thread, completing in the background while the
+ * tensor cores go on with the next tile.
+ *
+ * The unit is one warp's box: 16 rows (the warp's rows of an m64 wgmma
+ * fragment) x 128 bytes (64 16-bit or 32 fp32 columns), 2048 bytes,
+ * 1024-byte aligned, 128-byte swizzle — the layout a tensor map with
+ * box {128 / elem, 16} and CU_TENSOR_MAP_SWIZZLE_128B reads.  16-byte chunk
+ * c of row r sits at r*128 + ((c ^ (r & 7)) * 16).
+ *
+ * Protocol per box (the caller's loop):
+ *   lane 0: kiln_bulk_wait_read<BUFS - 1>() before writing a buffer again;
+ *   __syncwarp(); kiln_box_from_frag<ESZ>(...); kiln_fence_async_smem();
+ *   __syncwarp(); lane 0: kiln_tma_store_2d(...); kiln_bulk_commit();
+ *   advance the buffer only after a commit (a box written by hand instead
+ *   is free again after the __syncwarp that follows its reads);
+ *   before exit lane 0: kiln_bulk_wait<0>() (shared memory must outlive
+ *   the reads of the last stores).
+ */
+
+/* One warp writes its 16 x (128 / ESZ) piece of a wgmma m64nN fp32
+ * fragment into the swizzled box at `box` (shared memory, 1024-aligned).
+ * `a` points at the fragment's accumulators for these columns: 8-column
+ * block j holds a[4j], a[4j+1] (row lane/4, columns 2*(lane%4) + {0,1})
+ * and a[4j+2], a[4j+3] (row lane/4 + 8).  ESZ 2: converted with kiln_pack2
+ * (the template's 16-bit output type) and written with stmatrix, four
+ * 16x16 pieces; ESZ 4: fp32 as is, float2 stores. */
+template <int ESZ> KDEV void kiln_box_from_frag(unsigned char *box, const float *a, int lane)
+{
+    if (ESZ == 2) {
+        /* stmatrix x4 matrices: (rows 0-7, block 2p), (rows 8-15, block 2p),
+         * (rows 0-7, block 2p+1), (rows 8-15, block 2p+1); lane l gives
+         * the address of row l%8 of matrix l/8 */
+        const int row = (lane & 7) + ((lane >> 3) & 1) * 8;
+        const kiln_u32 base = kiln_smem_addr(box) + row * 128;
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            const int c16 = 2 * p + (lane >> 4);
+            kiln_stmatrix_x4(base + ((c16 ^ (row & 7)) << 4),
+                             kiln_pack2(a[8 * p + 0], a[8 * p + 1]),
+                             kiln_pack2(a[8 * p + 2], a[8 * p + 3]),
+                             kiln_pack2(a[8 * p + 4], a[8 * p + 5]),
+                             kiln_pack2(a[8 * p + 6], a[8 * p + 7]));
+        }
+    } else {
+        const int r = lane >> 2;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int c = 8 * j + 2 * (lane & 3);
+            const int off = ((c >> 2) ^ r) * 16 + (c & 3) * 4;
+            *(float2 *)(box + r * 128 + off) = make_float2(a[4 * j], a[4 * j + 1]);
+            *(float2 *)(box + (r + 8) * 128 + off) = make_float2(a[4 * j + 2], a[4 * j + 3]);
+        }
+    }
+}
+
+/* The by-hand store of a box (a box that a tensor store must not write
+ * whole: its rows would run into the next group's): rows [0, rows) and
+ * bytes [0, bytes) of each (bytes a multiple of 16) to dst, row pitch
+ * ld_bytes.  Lane l copies 16-byte chunk l%8 of rows l/8, l/8 + 4, ... */
+KDEV void kiln_box_to_global(const unsigned char *box, char *dst, long long ld_bytes, int rows,
+                             int bytes, int lane)
+{
+    const int c = lane & 7;
+#pragma unroll
+    for (int it = 0; it < 4; ++it) {
+        const int r = (lane >> 3) + 4 * it;
+        if (r < rows && c * 16 < bytes)
+            *(uint4 *)(dst + r * ld_bytes + c * 16) =
+                *(const uint4 *)(box + r * 128 + ((c ^ (r & 7)) << 4));
+    }
+}
