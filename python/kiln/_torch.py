@@ -19,6 +19,9 @@ from ._lib import KilnError
 _KILN_DTYPE = {torch.bfloat16: _lib.DTYPE_BF16, torch.float16: _lib.DTYPE_F16,
                torch.float32: _lib.DTYPE_F32}
 _IN_DTYPES = (torch.bfloat16, torch.float16)
+# Where plan() accepts operands: CUDA, and meta for tracing.  (The emulated
+# tests add "cpu", with kiln's GEMM replaced by a reference.)
+_DEVICES = ("cuda", "meta")
 
 # --- contexts: one per device, made on first use ---------------------------------
 _contexts = {}
@@ -139,7 +142,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
     _check_tensor("mat_b", mat_b)
     _check_tensor("offs", offs, 1)
     device = mat_a.device
-    if device.type not in ("cuda", "meta"):
+    if device.type not in _DEVICES:
         _fail(f"mat_a is on {device}; kiln runs on CUDA devices")
     for name, t in (("mat_b", mat_b), ("offs", offs)):
         _check_device(name, t, device)

@@ -143,7 +143,7 @@ class GroupedLinear(torch.nn.Module):
         key = tuple(t.data_ptr() for t in tensors)
         tab = self._tables.get(key)
         if tab is None:
-            if torch.cuda.is_current_stream_capturing():
+            if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():
                 raise RuntimeError(
                     "GroupedLinear: the per-expert tensors moved (or this is the first call) "
                     "during CUDA-graph capture: run one eager step (or layer.prepare()) first")

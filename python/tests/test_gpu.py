@@ -63,8 +63,8 @@ def ref_wgrad(at, b, counts):
     return torch.stack(out)
 
 
-def rnd(*shape, dtype=torch.bfloat16):
-    return torch.randn(*shape, device=DEV, dtype=torch.float32).to(dtype)
+def rnd(*shape, dtype=None):
+    return torch.randn(*shape, device=DEV, dtype=torch.float32).to(dtype or torch.bfloat16)
 
 
 # --- grouped_mm ----------------------------------------------------------------
