@@ -387,13 +387,19 @@ def group_ids(offs, rows):
     return torch.searchsorted(offs, r, right=True)
 
 
-def segment_sum(x, offs, weight=None):
-    """Σ over each group's rows of x (times the per-row weight), in fp32: [G, cols]."""
-    G = offs.numel()
-    gid = group_ids(offs, x.shape[0])
-    v = x.float() if weight is None else x.float() * weight[: x.shape[0], None]
+def segment_sum(x, offs):
+    """Σ over each group's rows of x: [G, cols] in fp32, rows past offs[-1]
+    left out; on the device, graph-safe.  A one-hot [G,T] matrix times x (one
+    GEMM reading x once) where that matrix is small, else index_add_ (whose
+    atomics contend when few groups own many rows)."""
+    G, T = offs.numel(), x.shape[0]
+    gid = group_ids(offs, T)
+    if G * T <= (1 << 27):
+        onehot = gid[None, :] == torch.arange(G, device=x.device, dtype=gid.dtype)[:, None]
+        dt = x.dtype if x.dtype in (torch.bfloat16, torch.float16) else torch.float32
+        return (onehot.to(dt) @ x.to(dt)).float()
     acc = torch.zeros(G + 1, x.shape[1], device=x.device, dtype=torch.float32)
-    acc.index_add_(0, gid, v)
+    acc.index_add_(0, gid, x.float())
     return acc[:G]
 
 
@@ -449,8 +455,8 @@ def _backward(ctx, grad):
                 db = torch.ops.kiln.grouped_mm(mat_a.t(), gs, offs, None, None, False, 1.0,
                                                mat_b.dtype)
         if need_bias:
-            w = row_scale if (scale_bias and row_scale is not None) else None
-            dbias = segment_sum(grad, offs, w).to(bias.dtype)
+            gb = grad if not scale_bias else _scaled(grad, row_scale, 1.0, grad.dtype)
+            dbias = segment_sum(gb, offs).to(bias.dtype)
         if need_scale:
             dscale = _row_scale_grad(grad, mat_a, mat_b, offs, bias, row_scale, scale_bias,
                                      alpha)

@@ -62,8 +62,8 @@ class _Fn(torch.autograd.Function):
         dws = mod._wgrad(dys, x, offs, weights, [ctx.needs_input_grad[7 + i]
                                                  for i in range(len(weights))])
         if need_bias:
-            w = probs if mod.scale_bias else None
-            db32 = kt.segment_sum(dy, offs, w)
+            # The bias term is s·b with scale_bias (dys is s·dY), else b.
+            db32 = kt.segment_sum(dys if mod.scale_bias else dy, offs)
             if getattr(bias, "main_grad", None) is not None:
                 bias.main_grad.add_(db32)
                 dbias = _dummy_grad(bias)
