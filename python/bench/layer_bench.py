@@ -57,7 +57,7 @@ class TorchLayer(torch.nn.Module):
         y = torch._grouped_mm(x, self.weight.transpose(-2, -1), offs)
         y = y + torch.repeat_interleave(self.bias, counts, dim=0, output_size=x.shape[0])
         if probs is not None:
-            y = y * probs[:, None]
+            y = y * probs[:, None].to(y.dtype)
         return y
 
 

@@ -186,8 +186,16 @@ def _init_struct(cls, init, *args):
     return cls.from_buffer_copy(buf.raw[:size])
 
 
+_problem_templates = {}
+
+
 def new_problem(op):
-    return _init_struct(Problem, kiln_problem_init, op)
+    """A kiln_problem as kiln_problem_init fills it (copied from a checked
+    template: the init and its size check run once per op)."""
+    t = _problem_templates.get(op)
+    if t is None:
+        t = _problem_templates[op] = _init_struct(Problem, kiln_problem_init, op)
+    return Problem.from_buffer_copy(t)
 
 
 def bundle_paths_default():

@@ -59,6 +59,11 @@ def _run(ctx, p, key, stream, prepare_only=False):
     capture of the same kind loads nothing), then kiln_gemm."""
     if key not in ctx.prepared:
         ctx.prepare(p)
+        if len(ctx.prepared) > 4096:
+            # Token counts that change every step (dropless MoE) make new
+            # keys: keep the set bounded (a forgotten key only costs one
+            # more kiln_prepare, which finds the kernel loaded).
+            ctx.prepared.clear()
         ctx.prepared.add(key)
     if not prepare_only:
         ctx.gemm(p, stream)
@@ -319,6 +324,8 @@ def launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row_scale=No
     if pl.capacity == 0:
         # No rows: nothing to read; wgrad's groups are all empty (zeros, or
         # left as they were when accumulating).
+        if prepare_only:
+            return out
         if pl.op == _lib.OP_WGRAD and not accumulate:
             if out is not None:
                 out.zero_()
@@ -407,9 +414,14 @@ def _scaled(grad, row_scale, alpha, dtype):
     """grad · s[r] · α in `dtype` (the GEMM input type)."""
     if row_scale is None and alpha == 1.0:
         return grad.to(dtype)
+    T = grad.shape[0]
+    if alpha == 1.0 and grad.dtype == dtype:
+        # One pass, as torch code scaling by probabilities in the input
+        # type does (s rounded to the 16-bit type first).
+        return grad * row_scale[:T, None].to(dtype)
     g = grad.float()
     if row_scale is not None:
-        g = g * row_scale[: g.shape[0], None]
+        g = g * row_scale[:T, None]
     if alpha != 1.0:
         g = g * alpha
     return g.to(dtype)
