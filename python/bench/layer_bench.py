@@ -9,7 +9,7 @@ Per case (groups G, K, N, group sizes from `kiln_bench --sizes`, the C code
 that makes them for the kernel benchmark): x [T,K]; fc1: K -> N (with bias);
 SwiGLU halves N; fc2: N/2 -> K (with bias, each row scaled by its routing
 probability, the bias too).  bf16 data, a correctness check of the outputs
-and gradients first, 3 warm-ups, then the median of --reps timed steps with
+and gradients first, 5 warm-ups, then the median of --reps timed steps with
 CUDA events.  Prints a table (and --json: one object per case), the
 geometric mean of the ratio torch/kiln and the slowest case.
 
@@ -19,8 +19,6 @@ import argparse
 import json
 import math
 import os
-import statistics
-import subprocess
 import sys
 
 import torch
@@ -34,15 +32,14 @@ except ImportError:
     import kiln
 import kiln.nn  # noqa: E402
 
+# The kernel benchmark's torch peer: the same cases (from kiln_bench --sizes)
+# and the same timing (warm-ups, then the median of CUDA-event times).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "bench"))
+from torch_peer import load_cases, time_ms  # noqa: E402
 
-def load_cases(bench, path):
-    out = subprocess.run([bench, "--sizes", "--cases", path], check=True, capture_output=True,
-                         text=True).stdout
-    cases = []
-    for line in out.splitlines():
-        name, k, n, sizes = line.split("\t")
-        cases.append((name, int(k), int(n), [int(m) for m in sizes.split(",")]))
-    return cases
+
+DEV = "cuda"
 
 
 class TorchLayer(torch.nn.Module):
@@ -74,7 +71,7 @@ def make_step(fc1, fc2, x, probs, dy, kiln_layers, offs, counts):
             p.grad = None
         x.grad = None
         if kiln_layers:
-            y = fc2(swiglu(fc1(x, offs)), offs, probs)
+            y = fc2(swiglu(fc1(x, offs, sizes="offsets")), offs, probs, sizes="offsets")
         else:
             y = fc2(swiglu(fc1(x, offs, counts)), offs, counts, probs)
         y.backward(dy)
@@ -83,28 +80,13 @@ def make_step(fc1, fc2, x, probs, dy, kiln_layers, offs, counts):
     return step, params
 
 
-def time_ms(fn, reps, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
 def rel(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-12)).item()
 
 
 def run_case(name, K, N, sizes, reps, probs_grad):
     G, T = len(sizes), sum(sizes)
-    dev = "cuda"
+    dev = DEV
     torch.manual_seed(0)
     fc1 = kiln.nn.GroupedLinear(G, K, N, device=dev)
     fc2 = kiln.nn.GroupedLinear(G, N // 2, K, device=dev)
