@@ -151,3 +151,19 @@ def test_compile_records_the_kiln_op():
     b = torch.empty(4, 16, 32, dtype=torch.bfloat16, device="meta").transpose(-2, -1)
     torch.compile(f, fullgraph=True, backend=backend)(a, b, offs(4, "meta"))
     assert "kiln.grouped_mm" in graphs[0].code
+
+
+def test_compile_traces_out_variant():
+    torch._dynamo.reset()
+    graphs, backend = _count_graphs()
+
+    def f(a, b, o, out):
+        kiln.grouped_mm(a, b, o, out=out)
+        return out
+
+    a = torch.empty(64, 32, dtype=torch.bfloat16, device="meta")
+    b = torch.empty(4, 16, 32, dtype=torch.bfloat16, device="meta").transpose(-2, -1)
+    out = torch.empty(64, 16, dtype=torch.bfloat16, device="meta")
+    y = torch.compile(f, fullgraph=True, backend=backend)(a, b, offs(4, "meta"), out)
+    assert y.shape == (64, 16) and len(graphs) == 1
+    assert "kiln.grouped_mm_out" in graphs[0].code
