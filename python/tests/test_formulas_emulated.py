@@ -193,3 +193,27 @@ def test_grouped_linear_caller_buffers_keep_tails():
     assert y.data_ptr() == out.data_ptr() and torch.isnan(out[v:]).all()
     y.backward(torch.randn(T, 24).bfloat16())
     assert torch.isnan(gin[v:]).all() and not torch.isnan(gin[:v]).any()
+
+
+@pytest.mark.parametrize("form", ["fprop_epilogue", "wgrad_fp32", "out"])
+def test_opcheck(form):
+    # torch.library.opcheck: schema, autograd registration, fake tensors and
+    # AOT dispatch of kiln's ops.
+    torch.manual_seed(5)
+    G, K, N, T = 4, 32, 32, 40
+    o = torch.tensor([10, 10, 27, 40], dtype=torch.int32)
+    a = torch.randn(T, K).bfloat16().requires_grad_()
+    b = torch.randn(G, N, K).bfloat16().transpose(-2, -1).detach().requires_grad_()
+    if form == "fprop_epilogue":
+        bias = torch.randn(G, N).bfloat16().requires_grad_()
+        s = torch.rand(T).requires_grad_()
+        op, args = torch.ops.kiln.grouped_mm.default, (a, b, o, bias, s, True, 1.0, None)
+    elif form == "wgrad_fp32":
+        dy = torch.randn(T, N).bfloat16().requires_grad_()
+        op, args = torch.ops.kiln.grouped_mm.default, (dy.t(), a, o, None, None, False, 1.0,
+                                                       torch.float32)
+    else:
+        out = torch.zeros(T, N).bfloat16()
+        op, args = torch.ops.kiln.grouped_mm_out.default, (a.detach(), b.detach(), o, out, None,
+                                                           None, False, 1.0)
+    torch.library.opcheck(op, args)

@@ -190,8 +190,13 @@ def test_opcheck():
     counts = [10, 0, 17, 13]
     args = (rnd(T, K), rnd(G, N, K).transpose(-2, -1), offsets(counts), None, None, False,
             1.0, None)
-    torch.library.opcheck(torch.ops.kiln.grouped_mm.default, args,
-                          test_utils=("test_schema", "test_faketensor"))
+    torch.library.opcheck(torch.ops.kiln.grouped_mm.default, args)
+    bias = rnd(G, N).requires_grad_()
+    s = torch.rand(T, device=DEV).requires_grad_()
+    a = rnd(T, K).requires_grad_()
+    torch.library.opcheck(torch.ops.kiln.grouped_mm.default,
+                          (a, args[1].detach().requires_grad_(), args[2], bias, s, True, 1.0,
+                           None))
 
 
 def test_errors_before_launch():
