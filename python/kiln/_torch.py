@@ -1,0 +1,531 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The torch-facing half of kiln: tensors to kiln_problem, one context per
+device, the current stream, the custom ops (kiln::grouped_mm and
+kiln::grouped_mm_out) with their fake implementations and autograd.
+
+Every check that can be made on shapes, dtypes, devices and strides is made
+here, before any launch, naming the argument; kiln's own refusals come back
+as KilnError with kiln_last_error's text.
+"""
+import ctypes
+import threading
+from typing import Optional
+
+import torch
+
+from . import _lib
+from ._lib import KilnError
+
+_KILN_DTYPE = {torch.bfloat16: _lib.DTYPE_BF16, torch.float16: _lib.DTYPE_F16,
+               torch.float32: _lib.DTYPE_F32}
+_IN_DTYPES = (torch.bfloat16, torch.float16)
+# Where plan() accepts operands: CUDA, and meta for tracing.  (The emulated
+# tests add "cpu", with kiln's GEMM replaced by a reference.)
+_DEVICES = ("cuda", "meta")
+
+# --- contexts: one per device, made on first use ---------------------------------
+_contexts = {}
+_contexts_lock = threading.Lock()
+
+
+def context(device):
+    """The kiln.Context of a CUDA device (a torch.device or an index), created
+    on first use; thread-safe."""
+    idx = device.index if isinstance(device, torch.device) else device
+    if idx is None:
+        idx = torch.cuda.current_device()
+    ctx = _contexts.get(idx)
+    if ctx is not None:
+        return ctx
+    with _contexts_lock:
+        ctx = _contexts.get(idx)
+        if ctx is None:
+            # torch's primary context made current first, so kiln uses it.
+            with torch.cuda.device(idx):
+                torch.cuda.init()
+                torch.cuda.current_stream(idx)
+                ctx = _lib.Context(device=idx)
+            ctx.prepared = set()
+            _contexts[idx] = ctx
+    return ctx
+
+
+def _is_capturing():
+    return torch.cuda.is_current_stream_capturing()
+
+
+def _run(ctx, p, key, stream, prepare_only=False):
+    """kiln_prepare on the first call of each problem kind (so that a later
+    capture of the same kind loads nothing), then kiln_gemm."""
+    if key not in ctx.prepared:
+        ctx.prepare(p)
+        if len(ctx.prepared) > 4096:
+            # Token counts that change every step (dropless MoE) make new
+            # keys: keep the set bounded (a forgotten key only costs one
+            # more kiln_prepare, which finds the kernel loaded).
+            ctx.prepared.clear()
+        ctx.prepared.add(key)
+    if not prepare_only:
+        ctx.gemm(p, stream)
+
+
+# --- argument checks ----------------------------------------------------------------
+def _fail(msg, exc=ValueError):
+    raise exc("kiln.grouped_mm: " + msg)
+
+
+def _check_tensor(name, t, ndim=None):
+    if not isinstance(t, torch.Tensor):
+        _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}", TypeError)
+    if ndim is not None and t.dim() != ndim:
+        _fail(f"{name} must be {ndim}-d, got shape {tuple(t.shape)}")
+
+
+def _check_device(name, t, device):
+    # A meta mat_b stands for a pointer-array weight (shapes only; launch
+    # reads the pointers from weight_ptrs).
+    if t.device != device and not (name == "mat_b" and t.device.type == "meta"):
+        if t.device.type == "cpu" and name == "offs":
+            _fail("offs is on the host (cpu): kiln reads the group offsets on the device "
+                  f"(graph-safe); pass offs.to({str(device)!r})")
+        _fail(f"{name} is on {t.device}, mat_a on {device} (every tensor must be on "
+              "mat_a's CUDA device)")
+
+
+def _check_aligned(name, t):
+    # Fake and meta tensors have no address to check.
+    if t.device.type != "cuda" or _is_fake(t):
+        return
+    if t.data_ptr() % 16:
+        _fail(f"{name}'s data pointer (0x{t.data_ptr():x}) is not 16-byte aligned "
+              "(kiln reads 16-byte vectors and uses TMA): start it at an aligned offset, "
+              "e.g. with .contiguous()")
+
+
+def _is_fake(t):
+    return isinstance(t, torch._subclasses.fake_tensor.FakeTensor) or t.device.type == "meta"
+
+
+def _row_ld(name, t, cols, dtype, need):
+    """The leading dimension of a row-major 2-d view: stride(-1) must be 1,
+    stride(-2) at least cols and 16-byte aligned."""
+    rows = t.shape[-2]
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        _fail(f"{name} has strides {tuple(t.stride())}; kiln needs {need}")
+    ld = t.stride(-2) if rows > 1 else cols
+    per16 = 16 // dtype.itemsize
+    if ld < cols or ld % per16:
+        _fail(f"{name} has strides {tuple(t.stride())}; kiln needs {need}, with a row "
+              f"stride >= {cols} and a multiple of {per16} (16-byte rows)")
+    return ld
+
+
+def _group_stride_ok(name, t, rows, ld, need):
+    if t.shape[0] > 1 and t.stride(0) != rows * ld:
+        _fail(f"{name} has strides {tuple(t.stride())}; kiln needs {need}, the groups "
+              f"{rows}*{ld} elements apart (stride(0) == {rows * ld})")
+
+
+def _out_dtype(name, out_dtype, default):
+    dt = default if out_dtype is None else out_dtype
+    if dt not in _KILN_DTYPE:
+        _fail(f"{name} {dt} is not supported (bfloat16, float16 or float32)", TypeError)
+    return dt
+
+
+class _Plan:
+    """What one call needs, worked out from shapes and strides alone (so that
+    the fake implementation checks the same things the real one does)."""
+    __slots__ = ("op", "groups", "n", "k", "capacity", "lda", "ldb", "ldd", "out_shape",
+                 "out_dtype", "ld_bias", "weight_ptrs")
+
+
+def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.0, out=None):
+    """Checks a grouped_mm call and returns its _Plan; raises before any
+    launch, naming the argument."""
+    _check_tensor("mat_a", mat_a)
+    _check_tensor("mat_b", mat_b)
+    _check_tensor("offs", offs, 1)
+    device = mat_a.device
+    if device.type not in _DEVICES:
+        _fail(f"mat_a is on {device}; kiln runs on CUDA devices")
+    for name, t in (("mat_b", mat_b), ("offs", offs)):
+        _check_device(name, t, device)
+    if mat_a.dtype not in _IN_DTYPES:
+        _fail(f"mat_a is {mat_a.dtype}; kiln takes bfloat16 or float16 inputs", TypeError)
+    if mat_b.dtype != mat_a.dtype:
+        _fail(f"mat_b is {mat_b.dtype} but mat_a is {mat_a.dtype} (mixed inputs are not "
+              "supported)", TypeError)
+    if offs.dtype != torch.int32:
+        _fail(f"offs is {offs.dtype}; kiln takes int32 cumulative end offsets "
+              "(torch._grouped_mm's offs)", TypeError)
+    if offs.numel() > 1 and offs.stride(0) != 1:
+        _fail(f"offs has stride {offs.stride(0)}; kiln needs it contiguous")
+    G = offs.numel()
+    if not 1 <= G <= _lib.MAX_GROUPS:
+        _fail(f"offs has {G} entries (groups); kiln takes 1 .. {_lib.MAX_GROUPS}")
+    pl = _Plan()
+    pl.groups = G
+    pl.weight_ptrs = False
+    if out is not None:
+        _check_tensor("out", out)
+        _check_device("out", out, device)
+        out_dtype = _out_dtype("out_dtype", out_dtype, out.dtype)
+        if out.dtype != out_dtype:
+            _fail(f"out is {out.dtype} but out_dtype is {out_dtype}", TypeError)
+    pl.out_dtype = _out_dtype("out_dtype", out_dtype, mat_a.dtype)
+    ea = mat_a.dtype
+
+    if mat_a.dim() == 2 and mat_b.dim() == 3:
+        T, K = mat_a.shape
+        Gb, Kb, N = mat_b.shape
+        if Gb != G:
+            _fail(f"mat_b has {Gb} groups (shape {tuple(mat_b.shape)}) but offs has {G}")
+        if Kb != K:
+            _fail(f"mat_a is [T,K] = {tuple(mat_a.shape)} and mat_b [G,K,N] = "
+                  f"{tuple(mat_b.shape)}: K differs")
+        for nm, v in (("K", K), ("N", N)):
+            if v % 8 or v == 0:
+                _fail(f"{nm} = {v} is not a positive multiple of 8 (16-byte rows)")
+        pl.lda = _row_ld("mat_a", mat_a, K, ea, "row-major rows (stride(1) == 1)")
+        need_t = "mat_b [G,K,N] as w.transpose(-2,-1) of a row-major [G,N,K] w (stride(1) == 1)"
+        need_r = "mat_b [G,K,N] row-major (stride(2) == 1)"
+        if is_fprop_layout(mat_b):
+            # Y = X · Wᵀ with W = mat_bᵀ [G,N,K]: kiln's fprop.
+            wt = mat_b.transpose(-2, -1)
+            pl.op, pl.n, pl.k = _lib.OP_FPROP, N, K
+            pl.ldb = _row_ld("mat_b", wt, K, ea, need_t + " or " + need_r)
+            _group_stride_ok("mat_b", mat_b, N, pl.ldb, need_t)
+        elif mat_b.stride(2) == 1:
+            # Y = X · B with B [K,N] row-major: kiln's dgrad with W = B, read
+            # as [G,n=K,k=N].
+            pl.op, pl.n, pl.k = _lib.OP_DGRAD, K, N
+            pl.ldb = _row_ld("mat_b", mat_b, N, ea, need_r)
+            _group_stride_ok("mat_b", mat_b, K, pl.ldb, need_r)
+        else:
+            _fail(f"mat_b has strides {tuple(mat_b.stride())}; kiln needs {need_t} or {need_r}")
+        pl.capacity = T
+        pl.out_shape = (T, N)
+        pl.ld_bias = 0
+        if bias is not None:
+            _check_tensor("bias", bias, 2)
+            _check_device("bias", bias, device)
+            if tuple(bias.shape) != (G, N):
+                _fail(f"bias is {tuple(bias.shape)}; kiln needs [G,N] = [{G},{N}]")
+            pl.ld_bias = _row_ld("bias", bias, N, pl.out_dtype, "row-major [G,N] rows")
+        if row_scale is not None:
+            _check_tensor("row_scale", row_scale, 1)
+            _check_device("row_scale", row_scale, device)
+            if row_scale.numel() < T:
+                _fail(f"row_scale has {row_scale.numel()} entries; kiln needs one per row "
+                      f"of mat_a ({T})")
+            if row_scale.numel() > 1 and row_scale.stride(0) != 1:
+                _fail(f"row_scale has stride {row_scale.stride(0)}; kiln needs it contiguous")
+    elif mat_a.dim() == 2 and mat_b.dim() == 2:
+        N, T = mat_a.shape
+        Tb, K = mat_b.shape
+        if Tb != T:
+            _fail(f"mat_a is [N,T] = {tuple(mat_a.shape)} and mat_b [T,K] = "
+                  f"{tuple(mat_b.shape)}: T differs")
+        for nm, v in (("N", N), ("K", K)):
+            if v % 8 or v == 0:
+                _fail(f"{nm} = {v} is not a positive multiple of 8 (16-byte rows)")
+        if bias is not None or row_scale is not None or alpha != 1.0:
+            _fail("bias, row_scale and alpha are for 2d x 3d (fprop/dgrad); 2d x 2d "
+                  "(wgrad) has no epilogue")
+        pl.op, pl.n, pl.k, pl.capacity = _lib.OP_WGRAD, N, K, T
+        # dY [T,N] row-major is read; mat_a is its transpose.
+        pl.lda = _row_ld("mat_a", mat_a.t(), N, ea,
+                         "mat_a [N,T] as dy.t() of a row-major [T,N] dy (stride(0) == 1)")
+        pl.ldb = _row_ld("mat_b", mat_b, K, ea, "row-major rows (stride(1) == 1)")
+        pl.out_shape = (G, N, K)
+        pl.ld_bias = 0
+    else:
+        _fail(f"kiln takes 2d x 3d (fprop/dgrad) or 2d x 2d (wgrad); got mat_a "
+              f"{mat_a.dim()}d and mat_b {mat_b.dim()}d")
+
+    pl.ldd = 0
+    if out is not None:
+        if tuple(out.shape) != pl.out_shape:
+            _fail(f"out is {tuple(out.shape)}; this call writes {list(pl.out_shape)}")
+        cols = pl.out_shape[-1]
+        need = "row-major rows (stride(-1) == 1)"
+        pl.ldd = _row_ld("out", out, cols, pl.out_dtype, need)
+        if out.dim() == 3:
+            _group_stride_ok("out", out, pl.out_shape[1], pl.ldd, need)
+    return pl
+
+
+# --- launching ----------------------------------------------------------------------
+def _ptr(t):
+    return t.data_ptr() if t is not None else None
+
+
+def _problem(pl, mat_a, mat_b, offs, out, bias, row_scale, scale_bias, alpha,
+             accumulate=False, out_ptrs=None, weight_ptrs=None):
+    p = _lib.new_problem(pl.op)
+    p.a_type = p.b_type = _KILN_DTYPE[mat_a.dtype]
+    p.out_type = _KILN_DTYPE[pl.out_dtype]
+    p.groups, p.n, p.k, p.capacity = pl.groups, pl.n, pl.k, pl.capacity
+    p.d_sizes = offs.data_ptr()
+    p.sizes_kind = _lib.SIZES_OFFSETS
+    p.d_a, p.lda = mat_a.data_ptr(), pl.lda
+    if weight_ptrs is not None:
+        p.d_b_ptrs, p.ldb = weight_ptrs.data_ptr(), pl.ldb
+    else:
+        p.d_b, p.ldb = mat_b.data_ptr(), pl.ldb
+    if out_ptrs is not None:
+        p.d_out_ptrs, p.ldd = out_ptrs.data_ptr(), pl.ldd
+        p.wgrad_output = _lib.WGRAD_DISCRETE
+    else:
+        p.d_out, p.ldd = out.data_ptr(), pl.ldd
+    p.accumulate = int(bool(accumulate))
+    e = p.epilogue
+    e.d_bias, e.ld_bias = _ptr(bias), pl.ld_bias
+    e.d_row_scale = _ptr(row_scale)
+    e.scale_bias = int(bool(scale_bias))
+    e.alpha = float(alpha)
+    key = (pl.op, p.a_type, p.out_type, pl.groups, pl.n, pl.k, pl.capacity, pl.lda, pl.ldb,
+           pl.ldd, weight_ptrs is not None, out_ptrs is not None, bool(accumulate),
+           bias is not None, pl.ld_bias, row_scale is not None, bool(scale_bias),
+           float(alpha) != 1.0)
+    return p, key
+
+
+def _epilogue_operands(pl, bias, row_scale):
+    # kiln reads the bias in the output type and the row scale in fp32: cast
+    # (small copies) rather than refuse.
+    if bias is not None and bias.dtype != pl.out_dtype:
+        bias = bias.to(pl.out_dtype)
+    if row_scale is not None and row_scale.dtype != torch.float32:
+        row_scale = row_scale.float()
+    return bias, row_scale
+
+
+def launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row_scale=None,
+           scale_bias=False, alpha=1.0, accumulate=False, out_ptrs=None, weight_ptrs=None,
+           prepare_only=False, pl=None):
+    """Checks, allocates the output if needed, and runs one grouped GEMM on
+    the current stream; returns the output (None with out_ptrs)."""
+    if pl is None:
+        pl = plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha, out)
+    if weight_ptrs is None and mat_b.device.type == "meta" and mat_a.device.type != "meta":
+        _fail("mat_b is a meta tensor (no data)")
+    bias, row_scale = _epilogue_operands(pl, bias, row_scale)
+    if out is None and out_ptrs is None:
+        out = mat_a.new_empty(pl.out_shape, dtype=pl.out_dtype)
+    for name, t in (("mat_a", mat_a), ("mat_b", None if weight_ptrs is not None else mat_b),
+                    ("out", out), ("bias", bias)):
+        if t is not None:
+            _check_aligned(name, t)
+    if _is_fake(mat_a):
+        # Tracing (fake or meta tensors): shapes only, nothing to run.
+        return out
+    if pl.capacity == 0:
+        # No rows: nothing to read; wgrad's groups are all empty (zeros, or
+        # left as they were when accumulating).
+        if prepare_only:
+            return out
+        if pl.op == _lib.OP_WGRAD and not accumulate:
+            if out is not None:
+                out.zero_()
+            else:
+                torch._foreach_zero_(list(out_ptrs._kiln_tensors))
+        return out
+    p, key = _problem(pl, mat_a, mat_b, offs, out, bias, row_scale, scale_bias, alpha,
+                      accumulate, out_ptrs, weight_ptrs)
+    ctx = context(mat_a.device)
+    stream = torch.cuda.current_stream(mat_a.device).cuda_stream
+    _run(ctx, p, key, stream, prepare_only)
+    return out
+
+
+def pointer_table(tensors, device):
+    """A device array of the tensors' addresses (kiln's d_b_ptrs /
+    d_out_ptrs).  Made with a host copy: build it before graph capture and
+    keep it (see nn.GroupedLinear)."""
+    for i, t in enumerate(tensors):
+        _check_aligned(f"tensor {i} of the pointer table", t)
+    tab = torch.tensor([t.data_ptr() for t in tensors], dtype=torch.int64, device=device)
+    tab._kiln_tensors = tuple(tensors)
+    return tab
+
+
+# --- the custom ops -----------------------------------------------------------------
+_TAGS = tuple(getattr(torch.Tag, n) for n in ("needs_exact_strides",) if hasattr(torch.Tag, n))
+
+
+@torch.library.custom_op("kiln::grouped_mm", mutates_args=(), tags=_TAGS)
+def _grouped_mm_op(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor,
+                   bias: Optional[torch.Tensor], row_scale: Optional[torch.Tensor],
+                   scale_bias: bool, alpha: float,
+                   out_dtype: Optional[torch.dtype]) -> torch.Tensor:
+    return launch(mat_a, mat_b, offs, None, out_dtype, bias, row_scale, scale_bias, alpha)
+
+
+@_grouped_mm_op.register_fake
+def _grouped_mm_fake(mat_a, mat_b, offs, bias, row_scale, scale_bias, alpha, out_dtype):
+    pl = plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha)
+    return mat_a.new_empty(pl.out_shape, dtype=pl.out_dtype)
+
+
+@torch.library.custom_op("kiln::grouped_mm_out", mutates_args=("out",), tags=_TAGS)
+def _grouped_mm_out_op(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor,
+                       out: torch.Tensor, bias: Optional[torch.Tensor],
+                       row_scale: Optional[torch.Tensor], scale_bias: bool,
+                       alpha: float) -> None:
+    launch(mat_a, mat_b, offs, out, out.dtype, bias, row_scale, scale_bias, alpha)
+
+
+@_grouped_mm_out_op.register_fake
+def _grouped_mm_out_fake(mat_a, mat_b, offs, out, bias, row_scale, scale_bias, alpha):
+    plan(mat_a, mat_b, offs, out.dtype, bias, row_scale, alpha, out)
+
+
+def _setup_context(ctx, inputs, output):
+    mat_a, mat_b, offs, bias, row_scale, scale_bias, alpha, out_dtype = inputs
+    ctx.save_for_backward(mat_a, mat_b, offs, bias, row_scale)
+    ctx.scale_bias, ctx.alpha = scale_bias, alpha
+
+
+def group_ids(offs, rows):
+    """Group of each row (G for rows past offs[-1]); on the device, graph-safe."""
+    r = torch.arange(rows, device=offs.device, dtype=torch.int32)
+    return torch.searchsorted(offs, r, right=True)
+
+
+def segment_sum(x, offs):
+    """Σ over each group's rows of x: [G, cols] in fp32, rows past offs[-1]
+    left out; on the device, graph-safe.  A one-hot [G,T] matrix times x (one
+    GEMM reading x once) where that matrix is small, else index_add_ (whose
+    atomics contend when few groups own many rows)."""
+    G, T = offs.numel(), x.shape[0]
+    gid = group_ids(offs, T)
+    if G * T <= (1 << 27):
+        onehot = gid[None, :] == torch.arange(G, device=x.device, dtype=gid.dtype)[:, None]
+        dt = x.dtype if x.dtype in (torch.bfloat16, torch.float16) else torch.float32
+        return (onehot.to(dt) @ x.to(dt)).float()
+    acc = torch.zeros(G + 1, x.shape[1], device=x.device, dtype=torch.float32)
+    acc.index_add_(0, gid, x.float())
+    return acc[:G]
+
+
+def _scaled(grad, row_scale, alpha, dtype):
+    """grad · s[r] · α in `dtype` (the GEMM input type)."""
+    if row_scale is None and alpha == 1.0:
+        return grad.to(dtype)
+    T = grad.shape[0]
+    if alpha == 1.0 and grad.dtype == dtype:
+        # One pass, as torch code scaling by probabilities in the input
+        # type does (s rounded to the 16-bit type first).
+        return grad * row_scale[:T, None].to(dtype)
+    g = grad.float()
+    if row_scale is not None:
+        g = g * row_scale[:T, None]
+    if alpha != 1.0:
+        g = g * alpha
+    return g.to(dtype)
+
+
+def _row_scale_grad(grad, mat_a, mat_b, offs, bias, row_scale, scale_bias, alpha):
+    """d row_scale[r] = <dY[r], α·(A·B)[r] + (bias[g] if scale_bias)>: the
+    scaled part of the output recomputed unscaled, in fp32."""
+    P = torch.ops.kiln.grouped_mm(mat_a, mat_b, offs, bias if scale_bias else None, None,
+                                  False, float(alpha), torch.float32)
+    ds = (grad.float() * P).sum(-1)
+    full = torch.zeros_like(row_scale, dtype=torch.float32)
+    full[: ds.shape[0]] = ds
+    return full.to(row_scale.dtype)
+
+
+def is_fprop_layout(mat_b):
+    """mat_b [G,K,N] is the transpose of a row-major [G,N,K] weight (kiln's
+    fprop); otherwise it is row-major (kiln's dgrad).  As plan() decides."""
+    return mat_b.stride(1) == 1 and not (mat_b.stride(2) == 1 and mat_b.shape[2] > 1)
+
+
+def _backward(ctx, grad):
+    mat_a, mat_b, offs, bias, row_scale = ctx.saved_tensors
+    # An expanded or transposed incoming gradient is made row-major once.
+    grad = grad.contiguous()
+    need_a, need_b, _, need_bias, need_scale = ctx.needs_input_grad[:5]
+    alpha, scale_bias = ctx.alpha, ctx.scale_bias
+    da = db = dbias = dscale = None
+    dt = mat_a.dtype
+    if mat_b.dim() == 3:
+        if need_a:
+            # dA = s·α·(dY · Bᵀ): the epilogue scales the output rows.
+            da = torch.ops.kiln.grouped_mm(grad.to(dt), mat_b.transpose(-2, -1), offs, None,
+                                           row_scale, False, float(alpha), dt)
+        if need_b:
+            gs = _scaled(grad, row_scale, alpha, dt)
+            if is_fprop_layout(mat_b):
+                # B = Wᵀ: dW = (s·α·dY)ᵀ · A as [G,N,K], returned transposed.
+                db = torch.ops.kiln.grouped_mm(gs.t(), mat_a, offs, None, None, False, 1.0,
+                                               mat_b.dtype).transpose(-2, -1)
+            else:
+                db = torch.ops.kiln.grouped_mm(mat_a.t(), gs, offs, None, None, False, 1.0,
+                                               mat_b.dtype)
+        if need_bias:
+            gb = grad if not scale_bias else _scaled(grad, row_scale, 1.0, grad.dtype)
+            dbias = segment_sum(gb, offs).to(bias.dtype)
+        if need_scale:
+            dscale = _row_scale_grad(grad, mat_a, mat_b, offs, bias, row_scale, scale_bias,
+                                     alpha)
+    else:
+        # Out[g] = A_g · B_g with A [N,T], B [T,K] split along T.
+        g = grad.to(dt)
+        if need_a:
+            da = torch.ops.kiln.grouped_mm(mat_b, g.transpose(-2, -1), offs, None, None, False,
+                                           1.0, dt).t()
+        if need_b:
+            db = torch.ops.kiln.grouped_mm(mat_a.t(), g, offs, None, None, False, 1.0, dt)
+    return da, db, None, dbias, dscale, None, None, None
+
+
+_grouped_mm_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --- the public function ------------------------------------------------------------
+def _needs_grad(*ts):
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+
+
+def grouped_mm(mat_a, mat_b, offs, *, out=None, out_dtype=None, bias=None, row_scale=None,
+               scale_bias=False, alpha=1.0):
+    """torch._grouped_mm(mat_a, mat_b, offs, out_dtype=...) with kiln, plus a
+    fused epilogue: out[r] = row_scale[r]·alpha·(mat_a·mat_b)[r] +
+    (row_scale[r] if scale_bias else 1)·bias[g].
+
+    2d x 3d: mat_a [T,K], mat_b [G,K,N] (w.transpose(-2,-1) of a [G,N,K] w,
+    or row-major) -> [T,N].  2d x 2d: mat_a [N,T] (dy.t()), mat_b [T,K] ->
+    [G,N,K].  offs: int32 [G] cumulative row ends, on the device.  Only the
+    rows [0, offs[-1]) of the output are written (out= keeps the rest)."""
+    if out is not None:
+        if _needs_grad(mat_a, mat_b, bias, row_scale):
+            raise RuntimeError("kiln.grouped_mm: out= does not support automatic "
+                               "differentiation (an input requires grad)")
+        if torch.compiler.is_compiling():
+            pl = plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha, out)
+            bias, row_scale = _epilogue_operands(pl, bias, row_scale)
+            torch.ops.kiln.grouped_mm_out(mat_a, mat_b, offs, out, bias, row_scale,
+                                          bool(scale_bias), float(alpha))
+            return out
+        return launch(mat_a, mat_b, offs, out, out_dtype, bias, row_scale, scale_bias, alpha)
+    if torch.compiler.is_compiling() or _needs_grad(mat_a, mat_b, bias, row_scale):
+        # Through the op: autograd and tracing see it.  The casts happen here
+        # so that autograd flows through them.
+        pl = plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha)
+        bias, row_scale = _epilogue_operands(pl, bias, row_scale)
+        return torch.ops.kiln.grouped_mm(mat_a, mat_b, offs, bias, row_scale, bool(scale_bias),
+                                         float(alpha), out_dtype)
+    return launch(mat_a, mat_b, offs, None, out_dtype, bias, row_scale, scale_bias, alpha)
+
+
+def prepare(mat_a, mat_b, offs, *, out=None, out_dtype=None, bias=None, row_scale=None,
+            scale_bias=False, alpha=1.0):
+    """Resolves and loads the kernel grouped_mm(...) with these arguments would
+    use, launching nothing (kiln_prepare): call it before capturing a CUDA
+    graph for a call that has not run eagerly."""
+    launch(mat_a, mat_b, offs, out, out_dtype, bias, row_scale, scale_bias, alpha,
+           prepare_only=True)
