@@ -460,7 +460,7 @@ static int copy_tok(char *dst, size_t size, const char *s)
 /* Parses one line (tabs between fields, modified in place). */
 static int journal_parse_line(char *line, kiln_tune_record *r)
 {
-    char *f[9];
+    char *f[9] = {0};
     int n = 0;
     char *p = line;
     while (n < 9) {
