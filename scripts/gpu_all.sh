@@ -8,7 +8,17 @@
 #   3. the SASS of the sm90 kernels (HGMMA in the main loop);
 #   4. torch._grouped_mm on the benchmark cases (the peer), then kiln's
 #      benchmark in the same call.
-# A short table comes last.  Logs go to $OUT (or /tmp/kiln-gpu).
+#   5. compute-sanitizer tools over the GPU tests ($KILN_SANITIZE);
+#   6. every sweep kernel checked against the reference (kiln tune's GPU
+#      timer) on a few small shapes;
+#   7. the Python package's tests (from the source tree, PYTHONPATH);
+#   8. an old build's kiln_bench and bundle ($KILN_AB_OLD/{kiln_bench,
+#      kiln-sm_90a.kbundle}) against this one, alternating, for the
+#      "no case slower" check of a refactor;
+#   9. the layer benchmark (GroupedLinear vs torch._grouped_mm).
+# KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
+# sweeps,python,ab,layer.  A short table comes last.  Logs go to $OUT (or
+# /tmp/kiln-gpu).
 #
 #   scripts/gpu_all.sh [BUILD_DIR] [--quick]
 set -u
@@ -21,7 +31,11 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 cd "$here"
 bundle=$build/kiln-sm_90a.kbundle
 summary=()
+parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer},
+want() { case $parts in *,$1,*) return 0 ;; esac; return 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 
+if want suite; then
 echo "== 1. GPU suite from the bundle, empty cache"
 if [ -f "$bundle" ]; then
   KILN_BUNDLE_PATH=$bundle KILN_TEST_EXPECT_NO_NVRTC=1 scripts/gpu_suite.sh "$build" \
@@ -35,7 +49,10 @@ fi
 tail -n 12 "$out/suite.log"
 grep -h "generated path:" "$out/suite.log" | head -2
 summary+=("gpu suite: $([ $rc -eq 0 ] && echo PASS || echo "FAIL ($rc)")")
+grep -h "dispatch" "$out/suite.log" | head -3
+fi
 
+if want first; then
 echo "== 2. first-call latency"
 for mode in bundle empty-cache; do
   cache=$(mktemp -d /tmp/kiln-first.XXXXXX)
@@ -52,6 +69,9 @@ for mode in bundle empty-cache; do
   rm -rf "$cache"
 done
 
+fi
+
+if want sass; then
 echo "== 3. SASS of the sm90 kernels"
 if command -v cuobjdump >/dev/null && [ -f "$bundle" ]; then
   rm -rf "$out/cubins"; "$build/kiln" bundle extract "$bundle" /tmp/kiln-cubins >/dev/null
@@ -64,6 +84,10 @@ if command -v cuobjdump >/dev/null && [ -f "$bundle" ]; then
   summary+=("sass: $(awk '$2 > 0' "$out/sass.txt" | wc -l) of $(wc -l < "$out/sass.txt") sm90 kernels show HGMMA; $(awk '$4 > 0' "$out/sass.txt" | wc -l) use local memory")
 fi
 
+fi
+
+rc=0
+if want bench; then
 echo "== 4. benchmark: torch._grouped_mm peer, then kiln"
 reps=30; [ $quick = 1 ] && reps=10
 only=${KILN_BENCH_ONLY:-}   # e.g. KILN_BENCH_ONLY=qwen3_30b_fc1,skew32
@@ -78,8 +102,9 @@ rc=$?
 summary+=("benchmark: exit $rc")
 python3 bench/torch_peer.py --bench "$build/bench/kiln_bench" \
   --table "$out/bench.json" "$out/torch.jsonl" > "$out/table.txt" 2>&1
+fi
 
-if [ -n "${KILN_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
+if want sanitize && [ -n "${KILN_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
   echo "== 5. compute-sanitizer ($KILN_SANITIZE) over the GPU tests"
   for tool in ${KILN_SANITIZE//,/ }; do
     for t in "$build"/tests/gpu/test_*; do
@@ -93,11 +118,60 @@ if [ -n "${KILN_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
   done
 fi
 
+if want sweeps; then
+  echo "== 6. every sweep kernel against the reference (kiln tune, GPU timer)"
+  printf '# name\tgroups\ttokens_per_group\tK\tN\tsizes\ndecode\t64\t16\t512\t384\tuniform\nodd\t16\t321\t384\t256\tskew\nmod\t8\t129\t256\t512\tmod64_1\n' > "$out/sweep_shapes.tsv"
+  cache=$(mktemp -d /tmp/kiln-sweeps.XXXXXX)
+  KILN_CACHE_DIR=$cache KILN_BUNDLE_PATH=$bundle timeout "${KILN_SWEEP_TIMEOUT:-150}" "$build/kiln" tune \
+    specs/sweeps/*.yaml --shapes "$out/sweep_shapes.tsv" --timer gpu -o "$out/sweeps.tuning" \
+    > "$out/sweeps.log" 2>&1
+  r=$?
+  ok=$(awk -F'\t' '$4=="ok"' "$out/sweeps.tuning.journal" 2>/dev/null | wc -l)
+  bad=$(awk -F'\t' '$4=="bad"' "$out/sweeps.tuning.journal" 2>/dev/null | wc -l)
+  summary+=("sweep kernels vs reference: $ok ok, $bad bad (kiln tune exit $r)")
+  awk -F'\t' '$4=="bad"' "$out/sweeps.tuning.journal" 2>/dev/null | head -5
+  rm -rf "$cache"
+fi
+
+if want python; then
+  echo "== 7. the Python package's tests"
+  KILN_BUILD_DIR=$build PYTHONPATH=$here/python timeout "${KILN_PY_TIMEOUT:-200}" \
+    python3 -m pytest -q -rs -p no:cacheprovider python/tests > "$out/python.log" 2>&1
+  summary+=("python tests: $(tail -n 1 "$out/python.log") (exit $?)")
+  tail -n 15 "$out/python.log"
+fi
+
+if want ab && [ -n "${KILN_AB_OLD:-}" ]; then
+  echo "== 8. old build ($KILN_AB_OLD) vs this one, alternating"
+  for round in 1 2 3; do
+    for side in old new; do
+      b=$build/bench/kiln_bench; k=$bundle
+      [ $side = old ] && { b=$KILN_AB_OLD/kiln_bench; k=$KILN_AB_OLD/kiln-sm_90a.kbundle; }
+      c=$(mktemp -d /tmp/kiln-ab.XXXXXX)
+      KILN_CACHE_DIR=$c KILN_BUNDLE_PATH=$k timeout 150 "$b" --cases "$KILN_AB_OLD/cases.tsv" \
+        --ops "${KILN_AB_OPS:-fprop,dgrad}" --reps 20 --untuned > "$out/bench_${side}_$round.log" 2>&1
+      rm -rf "$c"
+    done
+  done
+  python3 scripts/ab_table.py "$out" > "$out/ab_table.txt" 2>&1
+fi
+
+if want layer; then
+  echo "== 9. layer benchmark: GroupedLinear vs torch._grouped_mm"
+  KILN_BUILD_DIR=$build PYTHONPATH=$here/python timeout "${KILN_LAYER_TIMEOUT:-150}" \
+    python3 python/bench/layer_bench.py --bench "$build/bench/kiln_bench" --cases bench/cases.tsv \
+    > "$out/layer.log" 2>&1
+  summary+=("layer benchmark: exit $?")
+fi
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
-sed -n '/^TFLOP/,$p' "$out/bench.log"
-[ $rc -ne 0 ] && tail -n 20 "$out/bench.log"
-echo "---- kiln vs torch._grouped_mm, same call; floor = max(FLOPs/800T, bytes/4.3TB/s) ----"
-cat "$out/table.txt"
+if want bench; then
+  [ $rc -ne 0 ] && tail -n 20 "$out/bench.log"
+  echo "---- kiln vs torch._grouped_mm, same call; floor = max(FLOPs/800T, bytes/4.3TB/s) ----"
+  cat "$out/table.txt"
+fi
+[ -f "$out/ab_table.txt" ] && { echo "---- old vs new build, same call ----"; cat "$out/ab_table.txt"; }
+[ -f "$out/layer.log" ] && { echo "---- layer step ----"; tail -n 25 "$out/layer.log"; }
 exit 0
