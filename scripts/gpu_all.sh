@@ -96,7 +96,8 @@ PYTHONUNBUFFERED=1 python3 bench/torch_peer.py --reps $reps ${only:+--only $only
 echo "torch peer: $(grep -c tflops "$out/torch.jsonl") results ($(tail -n 1 "$out/torch.err"))"
 # The benchmark's kernels come from the bundle too (no NVRTC in the timed
 # process); it falls back to JIT where the bundle lacks one.
-KILN_BUNDLE_PATH=$bundle "$build/bench/kiln_bench" --reps $reps ${only:+--only $only} --untuned \
+untuned=--untuned; [ "${KILN_BENCH_UNTUNED:-1}" = 0 ] && untuned=
+KILN_BUNDLE_PATH=$bundle "$build/bench/kiln_bench" --reps $reps ${only:+--only $only} $untuned \
   --peer "$out/torch.jsonl" --json "$out/bench.json" > "$out/bench.log" 2>&1
 rc=$?
 summary+=("benchmark: exit $rc")

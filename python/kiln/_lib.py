@@ -53,6 +53,8 @@ class ContextOptions(ctypes.Structure):
         ("log", _LOG_FN),
         ("log_user", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
+        ("cache_max_bytes", ctypes.c_uint64),
+        ("checked", ctypes.c_int),
     ]
 
 
