@@ -144,7 +144,7 @@ fi
 
 if want ab && [ -n "${KILN_AB_OLD:-}" ]; then
   echo "== 8. old build ($KILN_AB_OLD) vs this one, alternating"
-  for round in 1 2 3; do
+  for round in $(seq "${KILN_AB_ROUNDS:-3}"); do
     for side in old new; do
       b=$build/bench/kiln_bench; k=$bundle
       [ $side = old ] && { b=$KILN_AB_OLD/kiln_bench; k=$KILN_AB_OLD/kiln-sm_90a.kbundle; }
@@ -161,6 +161,7 @@ if want layer; then
   echo "== 9. layer benchmark: GroupedLinear vs torch._grouped_mm"
   KILN_BUILD_DIR=$build PYTHONPATH=$here/python timeout "${KILN_LAYER_TIMEOUT:-150}" \
     python3 python/bench/layer_bench.py --bench "$build/bench/kiln_bench" --cases bench/cases.tsv \
+    ${KILN_LAYER_ONLY:+--only $KILN_LAYER_ONLY} \
     > "$out/layer.log" 2>&1
   summary+=("layer benchmark: exit $?")
 fi
