@@ -150,7 +150,8 @@ if want ab && [ -n "${KILN_AB_OLD:-}" ]; then
       [ $side = old ] && { b=$KILN_AB_OLD/kiln_bench; k=$KILN_AB_OLD/kiln-sm_90a.kbundle; }
       c=$(mktemp -d /tmp/kiln-ab.XXXXXX)
       KILN_CACHE_DIR=$c KILN_BUNDLE_PATH=$k timeout 150 "$b" --cases "$KILN_AB_OLD/cases.tsv" \
-        --ops "${KILN_AB_OPS:-fprop,dgrad}" --reps 20 --untuned > "$out/bench_${side}_$round.log" 2>&1
+        --ops "${KILN_AB_OPS:-fprop,dgrad}" ${KILN_AB_ONLY:+--only $KILN_AB_ONLY} --reps 20 --untuned \
+        > "$out/bench_${side}_$round.log" 2>&1
       rm -rf "$c"
     done
   done
