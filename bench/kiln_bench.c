@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kiln_bench.c — the MoE benchmark suite (bench/cases.tsv, from BENCH.md).
  *

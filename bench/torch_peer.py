@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Times torch._grouped_mm (CUTLASS's grouped kernels) on bench/cases.tsv, the
 peer kiln's benchmark compares against in the same call.
 

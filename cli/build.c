@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * build.c — building a set of jobs: expand and compile (or take from the
  * cache) every kernel, -j in parallel, with a progress line on a terminal.

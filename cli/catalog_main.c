@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * catalog_main.c — kiln_catalog_gen, the build step that writes the
  * runtime's kernel catalog.  It is `kiln catalog` without the rest of the

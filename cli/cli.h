@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli.h — the `kiln` command: its subcommands (one file each, cmd_*.c),
  * their shared option parsing (options.c), loading sets of specs (specs.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_bundle.c — `kiln bundle ls|verify BUNDLE` and `kiln bundle extract
  * BUNDLE DIR`.  Names and arches come from the file, so they are printed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_cache.c — `kiln cache ls|verify|clear`, and moving kernels between
  * the cache and bundles: `kiln cache import BUNDLE`, `kiln cache export DIR

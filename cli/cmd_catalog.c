@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_catalog.c — `kiln catalog`: expand specs into the runtime's built-in
  * kernel table (a C file), with a tuning table's winners.  A build step: the

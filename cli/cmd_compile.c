@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_compile.c — `kiln compile`: expand and compile every kernel of the
  * given specs into the cache (build.c), then print a summary table, or JSON

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_emit.c — `kiln emit SPEC`: print the CUDA source the templates make
  * for one kernel of a spec (for reading, diffing and template work).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_pack.c — `kiln pack`: compile (or take from the cache) every kernel of
  * the specs for every arch named and write one bundle, optionally with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd_tune.c — `kiln tune SWEEP... --shapes FILE`: expand the sweep,
  * compile every variant in parallel (through the cache), time each usable

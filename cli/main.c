@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c — the `kiln` command: find the subcommand and hand it its
  * arguments (each subcommand is a file cmd_*.c with its own options and

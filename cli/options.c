@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c — option parsing for every subcommand (getopt_long against the
  * options the subcommand takes), its --help, and small helpers the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * specs.c — loading the specs a subcommand names (files, or directories of
  * *.yaml) into jobs: one per kernel and arch.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tune.h — the tuner, the pieces of `kiln tune` (tuner.c; the GPU timer in
  * tune_gpu.c; cmd_tune.c drives them): the shapes

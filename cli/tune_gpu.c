@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tune_gpu.c — the GPU timer of `kiln tune`, on the runtime's own pieces:
  * the dlopen'd driver (runtime/driver.h), a kiln_context per device, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tuner.c — the tuner behind `kiln tune` (cmd_tune.c drives it): shapes
  * files, timing configs, the fake timer, the journal, choosing the winners

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * common.h — the small layer both the compiler and the runtime use: error
  * records, growable strings, SHA-256, and careful file I/O.  No libyaml, no

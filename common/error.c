@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* error.c — error records and status names. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fileio.c — whole-file reads and atomic writes (temp + fsync + rename). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* half.c — bf16/fp16 <-> float by bit manipulation (no libm, no FPU
  * rounding mode dependence), round to nearest even. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* half.h — bf16 and fp16 to and from float, on the host.
  *
  * Narrowing rounds to nearest, ties to even, as the GPU's cvt.rn does;

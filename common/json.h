@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * json.h — the one JSON writer (`kiln compile --json`, `kiln tune --json`).
  *

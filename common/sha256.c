@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sha256.c — SHA-256 (FIPS 180-4), for cache keys and checksums. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* strbuf.c — growable strings. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* embedded.c — lookup of files built into the binary. */
 #include <string.h>
 

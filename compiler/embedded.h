@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* embedded.h — files built into the binary (templates, the kernel ABI). */
 #ifndef KILN_EMBEDDED_H
 #define KILN_EMBEDDED_H

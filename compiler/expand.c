@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * expand.c — runs a Lua 5.4 template to turn a kernel description into CUDA
  * source and a launch description.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * expand.h — Lua 5.4 templates that turn a kernel description into CUDA
  * source.  Templates are embedded in the binary at build time; an override

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spec.c — YAML kernel specs: the schema, parsing with libyaml's document
  * API (every node keeps its mark), positions, and validation.  Sweeps (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spec.h — YAML kernel specs: parse with libyaml, validate, and produce
  * canonical kernel descriptions.  Every node keeps its line and column so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spec_internal.h — what spec.c (schema, values, validation) and sweep.c
  * (families of kernels) share.  Not for other modules: use spec.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sweep.c — families of kernels: a base spec plus `sweep:` axes whose grid
  * expands into concrete kernels, filtered by the validator and by optional

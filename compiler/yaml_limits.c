@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* yaml_limits.c — size, depth, anchor, alias and tag checks on a spec's
  * YAML events, before the document is built (see yaml_limits.h). */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * yaml_limits.h — limits a spec's YAML text must keep before libyaml builds
  * a document from it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_bundle.c — the bundle reader.  Before reading, each index record's
  * entry gets its own checksum and the record's SHA-256 fixed up, then the
  * file trailer, so mutations reach the index, record and entry decoders.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_cache_entry.c — the cache-entry decoder, with the trailing checksum
  * fixed up so mutations reach the fields.  Invariants: a refusal is one
  * line; an accepted entry re-encodes to bytes that decode to the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_expand.c — spec to template expansion with the embedded templates.
  * Invariants: template errors are one line naming a template and the spec;
  * a success gives a source that holds the launch entry, and a description

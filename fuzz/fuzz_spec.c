@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_spec.c — spec parsing and validation.  Invariants beyond crashes:
  * a refusal is one line naming the file; every accepted kernel validates
  * again for each of its archs, and its description round-trips through

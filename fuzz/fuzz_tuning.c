@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_tuning.c — the tuning-table parser.  Most inputs get their integrity
  * line rewritten to match (so mutations reach the line parser); one in
  * eight is parsed as is (so the check itself is fuzzed).  Invariants: a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fuzz_util.h — checks the fuzz targets share: what a refusal must look
  * like (one printable line naming the input), and checksum fix-ups. */
 #ifndef KILN_FUZZ_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* make_seeds.c — writes small binary seeds for the cache-entry and bundle
  * fuzzers into DIR/cache_entry and DIR/bundle (kiln's own writers, fake
  * cubin bytes, the shipped tuning table), so no binary file lives in the

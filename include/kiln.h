@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kiln.h — the one public header of kiln, a JIT compiler and runtime for
  * grouped GEMMs (the matrix products of Mixture-of-Experts layers).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kernel_desc.c — names of types and ops, and the canonical text form of a
  * kernel description (cache keys, catalogs, bundles, cache entries). */
 #include <stdio.h>

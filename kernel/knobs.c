@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* knobs.c — the table of spec knobs and the accessors every derivation
  * (schema, text, Lua, sweeps, signatures) goes through. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * knobs.h — the kernel model's one table: a row per key of the spec
  * language.  Everything that names a knob is derived from it: the spec

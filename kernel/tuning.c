@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tuning.c — shape classes, tuning keys, and the text tuning table. */
 #include <ctype.h>
 #include <errno.h>

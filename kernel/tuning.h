@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tuning.h — tuning tables: the fastest generated kernel for each
  * (arch, op, types, epilogue, shape class), as `kiln tune` measured it.

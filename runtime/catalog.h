@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * catalog.h — the default generated kernels built into the runtime.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* context.c — the public API: contexts, options, the lock, kiln_gemm,
  * kiln_prepare and reports.  The work is the modules': problem.c checks,
  * dispatch.c chooses, kernels.c loads, launch.c and the backends run. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * context.h — the inside of a kiln_context.  context.c owns it: the public
  * API, options and the lock.  Modules never see it; they get a kiln_rt_env

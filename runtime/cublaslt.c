@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cublaslt.c — the cuBLASLt backend: a per-group loop with host sizes, and
  * kiln's own epilogue kernel for the terms cuBLASLt cannot fuse per row. */
 #include <dlfcn.h>

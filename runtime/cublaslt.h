@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cublaslt.h — the cuBLASLt backend: a per-group loop of cublasLtMatmul
  * with the sizes read from problem->host_sizes.

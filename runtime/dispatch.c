@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dispatch.c — the backend cascade: tuned ▸ generated ▸ cuBLASLt. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dispatch.h — which backend serves a call: a flat cascade of pure
  * predicates (ggml-style should_use_*), cuBLASLt last.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* driver.c — dlopen libcuda.so.1 and resolve the driver API through
  * cuGetProcAddress, never crashing when the driver is missing. */
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * env.h — what a runtime module may see: the driver table, the log and the
  * device's limits.  Modules (kernels.c, launch.c, the backends) get this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kernels.c — catalog and tuned kernels to loaded modules through the store
  * (see kernels.h). */
 #include <dlfcn.h>

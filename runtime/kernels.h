@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernels.h — the runtime's generated kernels: the built-in catalog and the
  * tuning tables' winners, turned into loaded modules through the store

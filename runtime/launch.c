@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* launch.c — kernel arguments, grid, shared memory, clusters, tensor maps. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * launch.h — launching one generated kernel for one call: kernel arguments
  * from the problem, grid, dynamic shared memory, cluster and tensor maps.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log.c — the runtime's log: a hook, or stderr under $KILN_LOG (env.h). */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* problem.c — defaults, geometry and the contract checks of a kiln_problem
  * (see problem.h); pure, so CPU-testable. */
 #include <stdint.h>

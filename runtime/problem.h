@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * problem.h — a kiln_problem: its defaults, its geometry, and the checks of
  * the contract in kiln.h made before any work is done.  Pure: no driver, no

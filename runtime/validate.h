@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* validate.h — the old name of problem.h, for tests/support/gpu_util.h
  * until it includes problem.h. */
 #ifndef KILN_VALIDATE_H

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Medians over rounds of kiln_bench's tuned/untuned table (best of 3
 alternating medians per run), old vs new, for every (case, op, kernel)."""
 import glob, re, statistics, sys

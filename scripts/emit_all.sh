@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Writes the generated source of every kernel of every shipped spec (sweeps
 # expanded) to DIR/<kernel>.cu, for checking that a refactor of the templates
 # or the compiler leaves the generated code byte-identical:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds kiln's libFuzzer targets with clang (ASan + UBSan) in build-fuzz
 # (or $KILN_FUZZ_BUILD) and runs each for SECONDS (default 30; CI's short
 # run).  Run longer by hand: scripts/fuzz.sh 3600.  The corpus grows in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_all.sh — everything kiln runs on a GPU, in one go, from a build folder
 # made elsewhere (this script builds nothing) that holds the bundle of the
 # shipped specs (build/kiln-sm_90a.kbundle, made by `kiln pack`):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Copies what scripts/gpu_all.sh needs from a build folder into DIR, in the
 # same layout, so a GPU machine gets the binaries and the bundle without the
 # whole build folder (object files, the pack cache):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu_suite.sh — runs kiln's GPU tests and the example from an existing build
 # folder (built elsewhere and carried here; this script builds nothing).
 #

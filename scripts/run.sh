@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job: set up and build, compile every shipped spec for sm_90a into
 # one bundle (build/kiln-sm_90a.kbundle; no GPU needed), and where a GPU is
 # present run the GPU suite and the benchmark with kernels from that bundle.

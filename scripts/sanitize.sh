@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the CPU suite with AddressSanitizer and UndefinedBehaviorSanitizer
 # in its own build folder (build-asan, or $KILN_ASAN_BUILD) and runs it.
 # Any ASan report, leak or UB report fails the test it happens in.

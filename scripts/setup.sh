@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what the build needs (Debian 12 packages) and configures + builds
 # kiln into build/.  Safe to run again: installs only what is missing.
 set -euo pipefail

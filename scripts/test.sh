@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Sets up, builds, and runs every test.  GPU tests skip (with the reason)
 # where there is no GPU; the CPU suite always runs.
 set -euo pipefail

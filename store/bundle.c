@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bundle.c — writing and reading kernel bundles (see bundle.h). */
 #include <errno.h>
 #include <fcntl.h>

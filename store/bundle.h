@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bundle.h — one file of precompiled cubins, built without a GPU, loaded
  * read-only by the runtime.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cache.c — the on-disk, content-addressed cubin cache.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* jit.c — kiln_store_resolve without bundles (see jit.h). */
 #include <string.h>
 

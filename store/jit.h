@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jit.h — the cubin of a generated kernel from the cache, else compiled with
  * NVRTC and stored: kiln_store_resolve (store.h) without bundles, in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvrtc.c — compile generated CUDA source to a cubin with NVRTC.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvrtc.h — compile generated CUDA source to a cubin with NVRTC, capturing
  * the log on every path and the resource use ptxas reports.

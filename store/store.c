@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store.c — the kernel id and the resolve chain (see store.h). */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * store.h — a kernel's one identity, and the one way from a kernel to a
  * cubin: bundles, then the cache, then NVRTC.

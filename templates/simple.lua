@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- simple.lua — a plain, portable grouped GEMM for every op (fprop, dgrad,
 -- wgrad), any architecture from sm_80 on.  Shared-memory tiles, fp32
 -- accumulation, tensor cores through mma.sync for bf16/fp16 (FMA for other

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- templates/sm90.lua — persistent warp-specialised grouped GEMM for sm_90a
 -- (fprop, dgrad).  Called as chunk(spec, arch, mode) (see compiler/expand.h):
 -- checks the spec against the family's rules (templates/sm90_common.lua and

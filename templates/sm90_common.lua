@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- templates/sm90_common.lua — what the two sm90 templates (sm90.lua for
 -- fprop/dgrad, sm90_wgrad.lua for wgrad) share: the family's rules, the
 -- shared-memory budget and the preamble of compile-time constants.

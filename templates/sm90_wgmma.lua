@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- templates/sm90_wgmma.lua — the wgmma wrapper both sm90 templates emit:
 -- kiln_wgmma(acc, desc_a, desc_b, scale_d) issuing one
 -- wgmma.mma_async m64n<bn>k16 with fp32 accumulators in registers.

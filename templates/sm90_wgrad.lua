@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- templates/sm90_wgrad.lua — persistent warp-specialised k-grouped weight
 -- gradient for sm_90a: dW_g[N,K] = dY_gᵀ · X_g over each group's tokens.
 -- Returns a function(spec, arch, mode) -> source, launch (mode "check":

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # No C function of kiln's own (generated code aside) runs past 150 lines.
 # kiln's style puts a function's opening and closing braces in column 0,
 # which is what this counts between.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The folder graph has no cycles: each layer includes headers only from the
 # layers below it.  Headers are included by bare name ("cache.h"), so each
 # name is first mapped to the folder that holds it.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # libkiln_exports.sh LIB HEADER — libkiln.so exports exactly the functions
 # kiln.h declares (KILN_API), and needs no libnvrtc (NVRTC is loaded with
 # dlopen, so a bundle-only deployment needs only the driver).

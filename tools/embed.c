@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* embed.c — build tool: writes a C file holding the given files as byte
  * arrays, named by base name, so the `kiln` binary needs no source tree.
  * usage: kiln_embed OUT.c FILE... */

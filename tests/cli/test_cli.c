@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cli.c — the `kiln` command end to end: exit codes, one-line errors,
  * nothing cached from a bad spec, cache hits on a second compile, emit,
  * cache ls/verify/clear, and a failing compile. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_pack.c — `kiln pack` of every shipped spec for sm_90a (what CI
  * ships), `kiln bundle verify|ls`, determinism, refusal of damaged bundles,
  * and moving kernels between bundles and caches. */

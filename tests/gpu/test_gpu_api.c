@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_gpu_api.c — the runtime API around the GEMMs, on a GPU: bad input is
  * refused with a message naming the argument and nothing written; CUDA-graph
  * capture and replay after the sizes changed in place; kernels load once

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_gpu_gemm.c — every op, weight layout, wgrad output mode, accumulate
  * setting, epilogue term and type combination through kiln_gemm, checked
  * against a CPU double-precision reference (and, for large shapes, the

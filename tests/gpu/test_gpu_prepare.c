@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_gpu_prepare.c — kiln_prepare before CUDA-graph capture, on a GPU:
  * prepare loads the kernels fprop, dgrad and wgrad will use and launches
  * nothing; the captured calls then compile and load nothing (the context's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_gpu_tuned.c — dispatch through a tuning table on a GPU: an entry for
  * the call's key is obeyed (the kernel named runs, the result is right),
  * and a damaged table is refused with a logged reason while the default

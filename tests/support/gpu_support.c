@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_support.c — see gpu_support.h. */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_support.h — what the GPU tests, the benchmark and `kiln tune`'s GPU
  * timer share (library kiln_testsupport): opening device 0, exact random

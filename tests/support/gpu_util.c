@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_util.c — see gpu_util.h. */
 #include <stdio.h>
 #include <stdlib.h>

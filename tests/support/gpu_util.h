@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_util.h — the GPU tests' side of kiln_testsupport (library
  * kiln_testgpu): device 0 opened once with skip-with-reason, device buffers,

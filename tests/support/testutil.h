@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* testutil.h — helpers shared by the tests. */
 #ifndef KILN_TESTUTIL_H
 #define KILN_TESTUTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_bundle.c — bundles: round trip, determinism, and refusal of
  * truncated, bit-flipped, foreign and wrong-version files. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_cache.c — the on-disk cubin cache: keys, entries, damage, sharing. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>

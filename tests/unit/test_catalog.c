@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_catalog.c — the runtime's built-in catalog: every description parses,
  * and every sm_90a kernel has the id under which `kiln pack` of the shipped
  * specs stores it, computed the runtime's way (so a context with that bundle

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_common.c — the shared layer: SHA-256, strings, files, kernel
  * descriptions. */
 #include <stdio.h>

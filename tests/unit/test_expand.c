@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_expand.c — Lua templates to CUDA source: the simple family for every
  * op/type/epilogue (each expansion compiled with NVRTC for sm_90a and sm_80),
  * template errors naming file:line and the spec position, the sandbox, the

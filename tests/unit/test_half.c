@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_half.c — common/half.c against a reference built from ldexp, over
  * every one of the 65536 bit patterns of bf16 and of fp16: widening gives
  * the exact value; narrowing gives the pattern back; the midpoint between

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_jit.c — kiln_jit_get: cache hit, compile + store, repair, errors. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>

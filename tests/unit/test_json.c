@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_json.c — the one JSON writer: commas, nesting, escapes, and no NaN or
  * Inf ever written (null instead). */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_kernel.c — the kernel model's knob table (kernel/knobs.c): every row
  * goes spec text -> description -> canonical text -> description and back
  * to the same text, and reaches Lua under its spec key with the spec's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_nvrtc.c — NVRTC compile, failure reports, ptxas report parsing. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>

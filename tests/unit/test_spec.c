@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_spec.c — the spec language: the bad corpus (each file names the
  * line:col and message it must produce), the good corpus (fields and
  * defaults), sweeps, positions, validation and the shipped specs. */

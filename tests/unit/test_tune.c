@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_tune.c — `kiln tune` end to end with the fake timer: the whole flow
  * on a small sweep of real family "simple" kernels (dropped points counted,
  * table written and loaded back, plot, JSON), a run killed halfway and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* test_validate.c — the pure parts of the runtime, on the CPU: the contract
  * checks of kiln_gemm (runtime/problem.c), the struct_size checks of the
  * public structs, and the backend cascade (runtime/dispatch.c), tuned step
