@@ -83,8 +83,8 @@ static void run_job(pool *p, kiln_expander *ex, size_t i)
     if (!r->ok) p->failed++;
     if (warn.msg[0] && !p->warned) {
         p->warned = 1;
-        fprintf(stderr, "%skiln: warning: %s (kernels are compiled but not cached)\n",
-                p->progress ? "\r\033[K" : "", warn.msg);
+        /* The store's warning says what happened (not cached, or rebuilt). */
+        fprintf(stderr, "%skiln: warning: %s\n", p->progress ? "\r\033[K" : "", warn.msg);
     }
     progress_line(p, j);
     pthread_mutex_unlock(&p->lock);

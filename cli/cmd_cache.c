@@ -160,6 +160,11 @@ static int run(const kiln_cli_options *o, int n, char **args)
             printf("%s: %zu entries, %zu damaged, %llu bytes of cubins\n", kiln_cache_path(c),
                    w.count, w.bad, (unsigned long long)w.bytes);
             if (w.bad) rc = KILN_EXIT_COMPILE;
+            /* Temp files of writers still at work, or killed (stale ones are
+             * swept when a cache opens, so few remain here). */
+            size_t temps = 0, stale = 0;
+            if (w.verify && kiln_cache_count_temps(c, &temps, &stale, &err) == KILN_OK && temps)
+                printf("%zu temp files (%zu stale, from killed writers)\n", temps, stale);
         }
     }
     kiln_cache_close(c);

@@ -239,14 +239,6 @@ static kiln_status get_choice(const kiln_spec_ctx *c, const char *key, const yam
                               kiln_spec_scalar(n));
 }
 
-static int name_ok(const char *s)
-{
-    if (!(isalpha((unsigned char)s[0]) || s[0] == '_')) return 0;
-    for (const char *p = s; *p; p++)
-        if (!(isalnum((unsigned char)*p) || *p == '_')) return 0;
-    return 1;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Positions                                                                */
 /* ------------------------------------------------------------------------ */
@@ -344,7 +336,7 @@ kiln_status kiln_spec_apply(kiln_spec_ctx *c, const kiln_knob *f, const yaml_nod
         st = want_scalar(c, "kernel", n, "a name");
         if (st) return st;
         sv = kiln_spec_scalar(n);
-        if (!name_ok(sv))
+        if (!kiln_kernel_name_ok(sv))
             return kiln_spec_error_at(c, AT(n), "kernel name \"%.60s\" must match "
                                                 "[A-Za-z_][A-Za-z0-9_]*", sv);
         if (strlen(sv) > KILN_SPEC_NAME_MAX)
@@ -458,7 +450,7 @@ static kiln_status validate_language(const kiln_kernel_desc *d, const char *arch
 {
     char allowed[256];
     if (!d->name[0]) FAIL("kernel", "kernel name is empty");
-    if (!name_ok(d->name))
+    if (!kiln_kernel_name_ok(d->name))
         FAIL("kernel", "kernel name \"%s\" must match [A-Za-z_][A-Za-z0-9_]*", d->name);
     const kiln_knob *ak = kiln_knob_find("arch");
     int known = 0;

@@ -286,7 +286,9 @@ static kiln_status refuse(kiln_error *err, const char *path, const char *why)
 kiln_status kiln_bundle_open(const char *path, kiln_bundle **out, kiln_error *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO given as a bundle is refused below instead of
+     * blocking this open forever (it changes nothing for a regular file). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return kiln_error_set(err, KILN_ERROR_IO, "bundle %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

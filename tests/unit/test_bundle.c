@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "bundle.h"
@@ -380,12 +382,33 @@ static void test_hostile_record_names_refused(void **state)
     kiln_bundle_writer_destroy(w);
 }
 
+/* A FIFO given as a bundle (a path, or $KILN_BUNDLE_PATH) is refused at
+ * once: opening it used to block forever waiting for a writer.  The alarm
+ * turns a hang into a failure. */
+static void test_fifo_refused(void **state)
+{
+    const char *dir = *state;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fifo.kbundle", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    kiln_bundle *b = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    alarm(10);
+    kiln_status st = kiln_bundle_open(path, &b, &err);
+    alarm(0);
+    assert_int_not_equal(st, KILN_OK);
+    assert_null(b);
+    assert_non_null(strstr(err.msg, "not a regular file"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         kiln_test_with_dir(test_round_trip),
         kiln_test_with_dir(test_deterministic),
         kiln_test_with_dir(test_damaged_refused),
+        kiln_test_with_dir(test_fifo_refused),
         cmocka_unit_test(test_id_ignores_compiler_versions),
         cmocka_unit_test(test_reproducible_from_empty_caches),
         cmocka_unit_test(test_resolve_chain),
