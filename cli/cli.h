@@ -138,8 +138,5 @@ kiln_status kiln_cli_expander(const kiln_cli_options *o, kiln_expander **ex, kil
 kiln_status kiln_cli_bundle_add(kiln_bundle_writer *w, const char *id, const char *name,
                                 const kiln_cache_entry *e, kiln_error *err);
 
-/* The timer a tuning table was measured with, from the comment `kiln tune`
- * writes ("# written by kiln tune V; timer ID"); "" when it names none. */
-void kiln_cli_table_timer(const char *text, size_t len, char *out, size_t size);
 
 #endif /* KILN_CLI_H */

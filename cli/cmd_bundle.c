@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tuning.h"
 
 /* The file name extract writes for a record's name or arch: letters, digits,
  * '_' and '-' kept, anything else '_', so that no name from the file (a
@@ -102,7 +103,7 @@ static void list_table(const kiln_bundle *b)
         return;
     }
     char timer[96];
-    kiln_cli_table_timer(text, len, timer, sizeof timer);
+    kiln_tuning_text_timer(text, len, timer, sizeof timer);
     printf("tuning table (%zu bytes%s%s):\n", len, timer[0] ? ", timer " : "", timer);
     for (size_t at = 0; at < len;) {
         const char *nl = memchr(text + at, '\n', len - at);

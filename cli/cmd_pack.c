@@ -27,7 +27,7 @@ static int read_table(const kiln_cli_options *o, char **text, size_t *len)
     }
     kiln_tuning_table_destroy(t);
     char timer[96];
-    kiln_cli_table_timer(*text, *len, timer, sizeof timer);
+    kiln_tuning_text_timer(*text, *len, timer, sizeof timer);
     if (!strcmp(timer, "fake") && !o->allow_fake_timings) {
         fprintf(stderr, "kiln pack: %s was measured with the fake timer (a formula, not a GPU), "
                         "so its winners mean nothing; pass --allow-fake-timings to ship it "

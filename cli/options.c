@@ -181,26 +181,6 @@ const char *kiln_cli_printable(const char *s, char *out, size_t size)
     return out;
 }
 
-void kiln_cli_table_timer(const char *text, size_t len, char *out, size_t size)
-{
-    static const char mark[] = "# written by kiln tune ";
-    snprintf(out, size, "%s", "");
-    for (size_t at = 0; at < len;) {
-        const char *line = text + at;
-        const char *nl = memchr(line, '\n', len - at);
-        size_t ll = nl ? (size_t)(nl - line) : len - at;
-        at += ll + 1;
-        if (ll <= sizeof mark - 1 || memcmp(line, mark, sizeof mark - 1)) continue;
-        for (size_t i = sizeof mark - 1; i + 8 <= ll; i++)
-            if (!memcmp(line + i, "; timer ", 8)) {
-                size_t b = i + 8, e = b;
-                while (e < ll && line[e] != ' ' && line[e] != ';' && line[e] != '\r') e++;
-                snprintf(out, size, "%.*s", (int)(e - b), line + b);
-                return;
-            }
-    }
-}
-
 kiln_status kiln_cli_bundle_add(kiln_bundle_writer *w, const char *id, const char *name,
                                 const kiln_cache_entry *e, kiln_error *err)
 {

@@ -240,6 +240,7 @@ void kiln_tuning_key_format(const kiln_tuning_key *k, kiln_strbuf *out)
 struct kiln_tuning_table {
     kiln_tuning_entry *items;    /* sorted by key */
     size_t n, cap;
+    char timer[64];              /* from its "# written by kiln tune" line, or "" */
 };
 
 kiln_status kiln_tuning_table_create(kiln_tuning_table **out, kiln_error *err)
@@ -658,9 +659,32 @@ done:
         kiln_tuning_table_destroy(t);
         return st;
     }
+    kiln_tuning_text_timer(text, len, t->timer, sizeof t->timer);
     *out = t;
     return KILN_OK;
 }
+
+void kiln_tuning_text_timer(const char *text, size_t len, char *out, size_t size)
+{
+    static const char mark[] = "# written by kiln tune ";
+    snprintf(out, size, "%s", "");
+    for (size_t at = 0; at < len;) {
+        const char *line = text + at;
+        const char *nl = memchr(line, '\n', len - at);
+        size_t ll = nl ? (size_t)(nl - line) : len - at;
+        at += ll + 1;
+        if (ll <= sizeof mark - 1 || memcmp(line, mark, sizeof mark - 1)) continue;
+        for (size_t i = sizeof mark - 1; i + 8 <= ll; i++)
+            if (!memcmp(line + i, "; timer ", 8)) {
+                size_t b = i + 8, e = b;
+                while (e < ll && line[e] != ' ' && line[e] != ';' && line[e] != '\r') e++;
+                snprintf(out, size, "%.*s", (int)(e - b), line + b);
+                return;
+            }
+    }
+}
+
+const char *kiln_tuning_table_timer(const kiln_tuning_table *t) { return t->timer; }
 
 kiln_status kiln_tuning_table_load(const char *path, kiln_tuning_table **out, kiln_error *err)
 {

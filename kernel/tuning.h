@@ -136,6 +136,13 @@ kiln_status kiln_tuning_table_merge(kiln_tuning_table *dst, const kiln_tuning_ta
                                     size_t *added, kiln_error *err);
 
 size_t kiln_tuning_table_count(const kiln_tuning_table *t);
+
+/* The timer a table was measured with, from its "# written by kiln tune
+ * ...; timer X" comment: "gpu:NVIDIA_H200", "fake" (a formula, not a GPU:
+ * its winners mean nothing), or "" when the comment is missing. */
+const char *kiln_tuning_table_timer(const kiln_tuning_table *t);
+/* The same, read from a table's text (before or without parsing it). */
+void kiln_tuning_text_timer(const char *text, size_t len, char *out, size_t size);
 /* Entries in key order. */
 const kiln_tuning_entry *kiln_tuning_table_at(const kiln_tuning_table *t, size_t i);
 

@@ -119,6 +119,9 @@ static void merge(kiln_kernels *ks, kiln_tuning_table *t, const char *from)
     kiln_error err;
     kiln_error_clear(&err);
     size_t added = 0;
+    if (!strcmp(kiln_tuning_table_timer(t), "fake"))
+        LOG(ks, KILN_LOG_WARNING, "tuning table %s was measured with the fake timer (a formula, "
+            "not a GPU): its winners are not measured choices", from);
     if (!ks->tuning) {
         ks->tuning = t;
         added = kiln_tuning_table_count(t);

@@ -648,6 +648,26 @@ static void test_table_messages_printable(void **state)
     free(line);
 }
 
+/* The timer a table was measured with: what kiln pack refuses and the
+ * runtime warns about when it is the fake one. */
+static void test_table_timer(void **state)
+{
+    (void)state;
+    kiln_tuning_table *t = NULL;
+    kiln_error err;
+    if (kiln_tuning_table_load("specs/tuning/sm_90a.tuning", &t, &err) != KILN_OK)
+        fail_msg("%s", err.msg);
+    assert_string_equal(kiln_tuning_table_timer(t), "gpu:NVIDIA_H200");
+    kiln_tuning_table_destroy(t);
+    char out[64];
+    const char *fake = "kiln-tuning 1\n# written by kiln tune 0.1.0; timer fake\n";
+    kiln_tuning_text_timer(fake, strlen(fake), out, sizeof out);
+    assert_string_equal(out, "fake");
+    const char *none = "kiln-tuning 1\n# a comment\n";
+    kiln_tuning_text_timer(none, strlen(none), out, sizeof out);
+    assert_string_equal(out, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -660,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_damaged_tables),
         cmocka_unit_test(test_table_messages_printable),
+        cmocka_unit_test(test_table_timer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
