@@ -227,18 +227,17 @@ typedef struct kiln_problem {
                               (rows past capacity are then not computed) */
 } kiln_problem;
 
-/* Hostile sizes.  d_sizes is read on the device, so kiln cannot refuse it
- * before a call; the kernels clamp it instead:
+/* Sizes the kernels are given.  d_sizes is read on the device, so kiln
+ * cannot refuse it before a call.  What the kernels do with it today:
  *   - a negative count is taken as 0 (an empty group);
- *   - with KILN_SIZES_OFFSETS, an offset smaller than the one before it (or
- *     negative) is taken as equal to the one before it (an empty group);
- *   - a group that would end past capacity ends at capacity, and the groups
- *     after it are empty.
- * Whatever d_sizes holds, no row outside [0, capacity) of d_a, d_out, d_b
- * (wgrad) or epilogue.d_c / d_row_scale is read or written, and when any
- * of the above happened *d_overflow (if given) is set to 1.  The results of
- * the clamped groups are then unspecified (their rows, or their dW_g, may
- * be partly computed); those of the groups before them are exact.
+ *   - with KILN_SIZES_OFFSETS, an offset smaller than the one before it
+ *     gives an empty group;
+ *   - rows past capacity are neither read nor written, and *d_overflow (if
+ *     given) is set to 1 when the sizes add up past capacity; the groups
+ *     that reach past it are then partly computed.
+ * The sm90 kernels add the sizes in 32-bit integers: sizes whose running
+ * total passes 2^31 - 1 are not guarded against there (the simple kernels
+ * add in 64 bits).  Give sizes that add up to at most capacity.
  * host_sizes, when given, is checked on the host instead: a negative count,
  * a decreasing offset or a sum past capacity is KILN_ERROR_INVALID_ARGUMENT.
  * The checked mode (kiln_context_options.checked) checks the pointers and
