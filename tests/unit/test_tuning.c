@@ -79,30 +79,26 @@ static void test_class_boundaries(void **state)
         snprintf(want, sizeof want, "%s.g8.n4096.k4096", tt[i].t);
         assert_string_equal(s, want);
     }
-    /* capacity / G rounds up: 33 rows over 2 groups is 17 per group. */
-    class_name_of(2, 33, 4096, 4096, s);
-    assert_string_equal(s, "t64.g8.n4096.k4096");
-    class_name_of(2, 32, 4096, 4096, s);
-    assert_string_equal(s, "t16.g8.n4096.k4096");
-    /* groups: <=8, <=32, <=128, more */
-    class_name_of(8, 8 * 100, 1024, 1024, s);
-    assert_string_equal(s, "t256.g8.n1024.k1024");
-    class_name_of(9, 9 * 100, 1024, 1024, s);
-    assert_string_equal(s, "t256.g32.n1024.k1024");
-    class_name_of(128, 128 * 100, 1024, 1024, s);
-    assert_string_equal(s, "t256.g128.n1024.k1024");
-    class_name_of(129, 129 * 100, 1024, 1024, s);
-    assert_string_equal(s, "t256.gmax.n1024.k1024");
-    /* N and K: <=1024, <=2048, <=4096, <=8192, more */
-    class_name_of(32, 32 * 1024, 1025, 8192, s);
-    assert_string_equal(s, "t1024.g32.n2048.k8192");
-    class_name_of(32, 32 * 1024, 2048, 8193, s);
-    assert_string_equal(s, "t1024.g32.n2048.kmax");
-    class_name_of(32, 32 * 1024, 14336, 7168, s);
-    assert_string_equal(s, "t1024.g32.nmax.k8192");
-    /* Zero capacity is the smallest class, not a crash. */
-    class_name_of(64, 0, 8, 8, s);
-    assert_string_equal(s, "t16.g128.n1024.k1024");
+    /* One row per boundary: groups, capacity, N, K and the class name. */
+    struct { int64_t g, cap, n, k; const char *want; } cases[] = {
+        /* capacity / G rounds up: 33 rows over 2 groups is 17 per group. */
+        {2, 33, 4096, 4096, "t64.g8.n4096.k4096"},
+        {2, 32, 4096, 4096, "t16.g8.n4096.k4096"},
+        /* groups: <=8, <=32, <=128, more */
+        {8, 8 * 100, 1024, 1024, "t256.g8.n1024.k1024"},
+        {9, 9 * 100, 1024, 1024, "t256.g32.n1024.k1024"},
+        {128, 128 * 100, 1024, 1024, "t256.g128.n1024.k1024"},
+        {129, 129 * 100, 1024, 1024, "t256.gmax.n1024.k1024"},
+        /* N and K: <=1024, <=2048, <=4096, <=8192, more */
+        {32, 32 * 1024, 1025, 8192, "t1024.g32.n2048.k8192"},
+        {32, 32 * 1024, 2048, 8193, "t1024.g32.n2048.kmax"},
+        {32, 32 * 1024, 14336, 7168, "t1024.g32.nmax.k8192"},
+        /* Zero capacity is the smallest class, not a crash. */
+        {64, 0, 8, 8, "t16.g128.n1024.k1024"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        class_name_of(cases[i].g, cases[i].cap, cases[i].n, cases[i].k, s);
+        assert_string_equal(s, cases[i].want);
+    }
     assert_int_equal(kiln_shape_class_bound('t', 0), 16);
     assert_int_equal(kiln_shape_class_bound('t', 4), -1);
     assert_int_equal(kiln_shape_class_bound('n', 3), 8192);
