@@ -216,31 +216,33 @@ static kiln_tuning_table *three(char **descs)
     descs[0] = desc_text("k_big", KILN_OP_FPROP, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 256);
     descs[1] = desc_text("k_small", KILN_OP_FPROP, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 64, 128);
     descs[2] = desc_text("k_wgrad", KILN_OP_WGRAD, KILN_DTYPE_F16, KILN_DTYPE_F16, 128, 128);
+    /* The three entries as rows; each row fills the same fields. */
+    struct {
+        kiln_op op;
+        kiln_dtype t;
+        const char *sig;
+        int tb, gb, nb, kb;
+        const char *kernel, *runnerup;
+        double median_ms, runnerup_ms;
+    } rows[] = {
+        {KILN_OP_FPROP, KILN_DTYPE_BF16, "bias", 3, 1, 2, 3, "k_big", "k_small", 0.123456, 0.2},
+        {KILN_OP_FPROP, KILN_DTYPE_BF16, "bias", 0, 1, 2, 3, "k_small", "", 0.05, 0},
+        {KILN_OP_WGRAD, KILN_DTYPE_F16, "wgrad_output", 2, 2, 2, 2, "k_wgrad", "k_other", 1.5,
+         1.75}};
     kiln_tuning_entry e;
     memset(&e, 0, sizeof e);
-    e.key = key("sm_90a", KILN_OP_FPROP, KILN_DTYPE_BF16, "bias", 3, 1, 2, 3);
-    snprintf(e.kernel, sizeof e.kernel, "k_big");
     memcpy(e.bundle_id, HEX_A, 65);
     memcpy(e.cache_key, HEX_B, 65);
-    e.median_ms = 0.123456;
-    snprintf(e.runnerup, sizeof e.runnerup, "k_small");
-    e.runnerup_ms = 0.2;
-    e.desc = descs[0];
-    assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
-    e.key = key("sm_90a", KILN_OP_FPROP, KILN_DTYPE_BF16, "bias", 0, 1, 2, 3);
-    snprintf(e.kernel, sizeof e.kernel, "k_small");
-    e.median_ms = 0.05;
-    e.runnerup[0] = '\0';
-    e.runnerup_ms = 0;
-    e.desc = descs[1];
-    assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
-    e.key = key("sm_90a", KILN_OP_WGRAD, KILN_DTYPE_F16, "wgrad_output", 2, 2, 2, 2);
-    snprintf(e.kernel, sizeof e.kernel, "k_wgrad");
-    e.median_ms = 1.5;
-    snprintf(e.runnerup, sizeof e.runnerup, "k_other");
-    e.runnerup_ms = 1.75;
-    e.desc = descs[2];
-    assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
+    for (int i = 0; i < 3; i++) {
+        e.key = key("sm_90a", rows[i].op, rows[i].t, rows[i].sig, rows[i].tb, rows[i].gb,
+                    rows[i].nb, rows[i].kb);
+        snprintf(e.kernel, sizeof e.kernel, "%s", rows[i].kernel);
+        e.median_ms = rows[i].median_ms;
+        snprintf(e.runnerup, sizeof e.runnerup, "%s", rows[i].runnerup);
+        e.runnerup_ms = rows[i].runnerup_ms;
+        e.desc = descs[i];
+        assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
+    }
     return t;
 }
 
