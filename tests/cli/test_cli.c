@@ -221,16 +221,11 @@ static void test_catalog(void **state)
     free(text);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_version_and_help),
-        kiln_test_with_dir(test_bad_spec_exits_2_and_caches_nothing),
-        kiln_test_with_dir(test_compile_twice_hits_cache),
-        cmocka_unit_test(test_compile_json_lists_dropped_points),
-        cmocka_unit_test(test_emit),
-        kiln_test_with_dir(test_compile_failure_exits_1),
-        kiln_test_with_dir(test_catalog),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_version_and_help),
+    kiln_test_with_dir(test_bad_spec_exits_2_and_caches_nothing),
+    kiln_test_with_dir(test_compile_twice_hits_cache),
+    cmocka_unit_test(test_compile_json_lists_dropped_points),
+    cmocka_unit_test(test_emit),
+    kiln_test_with_dir(test_compile_failure_exits_1),
+    kiln_test_with_dir(test_catalog))

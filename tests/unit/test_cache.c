@@ -864,22 +864,17 @@ static void test_rebuilt_entry_reported_cached(void **state)
     kiln_cache_close(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        kiln_test_with_dir(test_miss_then_hit),
-        cmocka_unit_test(test_key_stability_and_sensitivity),
-        kiln_test_with_dir(test_no_paths_in_key),
-        cmocka_unit_test(test_encode_decode),
-        kiln_test_with_dir(test_damaged_entries),
-        kiln_test_with_dir(test_foreach_and_clear),
-        kiln_test_with_dir(test_unwritable),
-        kiln_test_with_dir(test_default_dir),
-        kiln_test_with_dir(test_concurrent_processes),
-        kiln_test_with_dir(test_stale_temps_swept),
-        kiln_test_with_dir(test_one_compile_per_key),
-        kiln_test_with_dir(test_size_cap_evicts_lru),
-        kiln_test_with_dir(test_rebuilt_entry_reported_cached),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    kiln_test_with_dir(test_miss_then_hit),
+    cmocka_unit_test(test_key_stability_and_sensitivity),
+    kiln_test_with_dir(test_no_paths_in_key),
+    cmocka_unit_test(test_encode_decode),
+    kiln_test_with_dir(test_damaged_entries),
+    kiln_test_with_dir(test_foreach_and_clear),
+    kiln_test_with_dir(test_unwritable),
+    kiln_test_with_dir(test_default_dir),
+    kiln_test_with_dir(test_concurrent_processes),
+    kiln_test_with_dir(test_stale_temps_swept),
+    kiln_test_with_dir(test_one_compile_per_key),
+    kiln_test_with_dir(test_size_cap_evicts_lru),
+    kiln_test_with_dir(test_rebuilt_entry_reported_cached))

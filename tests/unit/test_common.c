@@ -187,14 +187,9 @@ static void test_read_not_regular(void **state)
     free(dir);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_vectors), cmocka_unit_test(test_strbuf),
-        cmocka_unit_test(test_source_identity),
-        cmocka_unit_test(test_error_prefix),   kiln_test_with_dir(test_files),
-        cmocka_unit_test(test_desc_roundtrip),
-        cmocka_unit_test(test_read_not_regular),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_sha256_vectors), cmocka_unit_test(test_strbuf),
+    cmocka_unit_test(test_source_identity),
+    cmocka_unit_test(test_error_prefix),   kiln_test_with_dir(test_files),
+    cmocka_unit_test(test_desc_roundtrip),
+    cmocka_unit_test(test_read_not_regular))

@@ -204,12 +204,7 @@ static void test_fragments(void **state)
     assert_string_equal(buf, "s4");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_knob_round_trips),
-        cmocka_unit_test(test_launch_round_trips),
-        cmocka_unit_test(test_fragments),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_every_knob_round_trips),
+    cmocka_unit_test(test_launch_round_trips),
+    cmocka_unit_test(test_fragments))

@@ -712,26 +712,21 @@ static void test_yaml_limits(void **state)
     free(dir);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_corpus),
-        cmocka_unit_test(test_good_corpus_loads),
-        cmocka_unit_test(test_good_full),
-        cmocka_unit_test(test_good_defaults),
-        cmocka_unit_test(test_good_wgrad_and_archs),
-        cmocka_unit_test(test_booleans),
-        cmocka_unit_test(test_simple_family_rules),
-        cmocka_unit_test(test_sweep_expansion),
-        cmocka_unit_test(test_sweep_names_stable),
-        cmocka_unit_test(test_sweep_expressions),
-        cmocka_unit_test(test_sweep_types),
-        cmocka_unit_test(test_validate_direct),
-        cmocka_unit_test(test_smem_and_limits),
-        cmocka_unit_test(test_io_errors),
-        cmocka_unit_test(test_parse_memory),
-        cmocka_unit_test(test_shipped_specs),
-        cmocka_unit_test(test_yaml_limits),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_bad_corpus),
+    cmocka_unit_test(test_good_corpus_loads),
+    cmocka_unit_test(test_good_full),
+    cmocka_unit_test(test_good_defaults),
+    cmocka_unit_test(test_good_wgrad_and_archs),
+    cmocka_unit_test(test_booleans),
+    cmocka_unit_test(test_simple_family_rules),
+    cmocka_unit_test(test_sweep_expansion),
+    cmocka_unit_test(test_sweep_names_stable),
+    cmocka_unit_test(test_sweep_expressions),
+    cmocka_unit_test(test_sweep_types),
+    cmocka_unit_test(test_validate_direct),
+    cmocka_unit_test(test_smem_and_limits),
+    cmocka_unit_test(test_io_errors),
+    cmocka_unit_test(test_parse_memory),
+    cmocka_unit_test(test_shipped_specs),
+    cmocka_unit_test(test_yaml_limits))

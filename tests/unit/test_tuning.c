@@ -646,18 +646,13 @@ static void test_table_messages_printable(void **state)
     free(line);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_class_boundaries),
-        cmocka_unit_test(test_class_parse),
-        cmocka_unit_test(test_signatures),
-        cmocka_unit_test(test_key_from_problem),
-        kiln_test_with_dir(test_round_trip),
-        cmocka_unit_test(test_lookup),
-        cmocka_unit_test(test_rejections),
-        cmocka_unit_test(test_damaged_tables),
-        cmocka_unit_test(test_table_messages_printable),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_class_boundaries),
+    cmocka_unit_test(test_class_parse),
+    cmocka_unit_test(test_signatures),
+    cmocka_unit_test(test_key_from_problem),
+    kiln_test_with_dir(test_round_trip),
+    cmocka_unit_test(test_lookup),
+    cmocka_unit_test(test_rejections),
+    cmocka_unit_test(test_damaged_tables),
+    cmocka_unit_test(test_table_messages_printable))

@@ -782,27 +782,22 @@ static void test_checked_mode_env(void **state)
     assert_int_equal(o.checked, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid_problems),
-        cmocka_unit_test(test_null_pointers),
-        cmocka_unit_test(test_alignment),
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_leading_dims),
-        cmocka_unit_test(test_types),
-        cmocka_unit_test(test_wgrad_rules),
-        cmocka_unit_test(test_host_sizes),
-        cmocka_unit_test(test_dispatch_prefers_sm90_and_tiles),
-        cmocka_unit_test(test_dispatch_scale_bias_and_family),
-        cmocka_unit_test(test_dispatch_refusals),
-        cmocka_unit_test(test_arch_and_shape),
-        cmocka_unit_test(test_struct_size),
-        cmocka_unit_test(test_log_env),
-        cmocka_unit_test(test_default_bundle_path),
-        cmocka_unit_test(test_dispatch_tuned_step),
-        cmocka_unit_test(test_checked_mode_pointers),
-        cmocka_unit_test(test_checked_mode_env),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_valid_problems),
+    cmocka_unit_test(test_null_pointers),
+    cmocka_unit_test(test_alignment),
+    cmocka_unit_test(test_shapes),
+    cmocka_unit_test(test_leading_dims),
+    cmocka_unit_test(test_types),
+    cmocka_unit_test(test_wgrad_rules),
+    cmocka_unit_test(test_host_sizes),
+    cmocka_unit_test(test_dispatch_prefers_sm90_and_tiles),
+    cmocka_unit_test(test_dispatch_scale_bias_and_family),
+    cmocka_unit_test(test_dispatch_refusals),
+    cmocka_unit_test(test_arch_and_shape),
+    cmocka_unit_test(test_struct_size),
+    cmocka_unit_test(test_log_env),
+    cmocka_unit_test(test_default_bundle_path),
+    cmocka_unit_test(test_dispatch_tuned_step),
+    cmocka_unit_test(test_checked_mode_pointers),
+    cmocka_unit_test(test_checked_mode_env))
