@@ -439,13 +439,9 @@ struct kiln_tune_journal {
 
 static int journal_push(kiln_tune_journal *j, const kiln_tune_record *r)
 {
-    if (j->n == j->cap) {
-        size_t cap = j->cap ? j->cap * 2 : 64;
-        kiln_tune_record *q = realloc(j->items, cap * sizeof *q);
-        if (!q) return 0;
-        j->items = q;
-        j->cap = cap;
-    }
+    kiln_tune_record *q = kiln_grow(j->items, &j->cap, j->n, sizeof *q, 64);
+    if (!q) return 0;
+    j->items = q;
     j->items[j->n++] = *r;
     return 1;
 }

@@ -372,13 +372,9 @@ kiln_status kiln_tuning_table_add(kiln_tuning_table *t, const kiln_tuning_entry 
         return st;
     }
     size_t pos = (size_t)(-at - 1);
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 16;
-        kiln_tuning_entry *q = realloc(t->items, cap * sizeof *q);
-        if (!q) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
-        t->items = q;
-        t->cap = cap;
-    }
+    kiln_tuning_entry *q = kiln_grow(t->items, &t->cap, t->n, sizeof *q, 16);
+    if (!q) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
+    t->items = q;
     copy.desc = strdup(e->desc);
     if (!copy.desc) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
     memmove(&t->items[pos + 1], &t->items[pos], (t->n - pos) * sizeof *t->items);
