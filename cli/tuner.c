@@ -439,22 +439,10 @@ struct kiln_tune_journal {
 
 static int journal_push(kiln_tune_journal *j, const kiln_tune_record *r)
 {
-    if (j->n == j->cap) {
-        size_t cap = j->cap ? j->cap * 2 : 64;
-        kiln_tune_record *q = realloc(j->items, cap * sizeof *q);
-        if (!q) return 0;
-        j->items = q;
-        j->cap = cap;
-    }
+    kiln_tune_record *q = kiln_grow(j->items, &j->cap, j->n, sizeof *q, 64);
+    if (!q) return 0;
+    j->items = q;
     j->items[j->n++] = *r;
-    return 1;
-}
-
-static int copy_tok(char *dst, size_t size, const char *s)
-{
-    size_t n = strlen(s);
-    if (n >= size) return 0;
-    memcpy(dst, s, n + 1);
     return 1;
 }
 
@@ -474,9 +462,10 @@ static int journal_parse_line(char *line, kiln_tune_record *r)
     if (n < 8) return 0;
     memset(r, 0, sizeof *r);
     char *end;
-    if (strlen(f[0]) != 64 || !copy_tok(r->bundle_id, sizeof r->bundle_id, f[0])) return 0;
-    if (!copy_tok(r->shape_id, sizeof r->shape_id, f[1]) || !f[1][0]) return 0;
-    if (!copy_tok(r->timer_id, sizeof r->timer_id, f[2]) || !f[2][0]) return 0;
+    if (strlen(f[0]) != 64 || !kiln_tuning_copy_field(r->bundle_id, sizeof r->bundle_id, f[0]))
+        return 0;
+    if (!kiln_tuning_copy_field(r->shape_id, sizeof r->shape_id, f[1]) || !f[1][0]) return 0;
+    if (!kiln_tuning_copy_field(r->timer_id, sizeof r->timer_id, f[2]) || !f[2][0]) return 0;
     if (strcmp(f[3], "ok") && strcmp(f[3], "bad")) return 0;
     r->m.ok = !strcmp(f[3], "ok");
     r->m.median_ms = strtod(f[4], &end);
@@ -486,7 +475,7 @@ static int journal_parse_line(char *line, kiln_tune_record *r)
     if (*end) return 0;
     r->m.runs = (int)strtol(f[6], &end, 10);
     if (*end) return 0;
-    if (!copy_tok(r->name, sizeof r->name, f[7])) return 0;
+    if (!kiln_tuning_copy_field(r->name, sizeof r->name, f[7])) return 0;
     if (n == 9) snprintf(r->m.note, sizeof r->m.note, "%s", f[8]);
     r->m.min_ms = r->m.max_ms = r->m.median_ms;
     return 1;

@@ -53,6 +53,13 @@ void kiln_strbuf_vprintf(kiln_strbuf *sb, const char *fmt, va_list ap);
 /* Hands the buffer to the caller (free() it); leaves sb empty. */
 char *kiln_strbuf_take(kiln_strbuf *sb);
 
+/* Room for one more item in a growing array of n items of item_size bytes,
+ * *cap of them allocated: where n == *cap, reallocates to twice *cap (to
+ * `first` from empty). Returns the array, moved or not, and updates *cap;
+ * NULL on out of memory, the array and *cap untouched. The growing arrays
+ * of the tuning table, the bundle writer and the tune journal share it. */
+void *kiln_grow(void *items, size_t *cap, size_t n, size_t item_size, size_t first);
+
 /* SHA-256. */
 typedef struct kiln_sha256 {
     uint32_t h[8];

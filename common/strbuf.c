@@ -67,3 +67,12 @@ char *kiln_strbuf_take(kiln_strbuf *sb)
     memset(sb, 0, sizeof *sb);
     return p;
 }
+
+void *kiln_grow(void *items, size_t *cap, size_t n, size_t item_size, size_t first)
+{
+    if (n < *cap) return items;
+    size_t want = *cap ? *cap * 2 : first;
+    void *q = realloc(items, want * item_size);
+    if (q) *cap = want;
+    return q;
+}

@@ -373,13 +373,9 @@ kiln_status kiln_tuning_table_add(kiln_tuning_table *t, const kiln_tuning_entry 
         return st;
     }
     size_t pos = (size_t)(-at - 1);
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 16;
-        kiln_tuning_entry *q = realloc(t->items, cap * sizeof *q);
-        if (!q) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
-        t->items = q;
-        t->cap = cap;
-    }
+    kiln_tuning_entry *q = kiln_grow(t->items, &t->cap, t->n, sizeof *q, 16);
+    if (!q) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
+    t->items = q;
     copy.desc = strdup(e->desc);
     if (!copy.desc) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "tuning table: out of memory");
     memmove(&t->items[pos + 1], &t->items[pos], (t->n - pos) * sizeof *t->items);
@@ -427,7 +423,7 @@ static int parse_ms(const char *s, double *out)
     return 1;
 }
 
-static int copy_field(char *dst, size_t size, const char *v)
+int kiln_tuning_copy_field(char *dst, size_t size, const char *v)
 {
     size_t n = strlen(v);
     if (n >= size) return 0;
@@ -597,7 +593,8 @@ kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *pa
         kiln_tuning_entry e;
         memset(&e, 0, sizeof e);
         e.line = lineno;
-        if (!copy_field(e.key.arch, sizeof e.key.arch, tok[0]) || !arch_valid(tok[0]))
+        if (!kiln_tuning_copy_field(e.key.arch, sizeof e.key.arch, tok[0]) ||
+            !arch_valid(tok[0]))
             LINE_ERR("bad arch '%.40s' (expected sm_<digits>, like sm_90a)", tok[0]);
         if (!kiln_op_parse(tok[1], &e.key.op))
             LINE_ERR("unknown op '%.40s' (fprop, dgrad or wgrad)", tok[1]);
@@ -607,14 +604,14 @@ kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *pa
                 LINE_ERR("unknown %s '%.40s' (bf16, fp16, f32, e4m3 or e5m2)", field_names[2 + i],
                          tok[2 + i]);
         char why[256];
-        if (!copy_field(e.key.epilogue, sizeof e.key.epilogue, tok[5]))
+        if (!kiln_tuning_copy_field(e.key.epilogue, sizeof e.key.epilogue, tok[5]))
             LINE_ERR("epilogue signature too long");
         if (!kiln_tuning_sig_valid(tok[5], e.key.op, why, sizeof why)) LINE_ERR("%s", why);
         if (!kiln_shape_class_parse(tok[6], &e.key.shape))
             LINE_ERR("bad shape class '%.60s' (like t1024.g32.n4096.k8192; see docs/tuning.md)",
                      tok[6]);
         if (strcmp(tok[7], "->")) LINE_ERR("expected '->' after the key, got '%.40s'", tok[7]);
-        if (!copy_field(e.kernel, sizeof e.kernel, tok[8]))
+        if (!kiln_tuning_copy_field(e.kernel, sizeof e.kernel, tok[8]))
             LINE_ERR("kernel name too long (at most %d characters)", KILN_NAME_MAX - 1);
         if (!hex64(tok[9])) LINE_ERR("bundle id '%.70s' is not 64 lowercase hex digits", tok[9]);
         memcpy(e.bundle_id, tok[9], 65);
@@ -625,7 +622,7 @@ kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *pa
         if (!strcmp(tok[12], "-") != !strcmp(tok[13], "-"))
             LINE_ERR("runner-up name and time must both be '-' or both be given");
         if (strcmp(tok[12], "-")) {
-            if (!copy_field(e.runnerup, sizeof e.runnerup, tok[12]))
+            if (!kiln_tuning_copy_field(e.runnerup, sizeof e.runnerup, tok[12]))
                 LINE_ERR("runner-up name too long");
             if (!parse_ms(tok[13], &e.runnerup_ms))
                 LINE_ERR("runner-up time '%.40s' is not a positive number of milliseconds",

@@ -44,6 +44,11 @@ typedef struct kiln_shape_class {
     int t, g, n, k;              /* bucket indices, 0 = smallest */
 } kiln_shape_class;
 
+/* Copies the text field v into dst[size] whole; 0 where it does not fit
+ * (dst untouched). The table parser and the tuner's journal both read
+ * fields this way. */
+int kiln_tuning_copy_field(char *dst, size_t size, const char *v);
+
 /* Class of a call with `groups` groups, `capacity` rows in all (tokens per
  * group = ceil(capacity / groups)) and weights [G,N,K]. */
 void kiln_shape_class_of(int64_t groups, int64_t capacity, int64_t n, int64_t k,

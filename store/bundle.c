@@ -127,13 +127,9 @@ kiln_status kiln_bundle_writer_add(kiln_bundle_writer *w, const char *id, const 
                               kiln_kernel_name_ok(name) ? name : "", why);
     for (size_t i = 0; i < w->n; i++)
         if (!strcmp(w->items[i].rec.id, id)) return KILN_OK;
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 32;
-        pending *p = realloc(w->items, cap * sizeof *p);
-        if (!p) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "bundle: out of memory");
-        w->items = p;
-        w->cap = cap;
-    }
+    pending *grown = kiln_grow(w->items, &w->cap, w->n, sizeof *grown, 32);
+    if (!grown) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "bundle: out of memory");
+    w->items = grown;
     pending *p = &w->items[w->n];
     memset(p, 0, sizeof *p);
     kiln_strbuf_init(&p->bytes);

@@ -74,6 +74,14 @@ def _fail(msg, exc=ValueError):
     raise exc("kiln.grouped_mm: " + msg)
 
 
+def _rows_of_16_bytes(**dims):
+    """Fails unless every named dimension is a positive multiple of 8 (16-byte rows);
+    shared by the 2d x 3d and 2d x 2d checks, which name their dims in that order."""
+    for nm, v in dims.items():
+        if v % 8 or v == 0:
+            _fail(f"{nm} = {v} is not a positive multiple of 8 (16-byte rows)")
+
+
 def _check_tensor(name, t, ndim=None):
     if not isinstance(t, torch.Tensor):
         _fail(f"{name} must be a torch.Tensor, got {type(t).__name__}", TypeError)
@@ -184,9 +192,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
         if Kb != K:
             _fail(f"mat_a is [T,K] = {tuple(mat_a.shape)} and mat_b [G,K,N] = "
                   f"{tuple(mat_b.shape)}: K differs")
-        for nm, v in (("K", K), ("N", N)):
-            if v % 8 or v == 0:
-                _fail(f"{nm} = {v} is not a positive multiple of 8 (16-byte rows)")
+        _rows_of_16_bytes(K=K, N=N)
         pl.lda = _row_ld("mat_a", mat_a, K, ea, "row-major rows (stride(1) == 1)")
         need_t = "mat_b [G,K,N] as w.transpose(-2,-1) of a row-major [G,N,K] w (stride(1) == 1)"
         need_r = "mat_b [G,K,N] row-major (stride(2) == 1)"
@@ -227,9 +233,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
         if Tb != T:
             _fail(f"mat_a is [N,T] = {tuple(mat_a.shape)} and mat_b [T,K] = "
                   f"{tuple(mat_b.shape)}: T differs")
-        for nm, v in (("N", N), ("K", K)):
-            if v % 8 or v == 0:
-                _fail(f"{nm} = {v} is not a positive multiple of 8 (16-byte rows)")
+        _rows_of_16_bytes(N=N, K=K)
         if bias is not None or row_scale is not None or alpha != 1.0:
             _fail("bias, row_scale and alpha are for 2d x 3d (fprop/dgrad); 2d x 2d "
                   "(wgrad) has no epilogue")

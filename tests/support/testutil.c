@@ -116,3 +116,10 @@ const char *kiln_test_kiln_bin(void)
     const char *b = getenv("KILN_BIN");
     return b && *b ? b : "build/kiln";
 }
+
+void kiln_test_has_all(const char *file, int line, const char *text, const char *const *needles)
+{
+    for (; *needles; needles++)
+        if (!text || !strstr(text, *needles))
+            fail_msg("%s:%d: '%s' is not in:\n%s", file, line, *needles, text ? text : "(null)");
+}

@@ -37,5 +37,22 @@ const char *kiln_test_kiln_bin(void);
 /* Runs `kiln ARGS` (ARGS formatted like printf), stdout and stderr into
  * *output (malloc'd); returns the exit code. */
 int kiln_test_kiln(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Asserts that text contains each of the strings after it, in any order:
+ * kiln_test_has(out, "a", "b") stands for assert_non_null(strstr(out, "a"))
+ * and the same for "b"; a miss names the string, the text and the caller's
+ * line. */
+#define kiln_test_has(text, ...)                                                                   \
+    kiln_test_has_all(__FILE__, __LINE__, (text), (const char *const[]){__VA_ARGS__, NULL})
+void kiln_test_has_all(const char *file, int line, const char *text, const char *const *needles);
+
+/* The main of a test program that runs one group of tests, no group
+ * fixtures: KILN_TEST_MAIN(cmocka_unit_test(a), kiln_test_with_dir(b), ...).
+ * Every CPU test program's main was these same lines. */
+#define KILN_TEST_MAIN(...)                                                                        \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return cmocka_run_group_tests(tests, NULL, NULL);                                          \
+    }
 
 #endif

@@ -402,17 +402,12 @@ static void test_fifo_refused(void **state)
     assert_non_null(strstr(err.msg, "not a regular file"));
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        kiln_test_with_dir(test_round_trip),
-        kiln_test_with_dir(test_deterministic),
-        kiln_test_with_dir(test_damaged_refused),
-        kiln_test_with_dir(test_fifo_refused),
-        cmocka_unit_test(test_id_ignores_compiler_versions),
-        cmocka_unit_test(test_reproducible_from_empty_caches),
-        cmocka_unit_test(test_resolve_chain),
-        kiln_test_with_dir(test_hostile_record_names_refused),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    kiln_test_with_dir(test_round_trip),
+    kiln_test_with_dir(test_deterministic),
+    kiln_test_with_dir(test_damaged_refused),
+    cmocka_unit_test(test_id_ignores_compiler_versions),
+    cmocka_unit_test(test_reproducible_from_empty_caches),
+    cmocka_unit_test(test_resolve_chain),
+    kiln_test_with_dir(test_hostile_record_names_refused),
+    kiln_test_with_dir(test_fifo_refused))

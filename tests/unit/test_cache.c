@@ -507,8 +507,7 @@ static void check_unwritable(const char *cache_dir, const char *why)
     assert_non_null(got.cubin);
     assert_memory_equal(got.cubin, "\x7f" "ELF", 4);
     assert_int_equal(warn.status, KILN_ERROR_CACHE);
-    assert_non_null(strstr(warn.msg, "unwritable_k"));
-    assert_non_null(strstr(warn.msg, "not writable"));
+    kiln_test_has(warn.msg, "unwritable_k", "not writable");
     kiln_cache_entry_free(&got);
     free(src);
     kiln_cache_close(c);
@@ -580,54 +579,84 @@ static void test_default_dir(void **state)
     }
 }
 
-/* Four processes build the same three kernels into one fresh cache at once. */
-static void test_concurrent_processes(void **state)
+/* The children of a multi-process test: `n` forked processes wait on one
+ * pipe so that they start together, each opens the cache at dir and runs
+ * body(c, p, arg) (no cmocka asserts in a child: it answers through its exit
+ * code); codes[p] gets child p's exit status. Shared by the tests that race
+ * processes on one cache. */
+typedef int (*child_body)(kiln_cache *c, int p, void *arg);
+
+static void run_children(const char *dir, int n, child_body body, void *arg, int *codes)
 {
-    const char *dir = *state;
-    enum { N_PROC = 4, N_KERN = 3 };
-    char *src[N_KERN];
-    char names[N_KERN][32];
-    for (int k = 0; k < N_KERN; k++) {
-        snprintf(names[k], sizeof names[k], "conc_%d", k);
-        src[k] = kernel_source(names[k], k + 2);
-    }
     int go[2];
     assert_int_equal(pipe(go), 0);
-    pid_t pids[N_PROC];
-    for (int p = 0; p < N_PROC; p++) {
+    pid_t pids[8];
+    assert_true(n <= 8);
+    for (int p = 0; p < n; p++) {
         pids[p] = fork();
         assert_true(pids[p] >= 0);
         if (pids[p] == 0) {
-            /* Child: no cmocka asserts here; report through the exit code. */
             close(go[1]);
             char b;
             if (read(go[0], &b, 1) < 0) _exit(10);
             kiln_cache *c = NULL;
             if (kiln_cache_open(dir, &c, NULL) != KILN_OK) _exit(11);
-            for (int i = 0; i < N_KERN; i++) {
-                int k = (i + p) % N_KERN; /* different orders */
-                kiln_cache_entry e;
-                kiln_error warn, err;
-                kiln_error_clear(&warn);
-                if (kiln_jit_get(c, names[k], "sm_90a", "conc", src[k], &e, NULL, &warn, &err) !=
-                    KILN_OK)
-                    _exit(12);
-                if (warn.status != KILN_OK) _exit(13);
-                if (e.cubin_size < 4 || memcmp(e.cubin, "\x7f" "ELF", 4) != 0) _exit(14);
-                kiln_cache_entry_free(&e);
-            }
+            int code = body(c, p, arg);
             kiln_cache_close(c);
-            _exit(0);
+            _exit(code);
         }
     }
     close(go[0]);
     close(go[1]); /* release all children at once */
-    for (int p = 0; p < N_PROC; p++) {
+    for (int p = 0; p < n; p++) {
         int st = 0;
         assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
         assert_true(WIFEXITED(st));
-        if (WEXITSTATUS(st) != 0) fail_msg("child %d exited with %d", p, WEXITSTATUS(st));
+        codes[p] = WEXITSTATUS(st);
     }
+}
+
+enum { N_CONC_KERN = 3 };
+struct conc_arg {
+    char *src[N_CONC_KERN];
+    char names[N_CONC_KERN][32];
+};
+
+/* A child of test_concurrent_processes: builds the three kernels. */
+static int conc_child(kiln_cache *c, int p, void *arg)
+{
+    struct conc_arg *a = arg;
+    for (int i = 0; i < N_CONC_KERN; i++) {
+        int k = (i + p) % N_CONC_KERN; /* different orders */
+        kiln_cache_entry e;
+        kiln_error warn, err;
+        kiln_error_clear(&warn);
+        if (kiln_jit_get(c, a->names[k], "sm_90a", "conc", a->src[k], &e, NULL, &warn, &err) !=
+            KILN_OK)
+            return 12;
+        if (warn.status != KILN_OK) return 13;
+        if (e.cubin_size < 4 || memcmp(e.cubin, "\x7f" "ELF", 4) != 0) return 14;
+        kiln_cache_entry_free(&e);
+    }
+    return 0;
+}
+
+/* Four processes build the same three kernels into one fresh cache at once. */
+static void test_concurrent_processes(void **state)
+{
+    const char *dir = *state;
+    enum { N_PROC = 4, N_KERN = N_CONC_KERN };
+    struct conc_arg arg;
+    char **src = arg.src;
+    char (*names)[32] = arg.names;
+    for (int k = 0; k < N_KERN; k++) {
+        snprintf(names[k], sizeof names[k], "conc_%d", k);
+        src[k] = kernel_source(names[k], k + 2);
+    }
+    int codes[N_PROC];
+    run_children(dir, N_PROC, conc_child, &arg, codes);
+    for (int p = 0; p < N_PROC; p++)
+        if (codes[p] != 0) fail_msg("child %d exited with %d", p, codes[p]);
     kiln_cache *c = open_cache(dir);
     listing l;
     memset(&l, 0, sizeof l);
@@ -700,6 +729,21 @@ static void test_stale_temps_swept(void **state)
     kiln_cache_close(c);
 }
 
+/* A child of test_one_compile_per_key: gets "locked_k" (source arg) and
+ * answers 20 where it compiled it, 21 where it read the cache. */
+static int locked_child(kiln_cache *c, int p, void *arg)
+{
+    (void)p;
+    kiln_cache_entry e;
+    kiln_error warn, err;
+    kiln_jit_origin o = KILN_JIT_CACHE;
+    if (kiln_jit_get(c, "locked_k", "sm_90a", "lock", arg, &e, &o, &warn, &err) != KILN_OK)
+        return 12;
+    if (e.cubin_size < 4 || memcmp(e.cubin, "\x7f" "ELF", 4) != 0) return 14;
+    kiln_cache_entry_free(&e);
+    return o == KILN_JIT_COMPILED ? 20 : o == KILN_JIT_CACHE ? 21 : 15;
+}
+
 /* Finding 7: processes that miss one key together compile it once; the
  * others wait on the key's lock and then read the entry. */
 static void test_one_compile_per_key(void **state)
@@ -707,37 +751,11 @@ static void test_one_compile_per_key(void **state)
     const char *dir = *state;
     enum { N_PROC = 4 };
     char *src = kernel_source("locked_k", 7);
-    int go[2];
-    assert_int_equal(pipe(go), 0);
-    pid_t pids[N_PROC];
-    for (int p = 0; p < N_PROC; p++) {
-        pids[p] = fork();
-        assert_true(pids[p] >= 0);
-        if (pids[p] == 0) {
-            close(go[1]);
-            char b;
-            if (read(go[0], &b, 1) < 0) _exit(10);
-            kiln_cache *c = NULL;
-            if (kiln_cache_open(dir, &c, NULL) != KILN_OK) _exit(11);
-            kiln_cache_entry e;
-            kiln_error warn, err;
-            kiln_jit_origin o = KILN_JIT_CACHE;
-            if (kiln_jit_get(c, "locked_k", "sm_90a", "lock", src, &e, &o, &warn, &err) != KILN_OK)
-                _exit(12);
-            if (e.cubin_size < 4 || memcmp(e.cubin, "\x7f" "ELF", 4) != 0) _exit(14);
-            kiln_cache_entry_free(&e);
-            kiln_cache_close(c);
-            _exit(o == KILN_JIT_COMPILED ? 20 : o == KILN_JIT_CACHE ? 21 : 15);
-        }
-    }
-    close(go[0]);
-    close(go[1]);
+    int codes[N_PROC];
+    run_children(dir, N_PROC, locked_child, src, codes);
     int compiled = 0;
     for (int p = 0; p < N_PROC; p++) {
-        int st = 0;
-        assert_int_equal(waitpid(pids[p], &st, 0), pids[p]);
-        assert_true(WIFEXITED(st));
-        int code = WEXITSTATUS(st);
+        int code = codes[p];
         if (code != 20 && code != 21) fail_msg("child %d exited with %d", p, code);
         compiled += code == 20;
     }
@@ -845,22 +863,17 @@ static void test_rebuilt_entry_reported_cached(void **state)
     kiln_cache_close(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        kiln_test_with_dir(test_miss_then_hit),
-        cmocka_unit_test(test_key_stability_and_sensitivity),
-        kiln_test_with_dir(test_no_paths_in_key),
-        cmocka_unit_test(test_encode_decode),
-        kiln_test_with_dir(test_damaged_entries),
-        kiln_test_with_dir(test_foreach_and_clear),
-        kiln_test_with_dir(test_unwritable),
-        kiln_test_with_dir(test_default_dir),
-        kiln_test_with_dir(test_concurrent_processes),
-        kiln_test_with_dir(test_stale_temps_swept),
-        kiln_test_with_dir(test_one_compile_per_key),
-        kiln_test_with_dir(test_size_cap_evicts_lru),
-        kiln_test_with_dir(test_rebuilt_entry_reported_cached),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    kiln_test_with_dir(test_miss_then_hit),
+    cmocka_unit_test(test_key_stability_and_sensitivity),
+    kiln_test_with_dir(test_no_paths_in_key),
+    cmocka_unit_test(test_encode_decode),
+    kiln_test_with_dir(test_damaged_entries),
+    kiln_test_with_dir(test_foreach_and_clear),
+    kiln_test_with_dir(test_unwritable),
+    kiln_test_with_dir(test_default_dir),
+    kiln_test_with_dir(test_concurrent_processes),
+    kiln_test_with_dir(test_stale_temps_swept),
+    kiln_test_with_dir(test_one_compile_per_key),
+    kiln_test_with_dir(test_size_cap_evicts_lru),
+    kiln_test_with_dir(test_rebuilt_entry_reported_cached))

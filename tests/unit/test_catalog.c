@@ -117,12 +117,7 @@ static void test_tuning_winners_are_in_the_catalog(void **state)
     kiln_tuning_table_destroy(t);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_descriptions_parse),
-        cmocka_unit_test(test_bundle_holds_every_kernel),
-        cmocka_unit_test(test_tuning_winners_are_in_the_catalog),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_descriptions_parse),
+    cmocka_unit_test(test_bundle_holds_every_kernel),
+    cmocka_unit_test(test_tuning_winners_are_in_the_catalog))

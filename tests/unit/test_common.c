@@ -70,6 +70,25 @@ static void test_strbuf(void **state)
     free(p);
 }
 
+/* kiln_grow: starts at `first`, doubles when full, keeps what it held. */
+static void test_grow(void **state)
+{
+    (void)state;
+    int *a = NULL;
+    size_t cap = 0;
+    for (size_t n = 0; n < 100; n++) {
+        a = kiln_grow(a, &cap, n, sizeof *a, 4);
+        assert_non_null(a);
+        assert_true(cap > n);
+        a[n] = (int)n;
+    }
+    assert_int_equal(cap, 128);
+    for (int i = 0; i < 100; i++) assert_int_equal(a[i], i);
+    assert_ptr_equal(kiln_grow(a, &cap, 100, sizeof *a, 4), a); /* room left: as it was */
+    assert_int_equal(cap, 128);
+    free(a);
+}
+
 static void test_error_prefix(void **state)
 {
     (void)state;
@@ -187,14 +206,10 @@ static void test_read_not_regular(void **state)
     free(dir);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sha256_vectors), cmocka_unit_test(test_strbuf),
-        cmocka_unit_test(test_source_identity),
-        cmocka_unit_test(test_error_prefix),   kiln_test_with_dir(test_files),
-        cmocka_unit_test(test_desc_roundtrip),
-        cmocka_unit_test(test_read_not_regular),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_sha256_vectors), cmocka_unit_test(test_strbuf),
+    cmocka_unit_test(test_source_identity),
+    cmocka_unit_test(test_error_prefix),   kiln_test_with_dir(test_files),
+    cmocka_unit_test(test_desc_roundtrip),
+    cmocka_unit_test(test_read_not_regular),
+    cmocka_unit_test(test_grow))

@@ -426,14 +426,14 @@ static void test_text_include_launch(void **state)
     kiln_launch_desc l;
     char *src = expand_ok(ex, &s, "sm_80", &l);
     /* include ran helper.lua once although included twice */
-    assert_non_null(strstr(src, "// runs=1 value=42\n"));
-    assert_non_null(strstr(src, "// version=" KILN_VERSION_STRING " arch=sm_80 op=wgrad\n"));
-    assert_non_null(strstr(src, "// spec=specs/broken.yaml:12 tile=128x256\n"));
-    assert_non_null(strstr(src, "// types=bf16,f32 bias=per_group scale=none output=discrete\n"));
-    assert_non_null(strstr(src, "// abi_has_args=true\n"));
+    kiln_test_has(src, "// runs=1 value=42\n",
+                  "// version=" KILN_VERSION_STRING " arch=sm_80 op=wgrad\n",
+                  "// spec=specs/broken.yaml:12 tile=128x256\n",
+                  "// types=bf16,f32 bias=per_group scale=none output=discrete\n",
+                  "// abi_has_args=true\n");
     /* override directory first, embedded files after */
-    assert_non_null(strstr(src, "// snippet from the override directory\n"));
-    assert_non_null(strstr(src, "// embedded_cuh_has_ks_gemm=true\n"));
+    kiln_test_has(src, "// snippet from the override directory\n",
+                  "// embedded_cuh_has_ks_gemm=true\n");
     free(src);
     assert_string_equal(l.entry, "good_kernel");
     assert_int_equal(l.threads, 384);

@@ -91,11 +91,6 @@ static void test_fp16_every_pattern(void **state)
     assert_int_equal(kiln_f32_to_f16(1.0e5f), 0x7c00);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bf16_every_pattern),
-        cmocka_unit_test(test_fp16_every_pattern),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_bf16_every_pattern),
+    cmocka_unit_test(test_fp16_every_pattern))

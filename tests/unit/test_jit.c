@@ -154,13 +154,8 @@ static void test_compile_error_stores_nothing(void **state)
     kiln_cache_close(c);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_cache),
-        kiln_test_with_dir(test_compile_then_hit),
-        kiln_test_with_dir(test_damaged_is_rebuilt),
-        kiln_test_with_tmpdir(test_compile_error_stores_nothing),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_no_cache),
+    kiln_test_with_dir(test_compile_then_hit),
+    kiln_test_with_dir(test_damaged_is_rebuilt),
+    kiln_test_with_tmpdir(test_compile_error_stores_nothing))

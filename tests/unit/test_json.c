@@ -71,12 +71,7 @@ static void test_misuse_is_flagged(void **state)
     kiln_strbuf_free(&sb);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_document),
-        cmocka_unit_test(test_folded_lines),
-        cmocka_unit_test(test_misuse_is_flagged),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_document),
+    cmocka_unit_test(test_folded_lines),
+    cmocka_unit_test(test_misuse_is_flagged))

@@ -76,9 +76,8 @@ static void test_compile_error_saves_source(void **state)
     assert_non_null(strstr(r.log, "error"));
     /* The message names the kernel and arch, carries NVRTC's own first error
      * line (which names the saved file and the line), and the saved path. */
-    assert_non_null(strstr(err.msg, "kernel bad_kernel (sm_90a): NVRTC failed: "));
-    assert_non_null(strstr(err.msg, "bad_kernel-sm_90a.cu(3): error"));
-    assert_non_null(strstr(err.msg, "expected a \";\""));
+    kiln_test_has(err.msg, "kernel bad_kernel (sm_90a): NVRTC failed: ",
+                  "bad_kernel-sm_90a.cu(3): error", "expected a \";\"");
     char path[4200], logpath[4200];
     snprintf(path, sizeof path, "%s/bad_kernel-sm_90a.cu", dir);
     snprintf(logpath, sizeof logpath, "%s/bad_kernel-sm_90a.log", dir);
@@ -254,20 +253,15 @@ static void test_spilling_kernel(void **state)
     kiln_compile_result_free(&r);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_compile_sm90a),
-        cmocka_unit_test(test_compile_sm80),
-        kiln_test_with_dir(test_compile_error_saves_source),
-        kiln_test_with_tmpdir(test_compile_error_default_dir),
-        cmocka_unit_test(test_bad_arch),
-        cmocka_unit_test(test_version),
-        cmocka_unit_test(test_parse_cuda13),
-        cmocka_unit_test(test_parse_old_format_and_multi),
-        cmocka_unit_test(test_parse_empty_and_noise),
-        cmocka_unit_test(test_cubin_stats_rejects_garbage),
-        cmocka_unit_test(test_spilling_kernel),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_compile_sm90a),
+    cmocka_unit_test(test_compile_sm80),
+    kiln_test_with_dir(test_compile_error_saves_source),
+    kiln_test_with_tmpdir(test_compile_error_default_dir),
+    cmocka_unit_test(test_bad_arch),
+    cmocka_unit_test(test_version),
+    cmocka_unit_test(test_parse_cuda13),
+    cmocka_unit_test(test_parse_old_format_and_multi),
+    cmocka_unit_test(test_parse_empty_and_noise),
+    cmocka_unit_test(test_cubin_stats_rejects_garbage),
+    cmocka_unit_test(test_spilling_kernel))

@@ -164,10 +164,8 @@ static void check_first_table(const char *table_a, const char *plot)
     char *svg = slurp(plot);
     assert_non_null(svg);
     assert_true(!strncmp(svg, "<?xml", 5));
-    assert_non_null(strstr(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
-    assert_non_null(strstr(svg, "</svg>\n"));
-    assert_non_null(strstr(svg, ">skewed<"));
-    assert_non_null(strstr(svg, ">tswp__m128_k16<"));
+    kiln_test_has(svg, "<svg xmlns=\"http://www.w3.org/2000/svg\"", "</svg>\n", ">skewed<",
+                  ">tswp__m128_k16<");
     int rects = 0;
     for (char *p = svg; (p = strstr(p, "<rect x=")); p++) rects++;
     assert_true(rects >= 4 * 3 + 3); /* cells plus a winner outline per shape */
@@ -247,11 +245,9 @@ static void test_flow_and_resume(void **state)
     int rc = tune(&out, "KILN_TUNE_TIMER=fake", SWEEP " --shapes " SHAPES " -o '%s' --plot '%s' -j 2",
                   table_a, plot);
     if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
-    assert_non_null(strstr(out, "timer: fake"));
-    assert_non_null(strstr(out, "4 variants: 4 timed, 0 failed to compile, 0 spill registers"));
-    assert_non_null(strstr(out, "2 sweep points dropped by validation"));
-    assert_non_null(strstr(out, "tile.m must be 16, 32, 64 or 128"));
-    assert_non_null(strstr(out, "12 measurements: 12 now, 0 from the journal, 0 failed"));
+    kiln_test_has(out, "timer: fake", "4 variants: 4 timed, 0 failed to compile, 0 spill registers",
+                  "2 sweep points dropped by validation", "tile.m must be 16, 32, 64 or 128",
+                  "12 measurements: 12 now, 0 from the journal, 0 failed");
     free(out);
     char journal_a[4200];
     snprintf(journal_a, sizeof journal_a, "%s.journal", table_a);
@@ -272,9 +268,8 @@ static void test_flow_and_resume(void **state)
     rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake", table_b,
               journal_b);
     if (rc != 0) fail_msg("resume failed (%d):\n%s", rc, out);
-    assert_non_null(strstr(out, "resuming from"));
-    assert_non_null(strstr(out, "5 measurements done, 7 to go"));
-    assert_non_null(strstr(out, "12 measurements: 7 now, 5 from the journal"));
+    kiln_test_has(out, "resuming from", "5 measurements done, 7 to go",
+                  "12 measurements: 7 now, 5 from the journal");
     free(out);
     assert_int_equal(journal_records(journal_b), 12);
     assert_no_repeats(journal_b);
@@ -304,8 +299,7 @@ static void test_flow_and_resume(void **state)
     rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake", table_b,
               journal_b);
     if (rc != 0) fail_msg("torn journal run failed (%d):\n%s", rc, out);
-    assert_non_null(strstr(out, "torn last line"));
-    assert_non_null(strstr(out, "0 now, 12 from the journal"));
+    kiln_test_has(out, "torn last line", "0 now, 12 from the journal");
     free(out);
     assert_int_equal(journal_records(journal_b), 12);
     tb = slurp(table_b);
@@ -342,10 +336,9 @@ static void test_fates(void **state)
     int rc = tune(&out, NULL, FATES " --shapes " SHAPES " -o '%s' --timer fake --template-dir "
                               FATE_TEMPLATES, table);
     if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
-    assert_non_null(strstr(out, "4 variants: 2 timed, 1 failed to compile, 1 spill registers"));
-    assert_non_null(strstr(out, "2 sweep points dropped"));
-    assert_non_null(strstr(out, "not timed: fate__m32_n32 (sm_90a): failed to compile"));
-    assert_non_null(strstr(out, "not timed: fate__m128_n32 (sm_90a): spills ("));
+    kiln_test_has(out, "4 variants: 2 timed, 1 failed to compile, 1 spill registers",
+                  "2 sweep points dropped", "not timed: fate__m32_n32 (sm_90a): failed to compile",
+                  "not timed: fate__m128_n32 (sm_90a): spills (");
     free(out);
     kiln_tuning_table *t = load_table(table);
     assert_int_equal(kiln_tuning_table_count(t), 3);
@@ -361,8 +354,8 @@ static void test_fates(void **state)
     rc = tune(&out, "KILN_TUNE_FAKE_BAD=m128_n64", FATES " --shapes " SHAPES " -o '%s' --timer fake "
               "--template-dir " FATE_TEMPLATES, table2);
     if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
-    assert_non_null(strstr(out, "failed: fate__m128_n64 on decode: wrong result"));
-    assert_non_null(strstr(out, "6 measurements: 6 now, 0 from the journal, 3 failed"));
+    kiln_test_has(out, "failed: fate__m128_n64 on decode: wrong result",
+                  "6 measurements: 6 now, 0 from the journal, 3 failed");
     free(out);
     t = load_table(table2);
     assert_int_equal(kiln_tuning_table_count(t), 3);
@@ -494,10 +487,7 @@ static void test_plot_and_csv(void **state)
     }
     assert_int_equal(marks, 6); /* 3 shapes x 2 keys, one shape per class */
     /* Every sweep named; a colour scale; labels apart. */
-    assert_non_null(strstr(svg, "sweep.yaml"));
-    assert_non_null(strstr(svg, "dgrad.yaml"));
-    assert_non_null(strstr(svg, "colour: TFLOP/s as a fraction"));
-    assert_non_null(strstr(svg, ">100%</text>"));
+    kiln_test_has(svg, "sweep.yaml", "dgrad.yaml", "colour: TFLOP/s as a fraction", ">100%</text>");
     assert_no_overlap(svg);
     free(svg);
     kiln_tuning_table_destroy(t);
@@ -611,8 +601,8 @@ static void test_bad_input(void **state)
     } else {
         /* A GPU: the real timer ran, checked every variant against cuBLASLt
          * and wrote a table for the three shape classes. */
-        assert_non_null(strstr(out, "4 variants: 4 timed"));
-        assert_non_null(strstr(out, "12 measurements: 12 now, 0 from the journal, 0 failed"));
+        kiln_test_has(out, "4 variants: 4 timed",
+                      "12 measurements: 12 now, 0 from the journal, 0 failed");
         kiln_tuning_table *t = load_table(table);
         assert_int_equal(kiln_tuning_table_count(t), 3);
         kiln_tuning_table_destroy(t);

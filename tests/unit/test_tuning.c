@@ -79,30 +79,26 @@ static void test_class_boundaries(void **state)
         snprintf(want, sizeof want, "%s.g8.n4096.k4096", tt[i].t);
         assert_string_equal(s, want);
     }
-    /* capacity / G rounds up: 33 rows over 2 groups is 17 per group. */
-    class_name_of(2, 33, 4096, 4096, s);
-    assert_string_equal(s, "t64.g8.n4096.k4096");
-    class_name_of(2, 32, 4096, 4096, s);
-    assert_string_equal(s, "t16.g8.n4096.k4096");
-    /* groups: <=8, <=32, <=128, more */
-    class_name_of(8, 8 * 100, 1024, 1024, s);
-    assert_string_equal(s, "t256.g8.n1024.k1024");
-    class_name_of(9, 9 * 100, 1024, 1024, s);
-    assert_string_equal(s, "t256.g32.n1024.k1024");
-    class_name_of(128, 128 * 100, 1024, 1024, s);
-    assert_string_equal(s, "t256.g128.n1024.k1024");
-    class_name_of(129, 129 * 100, 1024, 1024, s);
-    assert_string_equal(s, "t256.gmax.n1024.k1024");
-    /* N and K: <=1024, <=2048, <=4096, <=8192, more */
-    class_name_of(32, 32 * 1024, 1025, 8192, s);
-    assert_string_equal(s, "t1024.g32.n2048.k8192");
-    class_name_of(32, 32 * 1024, 2048, 8193, s);
-    assert_string_equal(s, "t1024.g32.n2048.kmax");
-    class_name_of(32, 32 * 1024, 14336, 7168, s);
-    assert_string_equal(s, "t1024.g32.nmax.k8192");
-    /* Zero capacity is the smallest class, not a crash. */
-    class_name_of(64, 0, 8, 8, s);
-    assert_string_equal(s, "t16.g128.n1024.k1024");
+    /* One row per boundary: groups, capacity, N, K and the class name. */
+    struct { int64_t g, cap, n, k; const char *want; } cases[] = {
+        /* capacity / G rounds up: 33 rows over 2 groups is 17 per group. */
+        {2, 33, 4096, 4096, "t64.g8.n4096.k4096"},
+        {2, 32, 4096, 4096, "t16.g8.n4096.k4096"},
+        /* groups: <=8, <=32, <=128, more */
+        {8, 8 * 100, 1024, 1024, "t256.g8.n1024.k1024"},
+        {9, 9 * 100, 1024, 1024, "t256.g32.n1024.k1024"},
+        {128, 128 * 100, 1024, 1024, "t256.g128.n1024.k1024"},
+        {129, 129 * 100, 1024, 1024, "t256.gmax.n1024.k1024"},
+        /* N and K: <=1024, <=2048, <=4096, <=8192, more */
+        {32, 32 * 1024, 1025, 8192, "t1024.g32.n2048.k8192"},
+        {32, 32 * 1024, 2048, 8193, "t1024.g32.n2048.kmax"},
+        {32, 32 * 1024, 14336, 7168, "t1024.g32.nmax.k8192"},
+        /* Zero capacity is the smallest class, not a crash. */
+        {64, 0, 8, 8, "t16.g128.n1024.k1024"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        class_name_of(cases[i].g, cases[i].cap, cases[i].n, cases[i].k, s);
+        assert_string_equal(s, cases[i].want);
+    }
     assert_int_equal(kiln_shape_class_bound('t', 0), 16);
     assert_int_equal(kiln_shape_class_bound('t', 4), -1);
     assert_int_equal(kiln_shape_class_bound('n', 3), 8192);
@@ -220,31 +216,33 @@ static kiln_tuning_table *three(char **descs)
     descs[0] = desc_text("k_big", KILN_OP_FPROP, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 256);
     descs[1] = desc_text("k_small", KILN_OP_FPROP, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 64, 128);
     descs[2] = desc_text("k_wgrad", KILN_OP_WGRAD, KILN_DTYPE_F16, KILN_DTYPE_F16, 128, 128);
+    /* The three entries as rows; each row fills the same fields. */
+    struct {
+        kiln_op op;
+        kiln_dtype t;
+        const char *sig;
+        int tb, gb, nb, kb;
+        const char *kernel, *runnerup;
+        double median_ms, runnerup_ms;
+    } rows[] = {
+        {KILN_OP_FPROP, KILN_DTYPE_BF16, "bias", 3, 1, 2, 3, "k_big", "k_small", 0.123456, 0.2},
+        {KILN_OP_FPROP, KILN_DTYPE_BF16, "bias", 0, 1, 2, 3, "k_small", "", 0.05, 0},
+        {KILN_OP_WGRAD, KILN_DTYPE_F16, "wgrad_output", 2, 2, 2, 2, "k_wgrad", "k_other", 1.5,
+         1.75}};
     kiln_tuning_entry e;
     memset(&e, 0, sizeof e);
-    e.key = key("sm_90a", KILN_OP_FPROP, KILN_DTYPE_BF16, "bias", 3, 1, 2, 3);
-    snprintf(e.kernel, sizeof e.kernel, "k_big");
     memcpy(e.bundle_id, HEX_A, 65);
     memcpy(e.cache_key, HEX_B, 65);
-    e.median_ms = 0.123456;
-    snprintf(e.runnerup, sizeof e.runnerup, "k_small");
-    e.runnerup_ms = 0.2;
-    e.desc = descs[0];
-    assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
-    e.key = key("sm_90a", KILN_OP_FPROP, KILN_DTYPE_BF16, "bias", 0, 1, 2, 3);
-    snprintf(e.kernel, sizeof e.kernel, "k_small");
-    e.median_ms = 0.05;
-    e.runnerup[0] = '\0';
-    e.runnerup_ms = 0;
-    e.desc = descs[1];
-    assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
-    e.key = key("sm_90a", KILN_OP_WGRAD, KILN_DTYPE_F16, "wgrad_output", 2, 2, 2, 2);
-    snprintf(e.kernel, sizeof e.kernel, "k_wgrad");
-    e.median_ms = 1.5;
-    snprintf(e.runnerup, sizeof e.runnerup, "k_other");
-    e.runnerup_ms = 1.75;
-    e.desc = descs[2];
-    assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
+    for (int i = 0; i < 3; i++) {
+        e.key = key("sm_90a", rows[i].op, rows[i].t, rows[i].sig, rows[i].tb, rows[i].gb,
+                    rows[i].nb, rows[i].kb);
+        snprintf(e.kernel, sizeof e.kernel, "%s", rows[i].kernel);
+        e.median_ms = rows[i].median_ms;
+        snprintf(e.runnerup, sizeof e.runnerup, "%s", rows[i].runnerup);
+        e.runnerup_ms = rows[i].runnerup_ms;
+        e.desc = descs[i];
+        assert_int_equal(kiln_tuning_table_add(t, &e, &err), KILN_OK);
+    }
     return t;
 }
 
@@ -668,19 +666,14 @@ static void test_table_timer(void **state)
     assert_string_equal(out, "");
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_class_boundaries),
-        cmocka_unit_test(test_class_parse),
-        cmocka_unit_test(test_signatures),
-        cmocka_unit_test(test_key_from_problem),
-        kiln_test_with_dir(test_round_trip),
-        cmocka_unit_test(test_lookup),
-        cmocka_unit_test(test_rejections),
-        cmocka_unit_test(test_damaged_tables),
-        cmocka_unit_test(test_table_messages_printable),
-        cmocka_unit_test(test_table_timer),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_class_boundaries),
+    cmocka_unit_test(test_class_parse),
+    cmocka_unit_test(test_signatures),
+    cmocka_unit_test(test_key_from_problem),
+    kiln_test_with_dir(test_round_trip),
+    cmocka_unit_test(test_lookup),
+    cmocka_unit_test(test_rejections),
+    cmocka_unit_test(test_damaged_tables),
+    cmocka_unit_test(test_table_messages_printable),
+    cmocka_unit_test(test_table_timer))

@@ -433,9 +433,8 @@ static void test_dispatch_refusals(void **state)
     kiln_dispatch_choice ch;
     kiln_error err;
     assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "no generated kernel for fp16→f32 wgrad (discrete) on sm_90a"));
-    assert_non_null(strstr(err.msg, "simple_wgrad_dense writes dense output"));
-    assert_non_null(strstr(err.msg, "no host sizes for cuBLASLt"));
+    kiln_test_has(err.msg, "no generated kernel for fp16→f32 wgrad (discrete) on sm_90a",
+                  "simple_wgrad_dense writes dense output", "no host sizes for cuBLASLt");
 
     /* With host sizes, cuBLASLt takes it. */
     int32_t hs[4] = {1, 2, 3, 4};
@@ -460,8 +459,7 @@ static void test_dispatch_refusals(void **state)
     kiln_dispatch_input in = {&p, "sm_80", c.k, c.n, KILN_ALLOW_GENERATED, "KILN_BACKEND=generated",
                               NULL, NULL};
     assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_ERROR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "built for sm_90a"));
-    assert_non_null(strstr(err.msg, "not allowed by KILN_BACKEND=generated"));
+    kiln_test_has(err.msg, "built for sm_90a", "not allowed by KILN_BACKEND=generated");
 
     /* cuBLASLt has no bf16→fp16 product. */
     base_problem(&p, KILN_OP_FPROP);
@@ -782,27 +780,22 @@ static void test_checked_mode_env(void **state)
     assert_int_equal(o.checked, 0);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid_problems),
-        cmocka_unit_test(test_null_pointers),
-        cmocka_unit_test(test_alignment),
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_leading_dims),
-        cmocka_unit_test(test_types),
-        cmocka_unit_test(test_wgrad_rules),
-        cmocka_unit_test(test_host_sizes),
-        cmocka_unit_test(test_dispatch_prefers_sm90_and_tiles),
-        cmocka_unit_test(test_dispatch_scale_bias_and_family),
-        cmocka_unit_test(test_dispatch_refusals),
-        cmocka_unit_test(test_arch_and_shape),
-        cmocka_unit_test(test_struct_size),
-        cmocka_unit_test(test_log_env),
-        cmocka_unit_test(test_default_bundle_path),
-        cmocka_unit_test(test_dispatch_tuned_step),
-        cmocka_unit_test(test_checked_mode_pointers),
-        cmocka_unit_test(test_checked_mode_env),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_valid_problems),
+    cmocka_unit_test(test_null_pointers),
+    cmocka_unit_test(test_alignment),
+    cmocka_unit_test(test_shapes),
+    cmocka_unit_test(test_leading_dims),
+    cmocka_unit_test(test_types),
+    cmocka_unit_test(test_wgrad_rules),
+    cmocka_unit_test(test_host_sizes),
+    cmocka_unit_test(test_dispatch_prefers_sm90_and_tiles),
+    cmocka_unit_test(test_dispatch_scale_bias_and_family),
+    cmocka_unit_test(test_dispatch_refusals),
+    cmocka_unit_test(test_arch_and_shape),
+    cmocka_unit_test(test_struct_size),
+    cmocka_unit_test(test_log_env),
+    cmocka_unit_test(test_default_bundle_path),
+    cmocka_unit_test(test_dispatch_tuned_step),
+    cmocka_unit_test(test_checked_mode_pointers),
+    cmocka_unit_test(test_checked_mode_env))
