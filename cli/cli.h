@@ -15,6 +15,7 @@
 #define KILN_CLI_H
 
 #include "expand.h"
+#include "json.h"
 #include "bundle.h"
 #include "jit.h"
 
@@ -138,5 +139,11 @@ kiln_status kiln_cli_expander(const kiln_cli_options *o, kiln_expander **ex, kil
 kiln_status kiln_cli_bundle_add(kiln_bundle_writer *w, const char *id, const char *name,
                                 const kiln_cache_entry *e, kiln_error *err);
 
+
+/* --json output: an object opened in *j over *sb, its first member
+ * "kiln": the version; kiln_cli_json_print writes it to stdout (unless out
+ * of memory) and frees sb. */
+void kiln_cli_json_begin(kiln_json *j, kiln_strbuf *sb);
+void kiln_cli_json_print(kiln_strbuf *sb);
 
 #endif /* KILN_CLI_H */

@@ -14,11 +14,8 @@
 static void print_json(const kiln_spec_set *set, const kiln_build_result *results, double total)
 {
     kiln_strbuf sb;
-    kiln_strbuf_init(&sb);
     kiln_json j;
-    kiln_json_init(&j, &sb, 2);
-    kiln_json_object(&j);
-    kiln_json_kstring(&j, "kiln", kiln_version());
+    kiln_cli_json_begin(&j, &sb);
     kiln_json_kstring(&j, "nvrtc", kiln_nvrtc_version());
     kiln_json_knumber(&j, "seconds", total);
     kiln_json_key(&j, "kernels");
@@ -59,8 +56,7 @@ static void print_json(const kiln_spec_set *set, const kiln_build_result *result
         }
     kiln_json_end(&j);
     kiln_json_end(&j);
-    if (!sb.oom) fputs(sb.data, stdout);
-    kiln_strbuf_free(&sb);
+    kiln_cli_json_print(&sb);
 }
 
 static void print_table(const kiln_spec_set *set, const kiln_build_result *results,

@@ -290,11 +290,8 @@ static void print_json(const run *r, const kiln_tuning_table *table, const summa
                        const kiln_spec_set *set)
 {
     kiln_strbuf sb;
-    kiln_strbuf_init(&sb);
     kiln_json j;
-    kiln_json_init(&j, &sb, 2);
-    kiln_json_object(&j);
-    kiln_json_kstring(&j, "kiln", kiln_version());
+    kiln_cli_json_begin(&j, &sb);
     kiln_json_kstring(&j, "timer", sm->timer_id);
     kiln_json_kstring(&j, "device", sm->timer_device);
     kiln_json_kint(&j, "workers", sm->devices);
@@ -327,8 +324,7 @@ static void print_json(const run *r, const kiln_tuning_table *table, const summa
     }
     kiln_json_end(&j);
     kiln_json_end(&j);
-    if (!sb.oom) fputs(sb.data, stdout);
-    kiln_strbuf_free(&sb);
+    kiln_cli_json_print(&sb);
 }
 
 /* A CSV field: quoted when it holds a comma, a quote or a line break. */

@@ -188,3 +188,17 @@ kiln_status kiln_cli_bundle_add(kiln_bundle_writer *w, const char *id, const cha
     copy.stats.seconds = 0;
     return kiln_bundle_writer_add(w, id, name, &copy, err);
 }
+
+void kiln_cli_json_begin(kiln_json *j, kiln_strbuf *sb)
+{
+    kiln_strbuf_init(sb);
+    kiln_json_init(j, sb, 2);
+    kiln_json_object(j);
+    kiln_json_kstring(j, "kiln", kiln_version());
+}
+
+void kiln_cli_json_print(kiln_strbuf *sb)
+{
+    if (!sb->oom) fputs(sb->data, stdout);
+    kiln_strbuf_free(sb);
+}

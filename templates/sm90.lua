@@ -59,25 +59,13 @@ local pre = common.preamble("sm90", entry, k, {
 
 local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_gemm.cuh")
 
-local launch = {
-  entry = entry,
-  threads = 128 * (consumers + 1),
-  smem = smem,
-  persistent = true,
-  ctas_per_sm = 1,
-  cluster = {m = cm, n = cn},   -- launched as a 1-D cluster of m*n CTAs along x
-  tmap = {
-    -- A: {inner = K (fprop) or N (dgrad), outer = capacity}
-    a = {box_inner = 64, box_outer = cn == 2 and bm // 2 or bm, swizzle = 128},
-    -- B: W as {inner = K, outer = G*N}; fprop loads {64, BN} boxes,
-    -- dgrad BN/64 boxes of {64 (K, the output dim), BK (N, the reduction)}
-    b = {box_inner = 64, box_outer = op == "fprop" and (cm == 2 and bn // 2 or bn) or bk, swizzle = 128},
-    d = nil,
-  },
-  max_groups = common.launch_limits.max_groups,
-  preference = common.launch_limits.preference,
-  -- scale_bias is compiled in or not: a kernel with it always scales the bias
-  scale_bias_switch = false,
-}
+-- launched as a 1-D cluster of m*n CTAs along x
+local launch = common.launch(entry, k, smem, {m = cm, n = cn}, {
+  -- A: {inner = K (fprop) or N (dgrad), outer = capacity}
+  a = {box_inner = 64, box_outer = cn == 2 and bm // 2 or bm, swizzle = 128},
+  -- B: W as {inner = K, outer = G*N}; fprop loads {64, BN} boxes,
+  -- dgrad BN/64 boxes of {64 (K, the output dim), BK (N, the reduction)}
+  b = {box_inner = 64, box_outer = op == "fprop" and (cm == 2 and bn // 2 or bn) or bk, swizzle = 128},
+})
 
 return source, launch

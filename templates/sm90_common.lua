@@ -139,6 +139,25 @@ end
 -- What the dispatcher reads from every sm90 launch table.
 M.launch_limits = { max_groups = M.max_groups, preference = 2 }
 
+-- The launch table of an sm90 kernel: persistent, one CTA per SM, a
+-- producer warp group and k.consumers consumer warp groups; cluster {m, n}
+-- and the tensor-map boxes tmap are the template's.  scale_bias is
+-- compiled in or not: a kernel with it always scales the bias.
+function M.launch(entry, k, smem, cluster, tmap)
+  return {
+    entry = entry,
+    threads = 128 * (k.consumers + 1),
+    smem = smem,
+    persistent = true,
+    ctas_per_sm = 1,
+    cluster = cluster,
+    tmap = tmap,
+    max_groups = M.launch_limits.max_groups,
+    preference = M.launch_limits.preference,
+    scale_bias_switch = false,
+  }
+end
+
 function M.b(x) return x and 1 or 0 end
 
 return M

@@ -78,27 +78,17 @@ return function(spec, arch, mode)
 
   local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_wgrad.cuh")
 
-  local launch = {
-    entry = entry,
-    threads = 128 * (consumers + 1),
-    smem = smem,
-    persistent = true,
-    ctas_per_sm = 1,
-    cluster = {m = 1, n = 1},
-    tmap = {
-      -- A: dY as {inner = N, outer = capacity}, boxes of {64 n, 64 tokens}
-      a = {box_inner = 64, box_outer = bk, swizzle = 128},
-      -- B: X as {inner = K, outer = capacity}, boxes of {64 k, 64 tokens}
-      b = {box_inner = 64, box_outer = bk, swizzle = 128},
-      -- D (dense outputs): dW as {inner = K, outer = G*N}, row stride ldd,
-      -- in the output type, boxes of {128 bytes of k, 16 n} for TMA
-      -- reduce-add (accumulate, fp32) or TMA store (overwrite)
-      d = (tma_red or tma_st) and {box_inner = out_t == 2 and 32 or 64, box_outer = 16,
-                                   swizzle = 128} or nil,
-    },
-    max_groups = common.launch_limits.max_groups,
-    preference = common.launch_limits.preference,
-  }
+  local launch = common.launch(entry, k, smem, {m = 1, n = 1}, {
+    -- A: dY as {inner = N, outer = capacity}, boxes of {64 n, 64 tokens}
+    a = {box_inner = 64, box_outer = bk, swizzle = 128},
+    -- B: X as {inner = K, outer = capacity}, boxes of {64 k, 64 tokens}
+    b = {box_inner = 64, box_outer = bk, swizzle = 128},
+    -- D (dense outputs): dW as {inner = K, outer = G*N}, row stride ldd,
+    -- in the output type, boxes of {128 bytes of k, 16 n} for TMA
+    -- reduce-add (accumulate, fp32) or TMA store (overwrite)
+    d = (tma_red or tma_st) and {box_inner = out_t == 2 and 32 or 64, box_outer = 16,
+                                 swizzle = 128} or nil,
+  })
 
   return source, launch
 end
