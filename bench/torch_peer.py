@@ -10,7 +10,7 @@ Prints one JSON object per line: {"case", "op", "ms", "tflops"}.
 --table KILN_JSON PEER_JSONL (no GPU, no torch needed): the per-case table
 of kiln (kiln_bench --json) against this peer's results from the same call,
 with each case's floor = max(FLOPs / 800 TFLOP/s, compulsory bytes /
-4.3 TB/s) (shared/BENCH.md; bytes: each operand read once, the output
+4.3 TB/s) (docs/benchmarks.md; bytes: each operand read once, the output
 written once) and the fraction of it each reaches (floor / time).
 """
 import argparse

@@ -3,7 +3,7 @@
  * tuner.c — the tuner behind `kiln tune` (cmd_tune.c drives it): shapes
  * files, timing configs, the fake timer, the journal, choosing the winners
  * and the SVG plot.  (Not to be confused with kernel/tuning.c, the tables it
- * writes, or runtime/tuned.c, which serves them.)
+ * writes, or runtime/kernels.c, which serves them.)
  */
 #include <ctype.h>
 #include <errno.h>

@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* NVRTC's own API.  "nvrtc.h" would find compiler/nvrtc.h (kiln's wrapper)
+/* NVRTC's own API.  "nvrtc.h" would find store/nvrtc.h (kiln's wrapper)
  * first on the include path, so the few calls used here are declared as in
- * the toolkit's header (libnvrtc is linked through kiln_jit). */
+ * the toolkit's header (this test links libnvrtc itself: the store opens it with dlopen). */
 typedef struct _nvrtcProgram *nvrtcProgram;
 typedef int nvrtcResult;
 #define NVRTC_SUCCESS 0

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test_tuning.c — tuning tables (common/tuning.c): shape classes and their
+/* test_tuning.c — tuning tables (kernel/tuning.c): shape classes and their
  * boundaries, epilogue signatures, keys of calls, the text round trip,
  * lookups (exact and nearest), and every way a damaged table is refused. */
 #include <stdio.h>
