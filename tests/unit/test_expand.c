@@ -219,8 +219,10 @@ static void test_simple_all_combos_compile(void **state)
             free(src);
         }
     }
+    /* A figure, not a check: compile time is performance (kiln compile
+     * --json reports it per kernel), and as a wall-time bound it failed on
+     * loaded 2-core machines (5.5-8.2 s) while every compile was fine. */
     print_message("slowest NVRTC compile of the simple family: %.2f s\n", worst);
-    assert_true(worst < 5.0);
     kiln_expander_destroy(ex);
 }
 
