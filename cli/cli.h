@@ -76,10 +76,6 @@ extern const kiln_cli_command kiln_cmd_emit, kiln_cmd_compile, kiln_cmd_cache, k
  * returns 0.  Returns the exit code. */
 int kiln_cli_run(const kiln_cli_command *cmd, int argc, char **argv);
 
-/* Copies s into out (size bytes) with every byte that is not printable
- * ASCII written as an escape (\n, \t, \xHH), so that a name read from a
- * file cannot move the cursor, clear the screen or forge a line. */
-const char *kiln_cli_printable(const char *s, char *out, size_t size);
 
 /* ---- sets of specs ------------------------------------------------------ */
 

@@ -72,8 +72,8 @@ static int extract(kiln_bundle *b, const char *dir)
             }
         if (strcmp(name, r->name) || strcmp(arch, r->arch))
             fprintf(stderr, "kiln bundle extract: warning: record %zu is named '%s' for '%s'; "
-                            "written as %s\n", i, kiln_cli_printable(r->name, shown, 1024),
-                    kiln_cli_printable(r->arch, shown + 1024, 1024), names[i]);
+                            "written as %s\n", i, kiln_printable(r->name, shown, 1024),
+                    kiln_printable(r->arch, shown + 1024, 1024), names[i]);
         char path[KILN_PATH_MAX + 300];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         kiln_cache_entry e;
@@ -84,7 +84,7 @@ static int extract(kiln_bundle *b, const char *dir)
             rc = KILN_EXIT_COMPILE;
         if (rc != KILN_EXIT_OK)
             fprintf(stderr, "kiln bundle extract: %s\n",
-                    kiln_cli_printable(err.msg, shown, sizeof shown));
+                    kiln_printable(err.msg, shown, sizeof shown));
         kiln_cache_entry_free(&e);
     }
     free(names);
@@ -110,7 +110,7 @@ static void list_table(const kiln_bundle *b)
         size_t ll = nl ? (size_t)(nl - (text + at)) : len - at;
         char *line = strndup(text + at, ll);
         char shown[4096];
-        if (line) printf("  %s\n", kiln_cli_printable(line, shown, sizeof shown));
+        if (line) printf("  %s\n", kiln_printable(line, shown, sizeof shown));
         free(line);
         at += ll + 1;
     }
@@ -122,10 +122,10 @@ static void list(const kiln_bundle *b)
     for (size_t i = 0; i < kiln_bundle_count(b); i++) {
         const kiln_bundle_record *r = kiln_bundle_record_at(b, i);
         char id[200], name[512], arch[128];
-        kiln_cli_printable(r->id, id, sizeof id);
-        printf("%.16s %-8s %5d %6d %9llu  %s\n", id, kiln_cli_printable(r->arch, arch, sizeof arch),
+        kiln_printable(r->id, id, sizeof id);
+        printf("%.16s %-8s %5d %6d %9llu  %s\n", id, kiln_printable(r->arch, arch, sizeof arch),
                r->registers, r->spill_bytes, (unsigned long long)r->cubin_size,
-               kiln_cli_printable(r->name, name, sizeof name));
+               kiln_printable(r->name, name, sizeof name));
     }
     size_t table_len = 0;
     kiln_bundle_table(b, &table_len);
@@ -147,7 +147,7 @@ static int run(const kiln_cli_options *o, int n, char **args)
     kiln_error_clear(&err);
     if (kiln_bundle_open(args[1], &b, &err) != KILN_OK) {
         char msg[KILN_ERROR_MAX];
-        fprintf(stderr, "kiln bundle: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
+        fprintf(stderr, "kiln bundle: %s\n", kiln_printable(err.msg, msg, sizeof msg));
         return KILN_EXIT_USAGE;
     }
     int rc = KILN_EXIT_OK;
@@ -157,7 +157,7 @@ static int run(const kiln_cli_options *o, int n, char **args)
         list(b);
     } else if (kiln_bundle_verify(b, &err) != KILN_OK) {
         char msg[KILN_ERROR_MAX];
-        fprintf(stderr, "kiln bundle verify: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
+        fprintf(stderr, "kiln bundle verify: %s\n", kiln_printable(err.msg, msg, sizeof msg));
         rc = KILN_EXIT_USAGE;
     } else {
         printf("%s: %zu kernels, all checksums good\n", args[1], kiln_bundle_count(b));

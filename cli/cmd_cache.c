@@ -18,7 +18,7 @@ static int cache_import(const kiln_cli_options *o, const char *path)
     kiln_error_clear(&err);
     if (kiln_bundle_open(path, &b, &err) != KILN_OK) {
         char msg[KILN_ERROR_MAX];
-        fprintf(stderr, "kiln cache import: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
+        fprintf(stderr, "kiln cache import: %s\n", kiln_printable(err.msg, msg, sizeof msg));
         return KILN_EXIT_USAGE;
     }
     if (kiln_cache_open(o->cache_dir, &c, &err) != KILN_OK) {
@@ -39,7 +39,7 @@ static int cache_import(const kiln_cli_options *o, const char *path)
     if (rc == KILN_EXIT_OK)
         printf("imported %zu kernels from %s into %s\n", done, path, kiln_cache_path(c));
     else
-        fprintf(stderr, "kiln cache import: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
+        fprintf(stderr, "kiln cache import: %s\n", kiln_printable(err.msg, msg, sizeof msg));
     kiln_cache_close(c);
     kiln_bundle_close(b);
     return rc;
@@ -111,7 +111,7 @@ static void cache_visit(void *user, const char *key, const kiln_cache_entry *e, 
     if (!ok) {
         w->bad++;
         char why[1024];
-        printf("%.16s  DAMAGED  %s\n", key, kiln_cli_printable(problem, why, sizeof why));
+        printf("%.16s  DAMAGED  %s\n", key, kiln_printable(problem, why, sizeof why));
         return;
     }
     w->bytes += e->cubin_size;
@@ -122,8 +122,8 @@ static void cache_visit(void *user, const char *key, const kiln_cache_entry *e, 
     const char *name = e->desc && kiln_desc_parse(e->desc, &d, &l, &err) ? d.name : "?";
     char arch[128], shown[512]; /* both read from the file */
     printf("%.16s  %-8s %8zu B  %3d regs  %-40s\n", key,
-           kiln_cli_printable(e->arch, arch, sizeof arch), e->cubin_size, e->stats.registers,
-           kiln_cli_printable(name, shown, sizeof shown));
+           kiln_printable(e->arch, arch, sizeof arch), e->cubin_size, e->stats.registers,
+           kiln_printable(name, shown, sizeof shown));
 }
 
 static int run(const kiln_cli_options *o, int n, char **args)

@@ -24,7 +24,7 @@ static int run(const kiln_cli_options *o, int n, char **args)
     if (!job) {
         char name[256];
         fprintf(stderr, "kiln emit: %s has no kernel named '%s'\n", args[0],
-                kiln_cli_printable(o->kernel ? o->kernel : "(any)", name, sizeof name));
+                kiln_printable(o->kernel ? o->kernel : "(any)", name, sizeof name));
         kiln_spec_set_free(&set);
         return KILN_EXIT_USAGE;
     }

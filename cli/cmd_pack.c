@@ -22,7 +22,7 @@ static int read_table(const kiln_cli_options *o, char **text, size_t *len)
     if (kiln_file_read(o->table, text, len, &err) != KILN_OK ||
         kiln_tuning_table_parse(*text, *len, o->table, &t, &err) != KILN_OK) {
         char msg[KILN_ERROR_MAX];
-        fprintf(stderr, "kiln pack: %s\n", kiln_cli_printable(err.msg, msg, sizeof msg));
+        fprintf(stderr, "kiln pack: %s\n", kiln_printable(err.msg, msg, sizeof msg));
         return KILN_EXIT_USAGE;
     }
     kiln_tuning_table_destroy(t);

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     if (!c) {
         char shown[256];
         fprintf(stderr, "kiln: unknown command '%s' (see kiln --help)\n",
-                kiln_cli_printable(cmd, shown, sizeof shown));
+                kiln_printable(cmd, shown, sizeof shown));
         return KILN_EXIT_USAGE;
     }
     return kiln_cli_run(c, argc - 1, argv + 1);

@@ -161,26 +161,6 @@ kiln_status kiln_cli_expander(const kiln_cli_options *o, kiln_expander **ex, kil
     return kiln_expander_create(o->template_dir, ex, err);
 }
 
-const char *kiln_cli_printable(const char *s, char *out, size_t size)
-{
-    size_t n = 0;
-    if (!size) return out;
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        char e[8];
-        if (*p == '\n') snprintf(e, sizeof e, "\\n");
-        else if (*p == '\t') snprintf(e, sizeof e, "\\t");
-        else if (*p == '\\') snprintf(e, sizeof e, "\\\\");
-        else if (*p < 0x20 || *p >= 0x7f) snprintf(e, sizeof e, "\\x%02x", *p);
-        else snprintf(e, sizeof e, "%c", *p);
-        size_t l = strlen(e);
-        if (n + l + 1 > size) break; /* never half an escape */
-        memcpy(out + n, e, l);
-        n += l;
-    }
-    out[n] = '\0';
-    return out;
-}
-
 kiln_status kiln_cli_bundle_add(kiln_bundle_writer *w, const char *id, const char *name,
                                 const kiln_cache_entry *e, kiln_error *err)
 {

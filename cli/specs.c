@@ -147,7 +147,7 @@ static int check_fit(kiln_spec_set *set, fit_map *f, const char *cmd, int skip)
                 int line = s->line, col = s->col;
                 if (key) kiln_spec_find_pos(s, key, &line, &col);
                 char msg[512];
-                kiln_cli_printable(verr.msg, msg, sizeof msg);
+                kiln_printable(verr.msg, msg, sizeof msg);
                 if (!skip) {
                     fprintf(stderr, "%s:%d:%d: %s\n", s->path, line, col, msg);
                     return 0;

@@ -60,6 +60,12 @@ char *kiln_strbuf_take(kiln_strbuf *sb);
  * of the tuning table, the bundle writer and the tune journal share it. */
 void *kiln_grow(void *items, size_t *cap, size_t n, size_t item_size, size_t first);
 
+/* Text read from a file (a spec, a bundle, a table) made safe to echo:
+ * printable ASCII as is; \n \r \t \\ escaped; every other byte as \xNN, so
+ * nothing in a message can move a terminal's cursor or forge a log line.
+ * Cut to size (never half an escape); s may be NULL.  Returns out. */
+const char *kiln_printable(const char *s, char *out, size_t size);
+
 /* SHA-256. */
 typedef struct kiln_sha256 {
     uint32_t h[8];

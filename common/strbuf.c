@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* strbuf.c — growable strings. */
+/* strbuf.c — growable strings, and echoing text safely. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,4 +75,25 @@ void *kiln_grow(void *items, size_t *cap, size_t n, size_t item_size, size_t fir
     void *q = realloc(items, want * item_size);
     if (q) *cap = want;
     return q;
+}
+
+const char *kiln_printable(const char *s, char *out, size_t size)
+{
+    size_t n = 0;
+    if (!size) return out;
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        char e[8];
+        if (*p == '\n') snprintf(e, sizeof e, "\\n");
+        else if (*p == '\r') snprintf(e, sizeof e, "\\r");
+        else if (*p == '\t') snprintf(e, sizeof e, "\\t");
+        else if (*p == '\\') snprintf(e, sizeof e, "\\\\");
+        else if (*p < 0x20 || *p >= 0x7f) snprintf(e, sizeof e, "\\x%02x", *p);
+        else snprintf(e, sizeof e, "%c", *p);
+        size_t l = strlen(e);
+        if (n + l + 1 > size) break; /* never half an escape */
+        memcpy(out + n, e, l);
+        n += l;
+    }
+    out[n] = '\0';
+    return out;
 }

@@ -431,26 +431,13 @@ int kiln_tuning_copy_field(char *dst, size_t size, const char *v)
     return 1;
 }
 
-/* Messages quote the file's text; a table is data from anywhere, so only
- * printable ASCII goes through (CR, ESC and other bytes as \r, \xNN):
- * nothing in a message can move a terminal's cursor or forge a log line. */
-static void printable(const char *in, char *out, size_t size)
-{
-    size_t n = 0;
-    for (const unsigned char *p = (const unsigned char *)in; *p && n + 5 < size; p++) {
-        if (*p >= 0x20 && *p < 0x7f) out[n++] = (char)*p;
-        else if (*p == '\r') n += (size_t)snprintf(out + n, size - n, "\\r");
-        else if (*p == '\t') n += (size_t)snprintf(out + n, size - n, "\\t");
-        else n += (size_t)snprintf(out + n, size - n, "\\x%02x", *p);
-    }
-    out[n] = '\0';
-}
-
+/* Messages quote the file's text, and a table is data from anywhere: they
+ * go out through kiln_printable. */
 #define LINE_ERR(...)                                                                              \
     do {                                                                                           \
         char m_[KILN_ERROR_MAX], p_[KILN_ERROR_MAX];                                               \
         snprintf(m_, sizeof m_, __VA_ARGS__);                                                      \
-        printable(m_, p_, sizeof p_);                                                              \
+        kiln_printable(m_, p_, sizeof p_);                                                              \
         st = kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s:%d: %s", path, lineno, p_);     \
         goto done;                                                                                 \
     } while (0)
