@@ -19,13 +19,9 @@ typedef struct path_list {
 
 static int path_push(path_list *l, const char *p)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **q = realloc(l->items, cap * sizeof *q);
-        if (!q) return 0;
-        l->items = q;
-        l->cap = cap;
-    }
+    char **q = kiln_grow(l->items, &l->cap, l->n, sizeof *q, 16);
+    if (!q) return 0;
+    l->items = q;
     l->items[l->n] = strdup(p);
     return l->items[l->n++] != NULL;
 }

@@ -116,9 +116,8 @@ kiln_status kiln_tune_shapes_parse(const char *text, size_t len, const char *pat
         for (size_t i = 0; i < count; i++)
             if (!strcmp(items[i].name, s.name))
                 SHAPE_ERR("shape '%s' is named twice (first on line %d)", s.name, items[i].line);
-        if (count == cap) {
-            cap = cap ? cap * 2 : 16;
-            kiln_tune_shape *q = realloc(items, cap * sizeof *q);
+        {
+            kiln_tune_shape *q = kiln_grow(items, &cap, count, sizeof *q, 16);
             if (!q) {
                 st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "%s: out of memory", path);
                 goto done;
@@ -657,15 +656,12 @@ kiln_status kiln_tune_choose(const kiln_tune_entry *v, size_t n_variants,
             size_t at = 0;
             while (at < n_slots && kiln_tuning_key_compare(&slots[at].key, &k)) at++;
             if (at == n_slots) {
-                if (n_slots == cap) {
-                    cap = cap ? cap * 2 : 16;
-                    key_slot *q = realloc(slots, cap * sizeof *q);
-                    if (!q) {
-                        st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
-                        break;
-                    }
-                    slots = q;
+                key_slot *q = kiln_grow(slots, &cap, n_slots, sizeof *q, 16);
+                if (!q) {
+                    st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
+                    break;
                 }
+                slots = q;
                 slots[n_slots].key = k;
                 slots[n_slots].shapes = calloc(n_shapes, 1);
                 if (!slots[n_slots].shapes) {

@@ -56,8 +56,8 @@ char *kiln_strbuf_take(kiln_strbuf *sb);
 /* Room for one more item in a growing array of n items of item_size bytes,
  * *cap of them allocated: where n == *cap, reallocates to twice *cap (to
  * `first` from empty). Returns the array, moved or not, and updates *cap;
- * NULL on out of memory, the array and *cap untouched. The growing arrays
- * of the tuning table, the bundle writer and the tune journal share it. */
+ * NULL on out of memory, the array and *cap untouched.  kiln's growing
+ * arrays all grow through it. */
 void *kiln_grow(void *items, size_t *cap, size_t n, size_t item_size, size_t first);
 
 /* Text read from a file (a spec, a bundle, a table) made safe to echo:

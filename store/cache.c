@@ -519,16 +519,12 @@ static kiln_status list_files(kiln_cache *c, int temps, char ***out, size_t *cou
             int entry = is_entry_name(fe->d_name);
             if (!entry && !(temps && (is_temp_name(fe->d_name) || is_lock_name(fe->d_name))))
                 continue;
-            if (n == cap) {
-                size_t nc = cap ? cap * 2 : 64;
-                char **nv = realloc(v, nc * sizeof *v);
-                if (!nv) {
-                    st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
-                    break;
-                }
-                v = nv;
-                cap = nc;
+            char **nv = kiln_grow(v, &cap, n, sizeof *v, 64);
+            if (!nv) {
+                st = kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "out of memory");
+                break;
             }
+            v = nv;
             char buf[KILN_PATH_MAX + 400];
             if (temps) snprintf(buf, sizeof buf, "%s/%s", sub, fe->d_name);
             else snprintf(buf, sizeof buf, "%.64s", fe->d_name);
