@@ -66,9 +66,7 @@ static void run_job(pool *p, kiln_expander *ex, size_t i)
             r->cubin_size = entry.cubin_size;
             r->smem_dynamic = launch.smem_bytes;
             if (p->keep) {
-                char sha[65];
-                kiln_source_sha256(src, sha);
-                kiln_bundle_id(j->arch, desc.data, sha, r->id);
+                kiln_kernel_id_of_source(j->arch, desc.data, src, r->id);
                 r->entry = entry;
                 memset(&entry, 0, sizeof entry);
             }

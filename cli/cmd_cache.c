@@ -68,7 +68,7 @@ static void export_visit(void *user, const char *key, const kiln_cache_entry *e,
     kiln_error perr;
     const char *name = e->desc && kiln_desc_parse(e->desc, &d, &l, &perr) ? d.name : "?";
     char id[65];
-    kiln_bundle_id(e->arch, e->desc ? e->desc : "", e->source_sha256, id);
+    kiln_kernel_id(e->arch, e->desc ? e->desc : "", e->source_sha256, id);
     if (kiln_cli_bundle_add(s->w, id, name, e, &s->err) != KILN_OK) s->failed = 1;
 }
 

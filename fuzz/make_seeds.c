@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bundle.h"
+#include "store.h"
 
 static void entry(kiln_cache_entry *e, const char *desc, const char *cubin, const char *arch)
 {
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
         if (kiln_file_write_atomic(path, sb.data, sb.len, &err) != KILN_OK) goto fail;
         kiln_strbuf_free(&sb);
         char id[65];
-        kiln_bundle_id(e.arch, e.desc, e.source_sha256, id);
+        kiln_kernel_id(e.arch, e.desc, e.source_sha256, id);
         if (kiln_bundle_writer_add(w, id, i ? "k2" : "k1", &e, &err) != KILN_OK) goto fail;
     }
     char *table = NULL;

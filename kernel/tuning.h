@@ -96,7 +96,7 @@ void kiln_tuning_key_format(const kiln_tuning_key *k, kiln_strbuf *out);
 typedef struct kiln_tuning_entry {
     kiln_tuning_key key;
     char kernel[KILN_NAME_MAX];  /* the winner's name */
-    char bundle_id[65];          /* kiln_bundle_id of the winner (bundle lookup) */
+    char bundle_id[65];          /* kiln_kernel_id of the winner (bundle lookup) */
     char cache_key[65];          /* its cache key (cache lookup, same kiln/NVRTC) */
     double median_ms;            /* the winner's time */
     char runnerup[KILN_NAME_MAX];/* "" when none */

@@ -79,11 +79,6 @@ static void name_problem(const char *name, const char *arch, char *why, size_t s
     }
 }
 
-void kiln_bundle_id(const char *arch, const char *desc, const char *source_sha256, char out[65])
-{
-    kiln_kernel_id(arch, desc, source_sha256, out);
-}
-
 /* ---- writer ------------------------------------------------------------- */
 
 typedef struct pending {

@@ -38,9 +38,6 @@ typedef struct kiln_bundle_record {
     uint64_t cubin_size;
 } kiln_bundle_record;
 
-/* The kernel id (kiln_kernel_id, store.h), under its old name. */
-void kiln_bundle_id(const char *arch, const char *desc, const char *source_sha256,
-                    char out[65]);
 
 /* ---- writing ------------------------------------------------------------ */
 

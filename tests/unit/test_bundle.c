@@ -42,7 +42,7 @@ static void write_bundle(const char *path, int count, int reverse, const char *t
         kiln_cache_entry e;
         make_entry(&e, i, "sm_90a");
         char id[65];
-        kiln_bundle_id(e.arch, e.desc, e.source_sha256, id);
+        kiln_kernel_id(e.arch, e.desc, e.source_sha256, id);
         char name[32];
         snprintf(name, sizeof name, "k%d", i);
         assert_int_equal(kiln_bundle_writer_add(w, id, name, &e, NULL), KILN_OK);
@@ -74,7 +74,7 @@ static void test_round_trip(void **state)
         kiln_cache_entry want, got;
         make_entry(&want, i, "sm_90a");
         char id[65];
-        kiln_bundle_id(want.arch, want.desc, want.source_sha256, id);
+        kiln_kernel_id(want.arch, want.desc, want.source_sha256, id);
         long at = kiln_bundle_find(b, id);
         assert_true(at >= 0);
         assert_int_equal(kiln_bundle_load(b, (size_t)at, &got, &err), KILN_OK);
@@ -174,10 +174,10 @@ static void test_id_ignores_compiler_versions(void **state)
     (void)state;
     /* The id depends on what the kernel is, and on nothing else. */
     char a[65], b[65], c[65], d[65];
-    kiln_bundle_id("sm_90a", "name=k op=fprop", "abcd", a);
-    kiln_bundle_id("sm_90a", "name=k op=fprop", "abcd", b);
-    kiln_bundle_id("sm_80", "name=k op=fprop", "abcd", c);
-    kiln_bundle_id("sm_90a", "name=k op=fprop", "abce", d);
+    kiln_kernel_id("sm_90a", "name=k op=fprop", "abcd", a);
+    kiln_kernel_id("sm_90a", "name=k op=fprop", "abcd", b);
+    kiln_kernel_id("sm_80", "name=k op=fprop", "abcd", c);
+    kiln_kernel_id("sm_90a", "name=k op=fprop", "abce", d);
     assert_string_equal(a, b);
     assert_string_not_equal(a, c);
     assert_string_not_equal(a, d);
@@ -210,7 +210,7 @@ static void pack_fresh(const char *dir, int n, char *path, size_t size)
     compile_rep(&s, &e);
     assert_true(e.stats.seconds > 0); /* the cache keeps the compile time... */
     char id[65];
-    kiln_bundle_id(e.arch, e.desc, e.source_sha256, id);
+    kiln_kernel_id(e.arch, e.desc, e.source_sha256, id);
     kiln_bundle_writer *w;
     assert_int_equal(kiln_bundle_writer_create(&w, NULL), KILN_OK);
     assert_int_equal(kiln_bundle_writer_add(w, id, "rep", &e, NULL), KILN_OK);
@@ -367,7 +367,7 @@ static void test_hostile_record_names_refused(void **state)
     kiln_cache_entry e;
     make_entry(&e, 1, "sm_90a");
     char id[65];
-    kiln_bundle_id(e.arch, e.desc, e.source_sha256, id);
+    kiln_kernel_id(e.arch, e.desc, e.source_sha256, id);
     assert_int_equal(kiln_bundle_writer_add(w, id, "../../x", &e, &err), KILN_ERROR_INVALID_ARGUMENT);
     assert_non_null(strstr(err.msg, "not a kernel name"));
     char longname[200];
