@@ -221,6 +221,16 @@ typedef struct kiln_problem {
     kiln_wgrad_output wgrad_output;
     int accumulate;        /* wgrad: dW += ... into fp32 (out_type must be F32) */
 
+    /* wgrad only, optional: the bias gradient db[g][n] = Σ over group g's
+     * rows t of dY[t][n], computed with dW.  Dense (d_dbias, [G, ld_dbias])
+     * or per expert (d_dbias_ptrs[g] → [N]); at most one of the two.  An
+     * empty group gets zeros; with `accumulate`, db += ... and an empty
+     * group is left alone. */
+    void *d_dbias;
+    void *const *d_dbias_ptrs;
+    int64_t ld_dbias;      /* elements between groups of d_dbias; 0: N */
+    kiln_dtype dbias_type; /* F32 (kiln_problem_init's default) or out_type */
+
     kiln_epilogue epilogue;/* fprop/dgrad only; zero-init plus alpha = 1 */
 
     int32_t *d_overflow;   /* optional device int: set to 1 when Σm > capacity

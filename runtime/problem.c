@@ -28,6 +28,7 @@ void kiln_problem_init(kiln_problem *p, kiln_op op)
     p->op = op;
     p->a_type = p->b_type = p->out_type = KILN_DTYPE_BF16;
     p->epilogue.alpha = 1.0f;
+    p->dbias_type = KILN_DTYPE_F32;
 }
 
 void kiln_context_options_init(kiln_context_options *opts)
@@ -263,5 +264,8 @@ kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err)
                        "needs f32)",
                        kiln_dtype_name(p->out_type));
     }
+    if (p->d_dbias || p->d_dbias_ptrs)
+        return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
+                              "problem->d_dbias: no kernel computes the bias gradient yet");
     return check_epilogue(p, err);
 }

@@ -96,6 +96,10 @@ class Problem(ctypes.Structure):
         ("d_out_ptrs", ctypes.c_void_p),
         ("wgrad_output", ctypes.c_int),
         ("accumulate", ctypes.c_int),
+        ("d_dbias", ctypes.c_void_p),
+        ("d_dbias_ptrs", ctypes.c_void_p),
+        ("ld_dbias", ctypes.c_int64),
+        ("dbias_type", ctypes.c_int),
         ("epilogue", Epilogue),
         ("d_overflow", ctypes.c_void_p),
     ]
