@@ -238,16 +238,16 @@ typedef struct kiln_problem {
 } kiln_problem;
 
 /* Sizes the kernels are given.  d_sizes is read on the device, so kiln
- * cannot refuse it before a call.  What the kernels do with it today:
+ * cannot refuse it before a call.  What every kernel does with any int32
+ * values there (tests/gpu/test_gpu_hostile.c):
  *   - a negative count is taken as 0 (an empty group);
  *   - with KILN_SIZES_OFFSETS, an offset smaller than the one before it
- *     gives an empty group;
- *   - rows past capacity are neither read nor written, and *d_overflow (if
- *     given) is set to 1 when the sizes add up past capacity; the groups
- *     that reach past it are then partly computed.
- * The sm90 kernels add the sizes in 32-bit integers: sizes whose running
- * total passes 2^31 - 1 are not guarded against there (the simple kernels
- * add in 64 bits).  Give sizes that add up to at most capacity.
+ *     gives an empty group (differences are taken in 64 bits);
+ *   - rows at or past capacity are neither read nor written, and
+ *     *d_overflow (if given) is set to 1 when the sizes add up past
+ *     capacity; the group that reaches past it is computed up to capacity,
+ *     the groups after it are empty.  Sums are kept without wrapping however
+ *     large the sizes are.
  * host_sizes, when given, is checked on the host instead: a negative count,
  * a decreasing offset or a sum past capacity is KILN_ERROR_INVALID_ARGUMENT.
  * The checked mode (kiln_context_options.checked) checks the pointers and

@@ -315,16 +315,30 @@ KDEV void kiln_init_ring(const kiln_smem &m, kiln_u32 empty_count)
 
 /* ----------------------------------------------------------- schedule */
 
-/* Exclusive block-wide scan of one int per thread; *total gets the sum. */
-KDEV int kiln_block_exscan(int v, int *scratch, int *total)
+/* Sizes come from the device and may be anything.  Every row count and
+ * running total below is kept in [0, cap + 1]: a count is clamped there, and
+ * sums saturate at cap + 1, which still says "past the capacity" (the
+ * overflow flag) while no int can wrap; rows at or past cap are never read
+ * or written, so the clamp changes nothing a caller can see. */
+
+/* a + b, both in [0, lim], saturated at lim (lim < 2^31, so no wrap). */
+KDEV int kiln_sat_add(int a, int b, int lim) { return (int)min((unsigned)a + (unsigned)b, (unsigned)lim); }
+
+/* Exclusive block-wide scan of one int per thread in [0, lim], the sums
+ * saturating at lim (kiln_sat_add); *total gets the whole sum.  Saturating
+ * addition of non-negative values is associative, so the scan's order does
+ * not matter. */
+KDEV int kiln_block_exscan(int v, int *scratch, int *total, int lim)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int x = v;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
         int y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
+        if (lane >= o) x = kiln_sat_add(x, y, lim);
     }
+    int excl = __shfl_up_sync(0xffffffffu, x, 1);
+    if (lane == 0) excl = 0;
     if (lane == 31) scratch[warp] = x;
     __syncthreads();
     if (warp == 0) {
@@ -332,7 +346,7 @@ KDEV int kiln_block_exscan(int v, int *scratch, int *total)
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
             int y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= o) w += y;
+            if (lane >= o) w = kiln_sat_add(w, y, lim);
         }
         __syncwarp();
         if (lane < NWARPS) scratch[32 + lane] = w;
@@ -341,21 +355,25 @@ KDEV int kiln_block_exscan(int v, int *scratch, int *total)
     int before = warp ? scratch[32 + warp - 1] : 0;
     *total = scratch[32 + NWARPS - 1];
     __syncthreads();
-    return before + x - v;
+    return kiln_sat_add(before, excl, lim);
 }
 
 /* Rows of group g from args.sizes: counts, or cumulative end offsets as
- * torch._grouped_mm takes them; a negative count is no rows. */
-KDEV int kiln_group_rows(const kiln_kernel_args &args, int g)
+ * torch._grouped_mm takes them (the difference taken in 64 bits); a negative
+ * count or a decreasing offset is no rows.  Clamped to [0, cap + 1]. */
+KDEV int kiln_group_rows(const kiln_kernel_args &args, int g, int cap)
 {
-    int c = args.sizes_are_offsets ? args.sizes[g] - (g ? args.sizes[g - 1] : 0) : args.sizes[g];
-    return max(c, 0);
+    long long c = args.sizes_are_offsets
+                      ? (long long)args.sizes[g] - (g ? (long long)args.sizes[g - 1] : 0LL)
+                      : (long long)args.sizes[g];
+    return (int)max(0LL, min(c, (long long)cap + 1));
 }
 
-/* The capacity as an int (rows past it are never read or written). */
+/* The capacity as an int below 2^31 - 1, so that cap + 1 is one too (rows
+ * past it are never read or written). */
 KDEV int kiln_capacity(const kiln_kernel_args &args)
 {
-    return (int)(args.capacity < 0x7fffffffLL ? args.capacity : 0x7fffffffLL);
+    return (int)(args.capacity < 0x7ffffffeLL ? args.capacity : 0x7ffffffeLL);
 }
 
 /* Every thread: the per-CTA schedule in shared memory.  row_start[g] is the
@@ -372,17 +390,18 @@ KDEV int kiln_build_schedule(const kiln_kernel_args &args, const kiln_smem &m, i
     const int chunk = (G + NT - 1) / NT;
     const int g0 = tid * chunk;
     const int g1 = min(G, g0 + chunk);
+    const int lim = cap + 1;
     int cnt[PER];
     int local = 0;
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
         int g = g0 + i;
-        int c = g < g1 ? kiln_group_rows(args, g) : 0;
+        int c = g < g1 ? kiln_group_rows(args, g, cap) : 0;
         cnt[i] = c;
-        local += c;
+        local = kiln_sat_add(local, c, lim);
     }
     int total_rows;
-    int run = kiln_block_exscan(local, m.scratch, &total_rows);
+    int run = kiln_block_exscan(local, m.scratch, &total_rows, lim);
     int items_local = 0;
     int tcnt[PER];
 #pragma unroll
@@ -390,14 +409,15 @@ KDEV int kiln_build_schedule(const kiln_kernel_args &args, const kiln_smem &m, i
         int g = g0 + i;
         tcnt[i] = 0;
         if (g < g1) {
+            const int end = kiln_sat_add(run, cnt[i], lim);
             m.row_start[g] = run;
-            tcnt[i] = items(min(run, cap), min(run + cnt[i], cap));
+            tcnt[i] = items(min(run, cap), min(end, cap));
             items_local += tcnt[i];
-            run += cnt[i];
+            run = end;
         }
     }
     int total_items;
-    int tbase = kiln_block_exscan(items_local, m.scratch, &total_items);
+    int tbase = kiln_block_exscan(items_local, m.scratch, &total_items, 0x7fffffff);
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
         int g = g0 + i;
