@@ -112,10 +112,11 @@ if want sanitize && [ -n "${KILN_SANITIZE:-}" ] && command -v compute-sanitizer 
     for t in "$build"/tests/gpu/test_*; do
       [ -x "$t" ] || continue
       name=$(basename "$t")
+      t0=$SECONDS
       KILN_BUNDLE_PATH=$bundle timeout "${KILN_SANITIZE_TIMEOUT:-150}" compute-sanitizer \
         --tool "$tool" --error-exitcode 99 "$t" > "$out/san_${tool}_$name.log" 2>&1
       r=$?
-      summary+=("compute-sanitizer $tool $name: $(tail -n 1 "$out/san_${tool}_$name.log" | cut -c1-80) (exit $r)")
+      summary+=("compute-sanitizer $tool $name: $(tail -n 1 "$out/san_${tool}_$name.log" | cut -c1-70) (exit $r, $((SECONDS - t0)) s)")
     done
   done
 fi
