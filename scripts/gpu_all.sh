@@ -109,12 +109,16 @@ fi
 if want sanitize && [ -n "${KILN_SANITIZE:-}" ] && command -v compute-sanitizer >/dev/null; then
   echo "== 5. compute-sanitizer ($KILN_SANITIZE) over the GPU tests"
   for tool in ${KILN_SANITIZE//,/ }; do
+    # racecheck flags WAR hazards inside cuBLASLt's own kernels (nvjet_*:
+    # 1155 in test_gpu_gemm on 2026-11-22, none in kiln's); they are not
+    # kiln's to fix, so racecheck looks at kiln's kernels only.
+    excl=(); [ "$tool" = racecheck ] && excl=(--kernel-name-exclude kns=nvjet)
     for t in "$build"/tests/gpu/test_*; do
       [ -x "$t" ] || continue
       name=$(basename "$t")
       t0=$SECONDS
       KILN_BUNDLE_PATH=$bundle timeout "${KILN_SANITIZE_TIMEOUT:-150}" compute-sanitizer \
-        --tool "$tool" --error-exitcode 99 "$t" > "$out/san_${tool}_$name.log" 2>&1
+        --tool "$tool" "${excl[@]}" --error-exitcode 99 "$t" > "$out/san_${tool}_$name.log" 2>&1
       r=$?
       summary+=("compute-sanitizer $tool $name: $(tail -n 1 "$out/san_${tool}_$name.log" | cut -c1-70) (exit $r, $((SECONDS - t0)) s)")
     done
