@@ -103,72 +103,80 @@ static CUtensorMapSwizzle tmap_swizzle(int bytes)
     }
 }
 
-/* A 2-D map over a row-major matrix: dims innermost first. */
-static kiln_status encode_2d(const kiln_driver *drv, kiln_tmap *map, const char *which,
-                             const kiln_tmap_desc *td, kiln_dtype t, const void *base, int64_t cols,
-                             int64_t rows, int64_t ld, kiln_error *err)
+/* A 2-D map over a row-major matrix: dims innermost first.  Through the
+ * context's cache (tmap_cache.h): a call that repeats an operand's pointer,
+ * shape, stride and box reuses its map instead of encoding it again. */
+static kiln_status encode_2d(const kiln_driver *drv, kiln_tmap_cache *cache, kiln_tmap *map,
+                             int role, const kiln_tmap_desc *td, kiln_dtype t, const void *base,
+                             int64_t cols, int64_t rows, int64_t ld, kiln_error *err)
 {
+    static const char *const which[3] = {"a", "b", "d"};
     if (rows < 1) rows = 1; /* an empty operand is never read; the map must still be valid */
-    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-    cuuint64_t strides[1] = {(cuuint64_t)(ld * kiln_dtype_size(t))};
-    cuuint32_t box[2] = {(cuuint32_t)td->box_inner, (cuuint32_t)td->box_outer};
-    cuuint32_t estride[2] = {1, 1};
-    CUresult r = drv->cuTensorMapEncodeTiled((CUtensorMap *)map, tmap_type(t), 2, (void *)base,
-                                                 dims, strides, box, estride,
-                                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                 tmap_swizzle(td->swizzle),
-                                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
+    kiln_tmap_request r = {
+        .dtype = tmap_type(t),
+        .rank = 2,
+        .base = base,
+        .dims = {(cuuint64_t)cols, (cuuint64_t)rows},
+        .strides = {(cuuint64_t)(ld * kiln_dtype_size(t))},
+        .box = {(cuuint32_t)td->box_inner, (cuuint32_t)td->box_outer},
+        .elem_strides = {1, 1},
+        .interleave = CU_TENSOR_MAP_INTERLEAVE_NONE,
+        .swizzle = tmap_swizzle(td->swizzle),
+        .l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        .oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    };
+    CUresult res = kiln_tmap_cache_encode(cache, drv->cuTensorMapEncodeTiled, role, &r, map);
+    if (res != CUDA_SUCCESS) {
         char what[256];
         snprintf(what, sizeof what,
                  "cuTensorMapEncodeTiled(tmap_%s: %lld x %lld %s, row stride %lld B, box %dx%d, "
                  "swizzle %d)",
-                 which, (long long)rows, (long long)cols, kiln_dtype_name(t),
-                 (long long)strides[0], td->box_outer, td->box_inner, td->swizzle);
-        return kiln_driver_check(drv, r, what, err);
+                 which[role], (long long)rows, (long long)cols, kiln_dtype_name(t),
+                 (long long)r.strides[0], td->box_outer, td->box_inner, td->swizzle);
+        return kiln_driver_check(drv, res, what, err);
     }
     return KILN_OK;
 }
 
-static kiln_status encode_maps(const kiln_driver *drv, const kiln_rt_kernel *k, const kiln_problem *p,
+static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
+                               const kiln_rt_kernel *k, const kiln_problem *p,
                                const kiln_kernel_args *a, kiln_tmap maps[3], kiln_error *err)
 {
     const kiln_launch_desc *l = &k->launch;
     kiln_status st;
     if (l->tmap[0].used &&
-        (st = encode_2d(drv, &maps[0], "a", &l->tmap[0], p->a_type, p->d_a, kiln_problem_a_cols(p),
-                        p->capacity, a->lda, err)))
+        (st = encode_2d(drv, cache, &maps[0], 0, &l->tmap[0], p->a_type, p->d_a,
+                        kiln_problem_a_cols(p), p->capacity, a->lda, err)))
         return st;
     if (l->tmap[1].used) {
         if (p->op == KILN_OP_WGRAD)
-            st = encode_2d(drv, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k, p->capacity,
-                           a->ldb, err);
+            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
+                           p->capacity, a->ldb, err);
         else /* contiguous weights viewed as one [G*N, K] matrix */
-            st = encode_2d(drv, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k,
+            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
                            (int64_t)p->groups * p->n, a->ldb, err);
         if (st) return st;
     }
     if (l->tmap[2].used) {
         if (p->op == KILN_OP_WGRAD)
-            st = encode_2d(drv, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out, p->k,
+            st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_out, p->k,
                            (int64_t)p->groups * p->n, a->ldd, err);
         else
-            st = encode_2d(drv, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out,
+            st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_out,
                            kiln_problem_out_cols(p), p->capacity, a->ldd, err);
         if (st) return st;
     }
     return KILN_OK;
 }
 
-kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_rt_kernel *k, const kiln_problem *p,
-                            CUstream stream, kiln_error *err)
+kiln_status kiln_launch_run(const kiln_rt_env *env, kiln_tmap_cache *tmaps, const kiln_rt_kernel *k,
+                            const kiln_problem *p, CUstream stream, kiln_error *err)
 {
     kiln_kernel_args args;
     kiln_launch_fill_args(p, env->dev->num_sms, &args);
     kiln_tmap maps[3];
     memset(maps, 0, sizeof maps);
-    kiln_status st = encode_maps(env->drv, k, p, &args, maps, err);
+    kiln_status st = encode_maps(env->drv, tmaps, k, p, &args, maps, err);
     if (st) return st;
 
     const kiln_launch_desc *l = &k->launch;

@@ -11,6 +11,7 @@
 #include "env.h"
 #include "kernel_abi.h"
 #include "kernels.h"
+#include "tmap_cache.h"
 
 /* Fills the kernel arguments (leading dims defaulted, sizes kind, SMs). */
 void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args *args);
@@ -26,9 +27,10 @@ int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
 /* Sets a loaded function's dynamic shared memory limit (once, at load). */
 kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, kiln_error *err);
 
-/* Launches k for p on stream. */
-kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_rt_kernel *k, const kiln_problem *p,
-                            CUstream stream, kiln_error *err);
+/* Launches k for p on stream, its tensor maps through tmaps (the calling
+ * context's cache, the caller holding its lock; NULL: encoded afresh). */
+kiln_status kiln_launch_run(const kiln_rt_env *env, kiln_tmap_cache *tmaps, const kiln_rt_kernel *k,
+                            const kiln_problem *p, CUstream stream, kiln_error *err);
 
 /* The same two in the context form cli/tune_gpu.c calls (context.c). */
 typedef struct kiln_context kiln_context;
