@@ -162,44 +162,60 @@ static double now_us(void)
 /* Mean wall µs of one call: n calls enqueued back to back, the clock read
  * around the calls only (synchronisation before and after, outside).  n is
  * kept small enough that the launch queue never fills (a full queue would
- * make a launch wait for the GPU). */
-static double host_us(runner *r, CUstream s, int n)
+ * make a launch wait for the GPU).  *gpu_ms, when given, gets the GPU time
+ * per call of the same run (events around all n): back to back, where
+ * programmatic dependent launch (KILN_PDL=1) would show. */
+static double host_us(runner *r, CUstream s, int n, double *gpu_ms)
 {
     for (int i = 0; i < 3; i++) call(r, s);
+    CUevent e0, e1;
+    CU(drv.cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CU(drv.cuEventCreate(&e1, CU_EVENT_DEFAULT));
     CU(drv.cuStreamSynchronize(s));
+    CU(drv.cuEventRecord(e0, s));
     double t0 = now_us();
     for (int i = 0; i < n; i++) call(r, s);
     double t1 = now_us();
-    CU(drv.cuStreamSynchronize(s));
+    CU(drv.cuEventRecord(e1, s));
+    CU(drv.cuEventSynchronize(e1));
+    float ms;
+    CU(drv.cuEventElapsedTime(&ms, e0, e1));
+    if (gpu_ms) *gpu_ms = ms / n;
+    CU(drv.cuEventDestroy(e0));
+    CU(drv.cuEventDestroy(e1));
     return (t1 - t0) / n;
 }
 
 /* One row: kiln's generated path (per-call caches on, as shipped, and off:
  * KILN_HOST_CACHE=0) and kiln's cuBLASLt backend (a per-group loop, so G
- * launches a call). */
+ * launches a call); and the generated path's GPU ms per call back to back
+ * next to its single-call median. */
 static void host_time_row(kiln_context *nocache, const char *name, const char *op,
-                          const runner *rg, const runner *rl, CUstream s)
+                          const runner *rg, const runner *rl, CUstream s, double single_ms)
 {
     runner g = *rg, off = *rg, lt = *rl;
     off.ctx = nocache;
-    double us = host_us(&g, s, 32), us_off = nocache ? host_us(&off, s, 32) : 0;
+    double b2b_ms;
+    double us = host_us(&g, s, 32, &b2b_ms), us_off = nocache ? host_us(&off, s, 32, NULL) : 0;
     int n_lt = 256 / (rl->p.groups > 0 ? rl->p.groups : 1);
-    double us_lt = host_us(&lt, s, n_lt < 2 ? 2 : n_lt);
+    double us_lt = host_us(&lt, s, n_lt < 2 ? 2 : n_lt, NULL);
     host_sum += us;
     if (us > host_max) host_max = us;
     host_rows++;
     host_len += (size_t)snprintf(host_table + host_len, sizeof host_table - host_len,
-                                 "%-15s %-9s %9.2f %9.2f %9.1f\n", name, op, us, us_off, us_lt);
+                                 "%-15s %-9s %9.2f %9.2f %9.1f %9.4f %9.4f\n", name, op, us, us_off,
+                                 us_lt, single_ms, b2b_ms);
 }
 
 static void host_time_print(void)
 {
     if (!host_rows) return;
     printf("\nHost time of one kiln_gemm call, us (mean of back-to-back calls, no sync inside; "
-           "goal <= 5 on the generated path)\n%-15s %-9s %9s %9s %9s\n%s"
-           "host us/call, kiln generated: mean %.2f, max %.2f over %d calls\n",
-           "case", "op", "kiln", "no_cache", "lt_loop", host_table, host_sum / host_rows, host_max,
-           host_rows);
+           "goal <= 5 on the generated path); kiln's GPU ms per call, alone (median) and back to "
+           "back\n%-15s %-9s %9s %9s %9s %9s %9s\n%s"
+           "host us/call, kiln generated: mean %.2f, max %.2f over %d rows\n",
+           "case", "op", "kiln", "no_cache", "lt_loop", "ms_alone", "ms_b2b", host_table,
+           host_sum / host_rows, host_max, host_rows);
 }
 
 /* Relative error ||x - y|| / ||y|| over count bf16 (or f32) values on the
@@ -354,7 +370,7 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     }
     double flops = kiln_tune_shape_flops(c);
     double ms_g = time_call(&rg, b->s), ms_l = time_call(&rl, b->s), ms_d = time_call(&rd, b->s);
-    host_time_row(b->nocache, c->name, names[op], &rg, &rl, b->s);
+    host_time_row(b->nocache, c->name, names[op], &rg, &rl, b->s, ms_g);
     if (b->plain) {
         /* Tuned and untuned alternate, three rounds each, best median of
          * each: the same drift hits both. */

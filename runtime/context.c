@@ -32,15 +32,27 @@ static kiln_status read_backend_env(kiln_context *ctx, kiln_error *err)
     return KILN_OK;
 }
 
-/* KILN_HOST_CACHE=0 turns the per-call caches off (to measure them, or to
- * rule them out); 1 or unset leaves them on. */
-static kiln_status read_host_cache_env(kiln_context *ctx, kiln_error *err)
+/* A 0/1 switch from the environment: *on = 1 for "1", 0 for "0", unchanged
+ * when unset or empty; anything else is refused. */
+static kiln_status read_switch_env(const char *name, int *on, kiln_error *err)
 {
-    const char *v = getenv("KILN_HOST_CACHE");
-    if (v && !strcmp(v, "0")) return KILN_OK;
-    if (v && *v && strcmp(v, "1"))
-        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "KILN_HOST_CACHE=%s: expected 0 or 1",
-                              v);
+    const char *v = getenv(name);
+    if (!v || !*v) return KILN_OK;
+    if (strcmp(v, "0") && strcmp(v, "1"))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s=%s: expected 0 or 1", name, v);
+    *on = v[0] == '1';
+    return KILN_OK;
+}
+
+/* KILN_HOST_CACHE=0 turns the per-call caches off (to measure them, or to
+ * rule them out); KILN_PDL=1 turns programmatic dependent launch on
+ * (launch.h). */
+static kiln_status read_launch_env(kiln_context *ctx, kiln_error *err)
+{
+    int caches = 1;
+    kiln_status st = read_switch_env("KILN_HOST_CACHE", &caches, err);
+    if (!st) st = read_switch_env("KILN_PDL", &ctx->pdl, err);
+    if (st || !caches) return st;
     ctx->memo = kiln_dispatch_memo_create();
     ctx->tmaps = kiln_tmap_cache_create();
     return KILN_OK;
@@ -119,7 +131,7 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     if (read_backend_env(ctx, &err)) return fail(ctx, &err);
     ctx->checked = opts.checked != 0;
     if (kiln_checked_from_env(&ctx->checked, &err)) return fail(ctx, &err);
-    if (read_host_cache_env(ctx, &err)) return fail(ctx, &err);
+    if (read_launch_env(ctx, &err)) return fail(ctx, &err);
     if (kiln_kernels_open_catalog(&ctx->kernels, &err)) return fail(ctx, &err);
     if (kiln_driver_load(&ctx->drv, &err)) return fail(ctx, &err);
     ctx->driver_ok = 1;
@@ -254,7 +266,8 @@ static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstrea
     int pushed;
     kiln_status st = begin_call(ctx, p, &c, &k, &pushed, err);
     if (!st && ctx->checked) st = kiln_check_problem_memory(&ctx->drv, p, err);
-    if (!st && k) st = kiln_launch_run(&ctx->env, ctx->tmaps, k, p, stream, err);
+    kiln_launch_opts lo = {ctx->tmaps, ctx->pdl};
+    if (!st && k) st = kiln_launch_run(&ctx->env, &lo, k, p, stream, err);
     else if (!st) st = kiln_cublaslt_run(&ctx->lt, &ctx->env, &ctx->kernels, p, stream, err);
     leave(ctx, pushed);
     if (st) return st;
@@ -376,6 +389,7 @@ kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error
 kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
                                   CUstream stream, kiln_error *err)
 {
-    /* Without the cache: cli/tune_gpu.c calls this outside the lock. */
+    /* Without the cache (cli/tune_gpu.c calls this outside the lock) and
+     * without PDL (each timed call stands alone). */
     return kiln_launch_run(&ctx->env, NULL, k, p, stream, err);
 }

@@ -51,6 +51,7 @@ struct kiln_context {
      * dispatches and encodes afresh.  Used under the lock. */
     kiln_dispatch_memo *memo;     /* decisions by problem signature */
     kiln_tmap_cache *tmaps;       /* encoded tensor maps */
+    int pdl;                      /* KILN_PDL=1 (launch.h kiln_launch_opts) */
 };
 
 #endif /* KILN_CONTEXT_H */

@@ -169,14 +169,64 @@ static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
     return KILN_OK;
 }
 
-kiln_status kiln_launch_run(const kiln_rt_env *env, kiln_tmap_cache *tmaps, const kiln_rt_kernel *k,
-                            const kiln_problem *p, CUstream stream, kiln_error *err)
+/* Programmatic dependent launch for k under opts: only the sm90 family's
+ * kernels, whose templates are to wait (griddepcontrol.wait) before reading
+ * what an earlier kernel wrote; see launch.h. */
+static int use_pdl(const kiln_launch_opts *opts, const kiln_rt_kernel *k)
+{
+    return opts && opts->pdl && !strcmp(k->desc.family, "sm90");
+}
+
+/* cuLaunchKernelEx when the launch needs attributes (a cluster, PDL), else
+ * cuLaunchKernel. */
+static CUresult launch(const kiln_driver *drv, const kiln_rt_kernel *k, unsigned grid,
+                       unsigned threads, unsigned smem, int cluster, int pdl, CUstream stream,
+                       void **params)
+{
+    if (cluster <= 1 && !pdl)
+        return drv->cuLaunchKernel(k->function, grid, 1, 1, threads, 1, 1, smem, stream, params,
+                                   NULL);
+    CUlaunchAttribute attr[2];
+    memset(attr, 0, sizeof attr);
+    unsigned n = 0;
+    if (cluster > 1) {
+        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n CTAs
+         * along x, the grid rounded up to a multiple of it. */
+        attr[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr[n].value.clusterDim.x = (unsigned)cluster;
+        attr[n].value.clusterDim.y = 1;
+        attr[n].value.clusterDim.z = 1;
+        n++;
+    }
+    if (pdl) {
+        /* The kernel may start while the one before it in the stream
+         * finishes; it waits for it (griddepcontrol.wait) before reading. */
+        attr[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr[n].value.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = grid;
+    cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = threads;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem;
+    cfg.hStream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = n;
+    return drv->cuLaunchKernelEx(&cfg, k->function, params, NULL);
+}
+
+kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts,
+                            const kiln_rt_kernel *k, const kiln_problem *p, CUstream stream,
+                            kiln_error *err)
 {
     kiln_kernel_args args;
     kiln_launch_fill_args(p, env->dev->num_sms, &args);
     kiln_tmap maps[3];
     memset(maps, 0, sizeof maps);
-    kiln_status st = encode_maps(env->drv, tmaps, k, p, &args, maps, err);
+    kiln_status st = encode_maps(env->drv, opts ? opts->tmaps : NULL, k, p, &args, maps, err);
     if (st) return st;
 
     const kiln_launch_desc *l = &k->launch;
@@ -189,35 +239,13 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, kiln_tmap_cache *tmaps, cons
     unsigned threads = (unsigned)(l->threads > 0 ? l->threads : 128);
     unsigned smem = (unsigned)(l->smem_bytes > 0 ? l->smem_bytes : 0);
     int cluster = (l->cluster_m > 0 ? l->cluster_m : 1) * (l->cluster_n > 0 ? l->cluster_n : 1);
-    CUresult r;
-    if (cluster > 1) {
-        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n CTAs
-         * along x, the grid rounded up to a multiple of it. */
-        CUlaunchAttribute attr[1];
-        memset(attr, 0, sizeof attr);
-        attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr[0].value.clusterDim.x = (unsigned)cluster;
-        attr[0].value.clusterDim.y = 1;
-        attr[0].value.clusterDim.z = 1;
-        CUlaunchConfig cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDimX = (unsigned)grid;
-        cfg.gridDimY = cfg.gridDimZ = 1;
-        cfg.blockDimX = threads;
-        cfg.blockDimY = cfg.blockDimZ = 1;
-        cfg.sharedMemBytes = smem;
-        cfg.hStream = stream;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        r = env->drv->cuLaunchKernelEx(&cfg, k->function, params, NULL);
-    } else {
-        r = env->drv->cuLaunchKernel(k->function, (unsigned)grid, 1, 1, threads, 1, 1, smem, stream,
-                                    params, NULL);
-    }
+    int pdl = use_pdl(opts, k);
+    CUresult r = launch(env->drv, k, (unsigned)grid, threads, smem, cluster, pdl, stream, params);
     if (r != CUDA_SUCCESS) {
         char what[256];
-        snprintf(what, sizeof what, "launching %s (grid %lld, %u threads, %u B smem, cluster %d)",
-                 k->desc.name, (long long)grid, threads, smem, cluster);
+        snprintf(what, sizeof what, "launching %s (grid %lld, %u threads, %u B smem, cluster %d%s)",
+                 k->desc.name, (long long)grid, threads, smem, cluster,
+                 pdl ? ", programmatic dependent launch" : "");
         return kiln_driver_check(env->drv, r, what, err);
     }
     return KILN_OK;

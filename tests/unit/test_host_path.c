@@ -23,6 +23,7 @@ static const CUcontext fake_cu = (CUcontext)(uintptr_t)0xC0;
 typedef struct launch_record {
     CUfunction f;
     unsigned grid, threads, smem, cluster;
+    int pdl;                   /* the programmatic-serialization attribute, set to 1 */
     kiln_kernel_args args;
     kiln_tmap maps[3];
 } launch_record;
@@ -58,11 +59,12 @@ static CUresult fake_encode(CUtensorMap *map, CUtensorMapDataType dtype, cuuint3
 }
 
 static void record(CUfunction f, unsigned grid, unsigned threads, unsigned smem, unsigned cluster,
-                   void **params)
+                   int pdl, void **params)
 {
     launches++;
     memset(&last, 0, sizeof last);
     last.f = f;
+    last.pdl = pdl;
     last.grid = grid;
     last.threads = threads;
     last.smem = smem;
@@ -76,7 +78,7 @@ static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                             void **extra)
 {
     (void)gy, (void)gz, (void)by, (void)bz, (void)s, (void)extra;
-    record(f, gx, bx, smem, 1, params);
+    record(f, gx, bx, smem, 1, 0, params);
     return CUDA_SUCCESS;
 }
 
@@ -84,10 +86,14 @@ static CUresult fake_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **p
 {
     (void)extra;
     unsigned cluster = 1;
-    for (unsigned i = 0; i < cfg->numAttrs; i++)
+    int pdl = 0;
+    for (unsigned i = 0; i < cfg->numAttrs; i++) {
         if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
             cluster = cfg->attrs[i].value.clusterDim.x;
-    record(f, cfg->gridDimX, cfg->blockDimX, cfg->sharedMemBytes, cluster, params);
+        if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            pdl = (int)cfg->attrs[i].value.programmaticStreamSerializationAllowed;
+    }
+    record(f, cfg->gridDimX, cfg->blockDimX, cfg->sharedMemBytes, cluster, pdl, params);
     return CUDA_SUCCESS;
 }
 
@@ -212,31 +218,82 @@ static void test_repeat_encodes_nothing(void **state)
     free_context(ctx);
 }
 
-/* KILN_HOST_CACHE: 0 off, 1 or unset on, anything else refused (read
- * before the driver is loaded, so this runs without one). */
+/* KILN_PDL=1: the sm90 family's launches carry the programmatic stream
+ * serialization attribute, the simple family's never; the rest of the
+ * launch is unchanged.  Off by default. */
+static void test_pdl(void **state)
+{
+    (void)state;
+    kiln_context *off = fake_context(1), *on = fake_context(1);
+    on->pdl = 1;
+    int sm90 = 0, simple = 0;
+    for (int i = 0; i < 12; i++) {
+        kiln_problem p;
+        problem_of(i, &p);
+        if (i >= 6 && p.op != KILN_OP_WGRAD) { /* pointer-array weights: the simple family */
+            p.d_b = NULL;
+            p.d_b_ptrs = FAKE(0x7b0000000000);
+        }
+        assert_int_equal(kiln_gemm(off, &p, NULL), KILN_OK);
+        launch_record want = last;
+        assert_int_equal(want.pdl, 0);
+        assert_int_equal(kiln_gemm(on, &p, NULL), KILN_OK);
+        kiln_call_report rep;
+        kiln_last_call(on, &rep);
+        int is_sm90 = strstr(rep.kernel, "sm90") != NULL;
+        sm90 += is_sm90;
+        simple += !is_sm90;
+        assert_int_equal(last.pdl, is_sm90);
+        assert_ptr_equal(last.f, want.f);
+        assert_int_equal(last.grid, want.grid);
+        assert_int_equal(last.cluster, want.cluster);
+        assert_memory_equal(&last.args, &want.args, sizeof want.args);
+        assert_memory_equal(last.maps, want.maps, sizeof want.maps);
+    }
+    assert_true(sm90 > 0 && simple > 0);
+    free_context(off);
+    free_context(on);
+}
+
+/* KILN_HOST_CACHE: 0 off, 1 or unset on; KILN_PDL: 1 on, 0 or unset off;
+ * anything else refused (read before the driver is loaded, so this runs
+ * without one). */
 static void test_env(void **state)
 {
     (void)state;
     static const struct { const char *v; int on; } cases[] = {
         {NULL, 1}, {"1", 1}, {"", 1}, {"0", 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cases[i].v) setenv("KILN_HOST_CACHE", cases[i].v, 1);
-        else unsetenv("KILN_HOST_CACHE");
+        if (cases[i].v) {
+            setenv("KILN_HOST_CACHE", cases[i].v, 1);
+            setenv("KILN_PDL", cases[i].v, 1);
+        } else {
+            unsetenv("KILN_HOST_CACHE");
+            unsetenv("KILN_PDL");
+        }
         kiln_context *ctx = NULL;
         kiln_context_create(NULL, &ctx); /* fails here at the driver; the caches are made before */
         assert_non_null(ctx);
         assert_int_equal(ctx->memo != NULL, cases[i].on);
         assert_int_equal(ctx->tmaps != NULL, cases[i].on);
+        assert_int_equal(ctx->pdl, cases[i].v && !strcmp(cases[i].v, "1"));
         kiln_context_destroy(ctx);
     }
-    setenv("KILN_HOST_CACHE", "yes", 1);
-    kiln_context *ctx = NULL;
-    assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
-    assert_string_equal(kiln_last_error(ctx), "KILN_HOST_CACHE=yes: expected 0 or 1");
-    kiln_context_destroy(ctx);
-    unsetenv("KILN_HOST_CACHE");
+    unsetenv("KILN_PDL");
+    static const char *const names[] = {"KILN_HOST_CACHE", "KILN_PDL"};
+    for (int i = 0; i < 2; i++) {
+        setenv(names[i], "yes", 1);
+        kiln_context *ctx = NULL;
+        assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
+        char want[64];
+        snprintf(want, sizeof want, "%s=yes: expected 0 or 1", names[i]);
+        assert_string_equal(kiln_last_error(ctx), want);
+        kiln_context_destroy(ctx);
+        unsetenv(names[i]);
+    }
 }
 
 KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_repeat_encodes_nothing),
+               cmocka_unit_test(test_pdl),
                cmocka_unit_test(test_env))
