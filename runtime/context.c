@@ -253,7 +253,8 @@ static const char *kernel_name(const kiln_dispatch_choice *c, const kiln_rt_kern
  * is a measurable part of a call's host time. */
 static void copy_text(char *dst, size_t size, const char *src)
 {
-    size_t n = strnlen(src, size - 1);
+    size_t n = strlen(src);
+    if (n >= size) n = size - 1;
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
