@@ -27,6 +27,7 @@
  * the calls only), for the generated path with its per-call caches (as
  * shipped) and without them (KILN_HOST_CACHE=0), and for the cuBLASLt
  * backend; printed as the section "Host time of one kiln_gemm call".
+ * KILN_BENCH_HOST=0 leaves it out (a few seconds less).
  *
  * --untuned also times kiln with every tuning table ignored (KILN_TUNING=off),
  * alternating with the tuned context call by call, so the two compare
@@ -196,8 +197,8 @@ static void host_time_row(kiln_context *nocache, const char *name, const char *o
     runner g = *rg, off = *rg, lt = *rl;
     off.ctx = nocache;
     double b2b_ms;
-    double us = host_us(&g, s, 32, &b2b_ms), us_off = nocache ? host_us(&off, s, 32, NULL) : 0;
-    int n_lt = 256 / (rl->p.groups > 0 ? rl->p.groups : 1);
+    double us = host_us(&g, s, 32, &b2b_ms), us_off = host_us(&off, s, 32, NULL);
+    int n_lt = 128 / (rl->p.groups > 0 ? rl->p.groups : 1);
     double us_lt = host_us(&lt, s, n_lt < 2 ? 2 : n_lt, NULL);
     host_sum += us;
     if (us > host_max) host_max = us;
@@ -370,7 +371,7 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     }
     double flops = kiln_tune_shape_flops(c);
     double ms_g = time_call(&rg, b->s), ms_l = time_call(&rl, b->s), ms_d = time_call(&rd, b->s);
-    host_time_row(b->nocache, c->name, names[op], &rg, &rl, b->s, ms_g);
+    if (b->nocache) host_time_row(b->nocache, c->name, names[op], &rg, &rl, b->s, ms_g);
     if (b->plain) {
         /* Tuned and untuned alternate, three rounds each, best median of
          * each: the same drift hits both. */
@@ -533,9 +534,12 @@ int main(int argc, char **argv)
     b.gen = make_context(KILN_ALLOW_GENERATED, 0);
     if (untuned) b.plain = make_context(KILN_ALLOW_GENERATED, 1);
     b.lt = make_context(KILN_ALLOW_CUBLASLT, 0);
-    setenv("KILN_HOST_CACHE", "0", 1);
-    b.nocache = make_context(KILN_ALLOW_GENERATED, 0);
-    unsetenv("KILN_HOST_CACHE");
+    const char *host = getenv("KILN_BENCH_HOST");
+    if (!host || strcmp(host, "0")) {
+        setenv("KILN_HOST_CACHE", "0", 1);
+        b.nocache = make_context(KILN_ALLOW_GENERATED, 0);
+        unsetenv("KILN_HOST_CACHE");
+    }
 
     b.peer = calloc(4 * n_cases + 1, sizeof *b.peer);
     b.n_peer = peer_path && b.peer ? load_peer(peer_path, b.peer, 4 * (int)n_cases) : 0;
