@@ -22,6 +22,13 @@
  * and needs no GPU: torch_peer.py takes its sizes from there, so all three
  * time the same problems.
  *
+ * Host time: for every case and op, the mean wall time of one kiln_gemm
+ * call on the calling thread (calls enqueued back to back, the clock around
+ * the calls only), for the generated path with its per-call caches (as
+ * shipped) and without them (KILN_HOST_CACHE=0), and for the cuBLASLt
+ * backend; printed as the section "Host time of one kiln_gemm call".
+ * KILN_BENCH_HOST=0 leaves it out (a few seconds less).
+ *
  * --untuned also times kiln with every tuning table ignored (KILN_TUNING=off),
  * alternating with the tuned context call by call, so the two compare
  * without drift between runs.
@@ -30,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu_support.h"
 #include "half.h"
@@ -137,6 +145,80 @@ static double time_call(runner *r, CUstream s)
     return med;
 }
 
+/* ---- host time: what one kiln_gemm costs the calling thread ------------- */
+
+/* The section printed after the tables, one row per case and op. */
+static char host_table[16384];
+static size_t host_len;
+static double host_sum, host_max;
+static int host_rows;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Mean wall µs of one call: n calls enqueued back to back, the clock read
+ * around the calls only (synchronisation before and after, outside).  n is
+ * kept small enough that the launch queue never fills (a full queue would
+ * make a launch wait for the GPU).  *gpu_ms, when given, gets the GPU time
+ * per call of the same run (events around all n): back to back, where
+ * programmatic dependent launch (KILN_PDL=1) would show. */
+static double host_us(runner *r, CUstream s, int n, double *gpu_ms)
+{
+    for (int i = 0; i < 3; i++) call(r, s);
+    CUevent e0, e1;
+    CU(drv.cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CU(drv.cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    CU(drv.cuStreamSynchronize(s));
+    CU(drv.cuEventRecord(e0, s));
+    double t0 = now_us();
+    for (int i = 0; i < n; i++) call(r, s);
+    double t1 = now_us();
+    CU(drv.cuEventRecord(e1, s));
+    CU(drv.cuEventSynchronize(e1));
+    float ms;
+    CU(drv.cuEventElapsedTime(&ms, e0, e1));
+    if (gpu_ms) *gpu_ms = ms / n;
+    CU(drv.cuEventDestroy(e0));
+    CU(drv.cuEventDestroy(e1));
+    return (t1 - t0) / n;
+}
+
+/* One row: kiln's generated path (per-call caches on, as shipped, and off:
+ * KILN_HOST_CACHE=0) and kiln's cuBLASLt backend (a per-group loop, so G
+ * launches a call); and the generated path's GPU ms per call back to back
+ * next to its single-call median. */
+static void host_time_row(kiln_context *nocache, const char *name, const char *op,
+                          const runner *rg, const runner *rl, CUstream s, double single_ms)
+{
+    runner g = *rg, off = *rg, lt = *rl;
+    off.ctx = nocache;
+    double b2b_ms;
+    double us = host_us(&g, s, 32, &b2b_ms), us_off = host_us(&off, s, 32, NULL);
+    int n_lt = 128 / (rl->p.groups > 0 ? rl->p.groups : 1);
+    double us_lt = host_us(&lt, s, n_lt < 2 ? 2 : n_lt, NULL);
+    host_sum += us;
+    if (us > host_max) host_max = us;
+    host_rows++;
+    host_len += (size_t)snprintf(host_table + host_len, sizeof host_table - host_len,
+                                 "%-15s %-9s %9.2f %9.2f %9.1f %9.4f %9.4f\n", name, op, us, us_off,
+                                 us_lt, single_ms, b2b_ms);
+}
+
+static void host_time_print(void)
+{
+    if (!host_rows) return;
+    printf("\nHost time of one kiln_gemm call, us (mean of back-to-back calls, no sync inside; "
+           "goal <= 5 on the generated path); kiln's GPU ms per call, alone (median) and back to "
+           "back\n%-15s %-9s %9s %9s %9s %9s %9s\n%s"
+           "host us/call, kiln generated: mean %.2f, max %.2f over %d rows\n",
+           "case", "op", "kiln", "no_cache", "lt_loop", "ms_alone", "ms_b2b", host_table,
+           host_sum / host_rows, host_max, host_rows);
+}
+
 /* Relative error ||x - y|| / ||y|| over count bf16 (or f32) values on the
  * device; NaN (an unwritten or poisoned element) makes it infinite. */
 static double rel_err(CUdeviceptr x, CUdeviceptr y, size_t count, int f32)
@@ -215,6 +297,7 @@ static double copy_bandwidth(CUstream s)
  * tables it prints at the end. */
 typedef struct bench {
     kiln_context *gen, *lt, *plain; /* generated; cuBLASLt; generated with tuning off */
+    kiln_context *nocache;          /* generated with KILN_HOST_CACHE=0 (host time) */
     CUstream s;
     const char *ops;
     double bw;                      /* copy bandwidth, bytes/s */
@@ -288,6 +371,7 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     }
     double flops = kiln_tune_shape_flops(c);
     double ms_g = time_call(&rg, b->s), ms_l = time_call(&rl, b->s), ms_d = time_call(&rd, b->s);
+    if (b->nocache) host_time_row(b->nocache, c->name, names[op], &rg, &rl, b->s, ms_g);
     if (b->plain) {
         /* Tuned and untuned alternate, three rounds each, best median of
          * each: the same drift hits both. */
@@ -450,6 +534,12 @@ int main(int argc, char **argv)
     b.gen = make_context(KILN_ALLOW_GENERATED, 0);
     if (untuned) b.plain = make_context(KILN_ALLOW_GENERATED, 1);
     b.lt = make_context(KILN_ALLOW_CUBLASLT, 0);
+    const char *host = getenv("KILN_BENCH_HOST");
+    if (!host || strcmp(host, "0")) {
+        setenv("KILN_HOST_CACHE", "0", 1);
+        b.nocache = make_context(KILN_ALLOW_GENERATED, 0);
+        unsetenv("KILN_HOST_CACHE");
+    }
 
     b.peer = calloc(4 * n_cases + 1, sizeof *b.peer);
     b.n_peer = peer_path && b.peer ? load_peer(peer_path, b.peer, 4 * (int)n_cases) : 0;
@@ -473,12 +563,14 @@ int main(int argc, char **argv)
         fclose(b.json);
     }
     printf("\nTFLOP/s (2·T·N·K per call); vs_* = kiln / peer\n%s", b.table);
+    host_time_print();
     if (untuned)
         printf("\nWith the shipped tuning table vs without (KILN_TUNING=off), TFLOP/s, best of 3 "
                "alternating medians; ratio > 1: tuned faster\n%s", b.cmp);
     kiln_context_destroy(b.gen);
     kiln_context_destroy(b.plain);
     kiln_context_destroy(b.lt);
+    kiln_context_destroy(b.nocache);
     CU(drv.cuStreamDestroy(b.s));
     drv.cuDevicePrimaryCtxRelease(gpu.dev);
     free(b.peer);

@@ -32,6 +32,32 @@ static kiln_status read_backend_env(kiln_context *ctx, kiln_error *err)
     return KILN_OK;
 }
 
+/* A 0/1 switch from the environment: *on = 1 for "1", 0 for "0", unchanged
+ * when unset or empty; anything else is refused. */
+static kiln_status read_switch_env(const char *name, int *on, kiln_error *err)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return KILN_OK;
+    if (strcmp(v, "0") && strcmp(v, "1"))
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT, "%s=%s: expected 0 or 1", name, v);
+    *on = v[0] == '1';
+    return KILN_OK;
+}
+
+/* KILN_HOST_CACHE=0 turns the per-call caches off (to measure them, or to
+ * rule them out); KILN_PDL=1 turns programmatic dependent launch on
+ * (launch.h). */
+static kiln_status read_launch_env(kiln_context *ctx, kiln_error *err)
+{
+    int caches = 1;
+    kiln_status st = read_switch_env("KILN_HOST_CACHE", &caches, err);
+    if (!st) st = read_switch_env("KILN_PDL", &ctx->pdl, err);
+    if (st || !caches) return st;
+    ctx->memo = kiln_dispatch_memo_create();
+    ctx->tmaps = kiln_tmap_cache_create();
+    return KILN_OK;
+}
+
 static kiln_status attr(kiln_context *ctx, CUdevice_attribute a, int *out, const char *name,
                         kiln_error *err)
 {
@@ -105,6 +131,7 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     if (read_backend_env(ctx, &err)) return fail(ctx, &err);
     ctx->checked = opts.checked != 0;
     if (kiln_checked_from_env(&ctx->checked, &err)) return fail(ctx, &err);
+    if (read_launch_env(ctx, &err)) return fail(ctx, &err);
     if (kiln_kernels_open_catalog(&ctx->kernels, &err)) return fail(ctx, &err);
     if (kiln_driver_load(&ctx->drv, &err)) return fail(ctx, &err);
     ctx->driver_ok = 1;
@@ -138,6 +165,8 @@ void kiln_context_destroy(kiln_context *ctx)
     if (ctx->driver_ok && ctx->cu && ctx->primary_retained)
         ctx->drv.cuDevicePrimaryCtxRelease(ctx->device);
     if (ctx->driver_ok) kiln_driver_unload(&ctx->drv);
+    kiln_dispatch_memo_destroy(ctx->memo);
+    kiln_tmap_cache_destroy(ctx->tmaps);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
@@ -169,18 +198,12 @@ static void leave(kiln_context *ctx, int pushed)
     if (pushed) ctx->drv.cuCtxPopCurrent(&dummy);
 }
 
-/* Validates p, makes the context current (the caller leaves it, *pushed
- * set whatever the result), dispatches p and loads the generated kernel
- * chosen (*k NULL for cuBLASLt).  A tuned kernel that fails to load is
- * marked unavailable by kernels.c, and the call is dispatched again without
- * it. */
-static kiln_status begin_call(kiln_context *ctx, const kiln_problem *p, kiln_dispatch_choice *c,
-                              kiln_rt_kernel **k, int *pushed, kiln_error *err)
+/* Dispatches p and loads the generated kernel chosen (*k NULL for
+ * cuBLASLt).  A tuned kernel that fails to load is marked unavailable by
+ * kernels.c, and the call is dispatched again without it. */
+static kiln_status dispatch_and_load(kiln_context *ctx, const kiln_problem *p,
+                                     kiln_dispatch_choice *c, kiln_rt_kernel **k, kiln_error *err)
 {
-    *k = NULL;
-    *pushed = 0;
-    kiln_status st = kiln_validate_problem(p, err);
-    if (st || (st = enter(ctx, pushed, err))) return st;
     kiln_kernels *ks = &ctx->kernels;
     kiln_dispatch_input in = {p,
                               ctx->dev.arch,
@@ -192,7 +215,7 @@ static kiln_status begin_call(kiln_context *ctx, const kiln_problem *p, kiln_dis
                               ks->tuned_unavailable};
     for (;;) {
         *k = NULL;
-        st = kiln_dispatch(&in, c, err);
+        kiln_status st = kiln_dispatch(&in, c, err);
         if (st || c->backend != KILN_BACKEND_GENERATED) return st;
         st = kiln_kernels_load(ks, c, k, err);
         if (st == KILN_OK || c->tuned < 0) return st;
@@ -200,9 +223,40 @@ static kiln_status begin_call(kiln_context *ctx, const kiln_problem *p, kiln_dis
     }
 }
 
+/* Validates p, makes the context current (the caller leaves it, *pushed
+ * set whatever the result) and finds the backend and kernel for it: the
+ * memo's when it has p's signature (dispatch_memo.h), else
+ * dispatch_and_load's, then remembered. */
+static kiln_status begin_call(kiln_context *ctx, const kiln_problem *p, kiln_dispatch_choice *c,
+                              kiln_rt_kernel **k, int *pushed, kiln_error *err)
+{
+    *k = NULL;
+    *pushed = 0;
+    kiln_status st = kiln_validate_problem(p, err);
+    if (st || (st = enter(ctx, pushed, err))) return st;
+    kiln_dispatch_memo_key key;
+    if (ctx->memo) {
+        kiln_dispatch_memo_key_of(p, &key);
+        if (kiln_dispatch_memo_get(ctx->memo, &key, c, k)) return KILN_OK;
+    }
+    st = dispatch_and_load(ctx, p, c, k, err);
+    if (!st && ctx->memo) kiln_dispatch_memo_put(ctx->memo, &key, c, *k);
+    return st;
+}
+
 static const char *kernel_name(const kiln_dispatch_choice *c, const kiln_rt_kernel *k)
 {
     return c->backend == KILN_BACKEND_GENERATED && k ? k->desc.name : "cublasLt";
+}
+
+/* snprintf(dst, size, "%s", src) without the formatting machinery, which
+ * is a measurable part of a call's host time. */
+static void copy_text(char *dst, size_t size, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= size) n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
 }
 
 static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstream stream,
@@ -213,15 +267,16 @@ static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstrea
     int pushed;
     kiln_status st = begin_call(ctx, p, &c, &k, &pushed, err);
     if (!st && ctx->checked) st = kiln_check_problem_memory(&ctx->drv, p, err);
-    if (!st && k) st = kiln_launch_run(&ctx->env, k, p, stream, err);
+    kiln_launch_opts lo = {ctx->tmaps, ctx->pdl};
+    if (!st && k) st = kiln_launch_run(&ctx->env, &lo, k, p, stream, err);
     else if (!st) st = kiln_cublaslt_run(&ctx->lt, &ctx->env, &ctx->kernels, p, stream, err);
     leave(ctx, pushed);
     if (st) return st;
     ctx->stats.launches++;
     memset(&ctx->last_call, 0, sizeof ctx->last_call);
     ctx->last_call.backend = c.backend;
-    snprintf(ctx->last_call.kernel, sizeof ctx->last_call.kernel, "%s", kernel_name(&c, k));
-    snprintf(ctx->last_call.reason, sizeof ctx->last_call.reason, "%s", c.reason);
+    copy_text(ctx->last_call.kernel, sizeof ctx->last_call.kernel, kernel_name(&c, k));
+    copy_text(ctx->last_call.reason, sizeof ctx->last_call.reason, c.reason);
     ctx->have_last_call = 1;
     kiln_rt_logf(&ctx->log, KILN_LOG_INFO, "%s: %s: %s", kiln_op_name(p->op), kernel_name(&c, k),
                  c.reason);
@@ -335,5 +390,7 @@ kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error
 kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
                                   CUstream stream, kiln_error *err)
 {
-    return kiln_launch_run(&ctx->env, k, p, stream, err);
+    /* Without the cache (cli/tune_gpu.c calls this outside the lock) and
+     * without PDL (each timed call stands alone). */
+    return kiln_launch_run(&ctx->env, NULL, k, p, stream, err);
 }

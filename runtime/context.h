@@ -10,8 +10,10 @@
 #include <pthread.h>
 
 #include "cublaslt.h"
+#include "dispatch_memo.h"
 #include "env.h"
 #include "kernels.h"
+#include "tmap_cache.h"
 
 struct kiln_context {
     pthread_mutex_t lock;
@@ -43,6 +45,13 @@ struct kiln_context {
 
     kiln_kernels kernels;         /* catalog, tuned kernels, cache and bundles */
     kiln_cublaslt *lt;            /* loaded at first use */
+
+    /* Per-call work done once (docs/architecture.md "Host time"); both NULL
+     * under KILN_HOST_CACHE=0 or when out of memory, then every call
+     * dispatches and encodes afresh.  Used under the lock. */
+    kiln_dispatch_memo *memo;     /* decisions by problem signature */
+    kiln_tmap_cache *tmaps;       /* encoded tensor maps */
+    int pdl;                      /* KILN_PDL=1 (launch.h kiln_launch_opts) */
 };
 
 #endif /* KILN_CONTEXT_H */

@@ -10,7 +10,10 @@
  *
  * Pure: reads only the problem (no device memory), the parsed kernel
  * descriptions and the tables, so it is unit-tested on the CPU.  Loading
- * the chosen kernel is kernels.c's part.
+ * the chosen kernel is kernels.c's part.  Of the problem's pointers it reads
+ * only whether each is given, never a value nor what host_sizes holds: the
+ * context remembers decisions by that (dispatch_memo.h), and
+ * tests/unit/test_dispatch_memo.c fails when a predicate reads more.
  */
 #ifndef KILN_DISPATCH_H
 #define KILN_DISPATCH_H

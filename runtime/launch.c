@@ -103,72 +103,130 @@ static CUtensorMapSwizzle tmap_swizzle(int bytes)
     }
 }
 
-/* A 2-D map over a row-major matrix: dims innermost first. */
-static kiln_status encode_2d(const kiln_driver *drv, kiln_tmap *map, const char *which,
-                             const kiln_tmap_desc *td, kiln_dtype t, const void *base, int64_t cols,
-                             int64_t rows, int64_t ld, kiln_error *err)
+/* A 2-D map over a row-major matrix: dims innermost first.  Through the
+ * context's cache (tmap_cache.h): a call that repeats an operand's pointer,
+ * shape, stride and box reuses its map instead of encoding it again. */
+static kiln_status encode_2d(const kiln_driver *drv, kiln_tmap_cache *cache, kiln_tmap *map,
+                             int role, const kiln_tmap_desc *td, kiln_dtype t, const void *base,
+                             int64_t cols, int64_t rows, int64_t ld, kiln_error *err)
 {
+    static const char *const which[3] = {"a", "b", "d"};
     if (rows < 1) rows = 1; /* an empty operand is never read; the map must still be valid */
-    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-    cuuint64_t strides[1] = {(cuuint64_t)(ld * kiln_dtype_size(t))};
-    cuuint32_t box[2] = {(cuuint32_t)td->box_inner, (cuuint32_t)td->box_outer};
-    cuuint32_t estride[2] = {1, 1};
-    CUresult r = drv->cuTensorMapEncodeTiled((CUtensorMap *)map, tmap_type(t), 2, (void *)base,
-                                                 dims, strides, box, estride,
-                                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                 tmap_swizzle(td->swizzle),
-                                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
+    kiln_tmap_request r = {
+        .dtype = tmap_type(t),
+        .rank = 2,
+        .base = base,
+        .dims = {(cuuint64_t)cols, (cuuint64_t)rows},
+        .strides = {(cuuint64_t)(ld * kiln_dtype_size(t))},
+        .box = {(cuuint32_t)td->box_inner, (cuuint32_t)td->box_outer},
+        .elem_strides = {1, 1},
+        .interleave = CU_TENSOR_MAP_INTERLEAVE_NONE,
+        .swizzle = tmap_swizzle(td->swizzle),
+        .l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        .oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    };
+    CUresult res = kiln_tmap_cache_encode(cache, drv->cuTensorMapEncodeTiled, role, &r, map);
+    if (res != CUDA_SUCCESS) {
         char what[256];
         snprintf(what, sizeof what,
                  "cuTensorMapEncodeTiled(tmap_%s: %lld x %lld %s, row stride %lld B, box %dx%d, "
                  "swizzle %d)",
-                 which, (long long)rows, (long long)cols, kiln_dtype_name(t),
-                 (long long)strides[0], td->box_outer, td->box_inner, td->swizzle);
-        return kiln_driver_check(drv, r, what, err);
+                 which[role], (long long)rows, (long long)cols, kiln_dtype_name(t),
+                 (long long)r.strides[0], td->box_outer, td->box_inner, td->swizzle);
+        return kiln_driver_check(drv, res, what, err);
     }
     return KILN_OK;
 }
 
-static kiln_status encode_maps(const kiln_driver *drv, const kiln_rt_kernel *k, const kiln_problem *p,
+static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
+                               const kiln_rt_kernel *k, const kiln_problem *p,
                                const kiln_kernel_args *a, kiln_tmap maps[3], kiln_error *err)
 {
     const kiln_launch_desc *l = &k->launch;
     kiln_status st;
     if (l->tmap[0].used &&
-        (st = encode_2d(drv, &maps[0], "a", &l->tmap[0], p->a_type, p->d_a, kiln_problem_a_cols(p),
-                        p->capacity, a->lda, err)))
+        (st = encode_2d(drv, cache, &maps[0], 0, &l->tmap[0], p->a_type, p->d_a,
+                        kiln_problem_a_cols(p), p->capacity, a->lda, err)))
         return st;
     if (l->tmap[1].used) {
         if (p->op == KILN_OP_WGRAD)
-            st = encode_2d(drv, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k, p->capacity,
-                           a->ldb, err);
+            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
+                           p->capacity, a->ldb, err);
         else /* contiguous weights viewed as one [G*N, K] matrix */
-            st = encode_2d(drv, &maps[1], "b", &l->tmap[1], p->b_type, p->d_b, p->k,
+            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
                            (int64_t)p->groups * p->n, a->ldb, err);
         if (st) return st;
     }
     if (l->tmap[2].used) {
         if (p->op == KILN_OP_WGRAD)
-            st = encode_2d(drv, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out, p->k,
+            st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_out, p->k,
                            (int64_t)p->groups * p->n, a->ldd, err);
         else
-            st = encode_2d(drv, &maps[2], "d", &l->tmap[2], p->out_type, p->d_out,
+            st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_out,
                            kiln_problem_out_cols(p), p->capacity, a->ldd, err);
         if (st) return st;
     }
     return KILN_OK;
 }
 
-kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_rt_kernel *k, const kiln_problem *p,
-                            CUstream stream, kiln_error *err)
+/* Programmatic dependent launch for k under opts: only the sm90 family's
+ * kernels, whose templates are to wait (griddepcontrol.wait) before reading
+ * what an earlier kernel wrote; see launch.h. */
+static int use_pdl(const kiln_launch_opts *opts, const kiln_rt_kernel *k)
+{
+    return opts && opts->pdl && !strcmp(k->desc.family, "sm90");
+}
+
+/* cuLaunchKernelEx when the launch needs attributes (a cluster, PDL), else
+ * cuLaunchKernel. */
+static CUresult launch(const kiln_driver *drv, const kiln_rt_kernel *k, unsigned grid,
+                       unsigned threads, unsigned smem, int cluster, int pdl, CUstream stream,
+                       void **params)
+{
+    if (cluster <= 1 && !pdl)
+        return drv->cuLaunchKernel(k->function, grid, 1, 1, threads, 1, 1, smem, stream, params,
+                                   NULL);
+    CUlaunchAttribute attr[2];
+    memset(attr, 0, sizeof attr);
+    unsigned n = 0;
+    if (cluster > 1) {
+        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n CTAs
+         * along x, the grid rounded up to a multiple of it. */
+        attr[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr[n].value.clusterDim.x = (unsigned)cluster;
+        attr[n].value.clusterDim.y = 1;
+        attr[n].value.clusterDim.z = 1;
+        n++;
+    }
+    if (pdl) {
+        /* The kernel may start while the one before it in the stream
+         * finishes; it waits for it (griddepcontrol.wait) before reading. */
+        attr[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr[n].value.programmaticStreamSerializationAllowed = 1;
+        n++;
+    }
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = grid;
+    cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = threads;
+    cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.sharedMemBytes = smem;
+    cfg.hStream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = n;
+    return drv->cuLaunchKernelEx(&cfg, k->function, params, NULL);
+}
+
+kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts,
+                            const kiln_rt_kernel *k, const kiln_problem *p, CUstream stream,
+                            kiln_error *err)
 {
     kiln_kernel_args args;
     kiln_launch_fill_args(p, env->dev->num_sms, &args);
     kiln_tmap maps[3];
     memset(maps, 0, sizeof maps);
-    kiln_status st = encode_maps(env->drv, k, p, &args, maps, err);
+    kiln_status st = encode_maps(env->drv, opts ? opts->tmaps : NULL, k, p, &args, maps, err);
     if (st) return st;
 
     const kiln_launch_desc *l = &k->launch;
@@ -181,35 +239,13 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_rt_kernel *k, con
     unsigned threads = (unsigned)(l->threads > 0 ? l->threads : 128);
     unsigned smem = (unsigned)(l->smem_bytes > 0 ? l->smem_bytes : 0);
     int cluster = (l->cluster_m > 0 ? l->cluster_m : 1) * (l->cluster_n > 0 ? l->cluster_n : 1);
-    CUresult r;
-    if (cluster > 1) {
-        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n CTAs
-         * along x, the grid rounded up to a multiple of it. */
-        CUlaunchAttribute attr[1];
-        memset(attr, 0, sizeof attr);
-        attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr[0].value.clusterDim.x = (unsigned)cluster;
-        attr[0].value.clusterDim.y = 1;
-        attr[0].value.clusterDim.z = 1;
-        CUlaunchConfig cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDimX = (unsigned)grid;
-        cfg.gridDimY = cfg.gridDimZ = 1;
-        cfg.blockDimX = threads;
-        cfg.blockDimY = cfg.blockDimZ = 1;
-        cfg.sharedMemBytes = smem;
-        cfg.hStream = stream;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        r = env->drv->cuLaunchKernelEx(&cfg, k->function, params, NULL);
-    } else {
-        r = env->drv->cuLaunchKernel(k->function, (unsigned)grid, 1, 1, threads, 1, 1, smem, stream,
-                                    params, NULL);
-    }
+    int pdl = use_pdl(opts, k);
+    CUresult r = launch(env->drv, k, (unsigned)grid, threads, smem, cluster, pdl, stream, params);
     if (r != CUDA_SUCCESS) {
         char what[256];
-        snprintf(what, sizeof what, "launching %s (grid %lld, %u threads, %u B smem, cluster %d)",
-                 k->desc.name, (long long)grid, threads, smem, cluster);
+        snprintf(what, sizeof what, "launching %s (grid %lld, %u threads, %u B smem, cluster %d%s)",
+                 k->desc.name, (long long)grid, threads, smem, cluster,
+                 pdl ? ", programmatic dependent launch" : "");
         return kiln_driver_check(env->drv, r, what, err);
     }
     return KILN_OK;

@@ -11,6 +11,7 @@
 #include "env.h"
 #include "kernel_abi.h"
 #include "kernels.h"
+#include "tmap_cache.h"
 
 /* Fills the kernel arguments (leading dims defaulted, sizes kind, SMs). */
 void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args *args);
@@ -26,9 +27,23 @@ int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
 /* Sets a loaded function's dynamic shared memory limit (once, at load). */
 kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, kiln_error *err);
 
-/* Launches k for p on stream. */
-kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_rt_kernel *k, const kiln_problem *p,
-                            CUstream stream, kiln_error *err);
+/* What a context adds to a launch. */
+typedef struct kiln_launch_opts {
+    kiln_tmap_cache *tmaps;  /* the context's tensor-map cache (the caller holds
+                                its lock); NULL: every map encoded afresh */
+    int pdl;                 /* KILN_PDL=1: programmatic dependent launch
+                                (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+                                for the sm90 family's kernels, so a kernel's
+                                prologue overlaps the tail of the one before it.
+                                Correct only with kernels that execute
+                                griddepcontrol.wait before reading sizes, A, B,
+                                C, bias or the output: off by default. */
+} kiln_launch_opts;
+
+/* Launches k for p on stream (opts NULL: no cache, no PDL). */
+kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts,
+                            const kiln_rt_kernel *k, const kiln_problem *p, CUstream stream,
+                            kiln_error *err);
 
 /* The same two in the context form cli/tune_gpu.c calls (context.c). */
 typedef struct kiln_context kiln_context;

@@ -180,6 +180,8 @@ if want bench; then
   [ $rc -ne 0 ] && tail -n 20 "$out/bench.log"
   echo "---- kiln vs torch._grouped_mm, same call; floor = max(FLOPs/800T, bytes/4.3TB/s) ----"
   cat "$out/table.txt"
+  # kiln_bench's host-time section (per case and op, and its mean/max line).
+  sed -n '/^Host time of one kiln_gemm call/,/^host us\/call/p' "$out/bench.log"
 fi
 [ -f "$out/ab_table.txt" ] && { echo "---- old vs new build, same call ----"; cat "$out/ab_table.txt"; }
 [ -f "$out/layer.log" ] && { echo "---- layer step ----"; tail -n 25 "$out/layer.log"; }

@@ -2,7 +2,8 @@
 /* test_gpu_api.c — the runtime API around the GEMMs, on a GPU: bad input is
  * refused with a message naming the argument and nothing written; CUDA-graph
  * capture and replay after the sizes changed in place; kernels load once
- * (stats, cache); backend forcing and refusals.  Exits 77 without a GPU. */
+ * (stats, cache); backend forcing and refusals; the per-call caches
+ * following changed buffers and capacity.  Exits 77 without a GPU. */
 #include <pthread.h>
 #include <unistd.h>
 
@@ -482,6 +483,62 @@ static void test_backend_env(void **state)
     fx_free(&f);
 }
 
+/* Poisons v's output, runs v->p on ctx with these counts, and checks it
+ * against v's reference. */
+static void call_and_check(kiln_context *ctx, fx *v, const int32_t *counts, const char *what)
+{
+    upload(v->dsz, counts, sizeof(int32_t) * (size_t)v->G);
+    poison(v->dY, v->ybytes);
+    CU(g_drv.cuCtxSynchronize());
+    if (kiln_gemm(ctx, &v->p, NULL) != KILN_OK) fail_msg("%s: %s", what, kiln_last_error(ctx));
+    CU(g_drv.cuCtxSynchronize());
+    fx_check(v, counts, what);
+}
+
+/* The per-call caches (dispatch memo, tensor maps: docs/architecture.md
+ * "Host time") follow the buffers and the capacity: one problem called
+ * again with another d_a, another d_b, a smaller and then a larger
+ * capacity over the same buffers, and back to earlier ones.  A stale map
+ * would read the old buffer, or clip rows past the old capacity. */
+static void test_host_caches_follow_buffers(void **state)
+{
+    (void)state;
+    kiln_context *ctx = make_ctx(KILN_ALLOW_GENERATED, NULL);
+    int32_t c1[4] = {60, 0, 100, 90}, c2[4] = {100, 90, 0, 170}; /* 250 and 360 rows */
+    fx a, b, other;
+    fx_init(&a, 4, 128, 64, 256, c1);
+    fx_init(&b, 4, 128, 64, 384, c2);
+    fx_init(&other, 4, 128, 64, 256, c1);
+    call_and_check(ctx, &a, c1, "first problem (capacity 256)");
+    kiln_call_report rep;
+    kiln_last_call(ctx, &rep);
+    printf("  served by %s\n", rep.kernel);
+    call_and_check(ctx, &a, c1, "first problem again");
+    /* The first problem with another X (d_a) ... */
+    fx v = a;
+    v.X = other.X;
+    v.p.d_a = (const void *)(uintptr_t)other.dX;
+    call_and_check(ctx, &v, c1, "same problem, other d_a");
+    /* ... and another W (d_b). */
+    v = a;
+    v.W = other.W;
+    v.p.d_b = (const void *)(uintptr_t)other.dW;
+    call_and_check(ctx, &v, c1, "same problem, other d_b");
+    call_and_check(ctx, &a, c1, "first problem, third time");
+    /* b's 384-row buffers, first called with capacity 256, then 384 (a map
+     * kept from the first would clip rows 256..359), then 256 again. */
+    v = b;
+    v.cap = 256;
+    v.p.capacity = 256;
+    call_and_check(ctx, &v, c1, "other buffers, capacity 256");
+    call_and_check(ctx, &b, c2, "same buffers, capacity 256 -> 384");
+    call_and_check(ctx, &v, c1, "same buffers, capacity 384 -> 256");
+    fx_free(&a);
+    fx_free(&b);
+    fx_free(&other);
+    kiln_context_destroy(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -491,6 +548,7 @@ int main(void)
         kiln_test_with_dir(test_stats_and_cache),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_backend_env),
+        cmocka_unit_test(test_host_caches_follow_buffers),
     };
     return gpu_run_group_tests(tests);
 }

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_host_path.c — kiln_gemm's host path on the CPU, with a fake driver
+ * table: a context with its per-call caches (dispatch memo, tensor maps)
+ * must hand the driver exactly what a context without them does, call
+ * after call, while the problem's buffers, capacity, shape, op and
+ * epilogue change under it; and repeating a call encodes nothing.  The
+ * context is put together by hand (context.h) with the catalog marked
+ * loaded, as no module can be loaded without a GPU. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "context.h"
+#include "problem.h"
+
+#define FAKE(addr) ((void *)(uintptr_t)(addr))
+static const CUcontext fake_cu = (CUcontext)(uintptr_t)0xC0;
+
+/* What the last launch was given. */
+typedef struct launch_record {
+    CUfunction f;
+    unsigned grid, threads, smem, cluster;
+    int pdl;                   /* the programmatic-serialization attribute, set to 1 */
+    kiln_kernel_args args;
+    kiln_tmap maps[3];
+} launch_record;
+
+static launch_record last;
+static int encodes, launches;
+
+static CUresult fake_get_current(CUcontext *c)
+{
+    *c = fake_cu;
+    return CUDA_SUCCESS;
+}
+
+/* Bytes from every argument, as in test_tmap_cache.c (a stale map shows). */
+static CUresult fake_encode(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank,
+                            void *base, const cuuint64_t *dims, const cuuint64_t *strides,
+                            const cuuint32_t *box, const cuuint32_t *estr,
+                            CUtensorMapInterleave il, CUtensorMapSwizzle sw,
+                            CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+    encodes++;
+    memset(map, 0, sizeof *map);
+    uint64_t *o = map->opaque;
+    o[0] = (uint64_t)(uintptr_t)base;
+    o[1] = (uint64_t)dtype << 32 | rank;
+    o[2] = dims[0];
+    o[3] = dims[1];
+    o[4] = strides[0];
+    o[5] = (uint64_t)box[0] << 32 | box[1];
+    o[6] = (uint64_t)estr[0] << 32 | estr[1];
+    o[7] = (uint64_t)il << 48 | (uint64_t)sw << 32 | (uint64_t)l2 << 16 | (uint64_t)oob;
+    return CUDA_SUCCESS;
+}
+
+static void record(CUfunction f, unsigned grid, unsigned threads, unsigned smem, unsigned cluster,
+                   int pdl, void **params)
+{
+    launches++;
+    memset(&last, 0, sizeof last);
+    last.f = f;
+    last.pdl = pdl;
+    last.grid = grid;
+    last.threads = threads;
+    last.smem = smem;
+    last.cluster = cluster;
+    memcpy(&last.args, params[0], sizeof last.args);
+    for (int i = 0; i < 3; i++) memcpy(&last.maps[i], params[1 + i], sizeof last.maps[i]);
+}
+
+static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                            unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                            void **extra)
+{
+    (void)gy, (void)gz, (void)by, (void)bz, (void)s, (void)extra;
+    record(f, gx, bx, smem, 1, 0, params);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
+{
+    (void)extra;
+    unsigned cluster = 1;
+    int pdl = 0;
+    for (unsigned i = 0; i < cfg->numAttrs; i++) {
+        if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            cluster = cfg->attrs[i].value.clusterDim.x;
+        if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+            pdl = (int)cfg->attrs[i].value.programmaticStreamSerializationAllowed;
+    }
+    record(f, cfg->gridDimX, cfg->blockDimX, cfg->sharedMemBytes, cluster, pdl, params);
+    return CUDA_SUCCESS;
+}
+
+/* A context as kiln_context_create leaves it, on the fake driver, every
+ * generated kernel counted as loaded (function: its index + 1). */
+static kiln_context *fake_context(int caches)
+{
+    kiln_context *ctx = calloc(1, sizeof *ctx);
+    assert_non_null(ctx);
+    pthread_mutex_init(&ctx->lock, NULL);
+    ctx->env = (kiln_rt_env){&ctx->drv, &ctx->log, &ctx->dev};
+    ctx->kernels.env = ctx->env;
+    ctx->kernels.stats = &ctx->stats;
+    ctx->allowed = KILN_ALLOW_GENERATED;
+    ctx->dev = (kiln_device_limits){9, 0, 132, "sm_90a"};
+    kiln_error err;
+    kiln_error_clear(&err);
+    assert_int_equal(kiln_kernels_open_catalog(&ctx->kernels, &err), KILN_OK);
+    kiln_kernels_open_tuning(&ctx->kernels, NULL);
+    for (size_t i = 0; i < ctx->kernels.n_kernels; i++) {
+        ctx->kernels.kernels[i].loaded = 1;
+        ctx->kernels.kernels[i].function = (CUfunction)(uintptr_t)(i + 1);
+    }
+    ctx->drv.cuCtxGetCurrent = fake_get_current;
+    ctx->drv.cuTensorMapEncodeTiled = fake_encode;
+    ctx->drv.cuLaunchKernel = fake_launch;
+    ctx->drv.cuLaunchKernelEx = fake_launch_ex;
+    ctx->cu = fake_cu;
+    ctx->driver_ok = 1;
+    if (caches) {
+        ctx->memo = kiln_dispatch_memo_create();
+        ctx->tmaps = kiln_tmap_cache_create();
+        assert_true(ctx->memo && ctx->tmaps);
+    }
+    return ctx;
+}
+
+static void free_context(kiln_context *ctx)
+{
+    kiln_kernels_close(&ctx->kernels, 0);
+    kiln_dispatch_memo_destroy(ctx->memo);
+    kiln_tmap_cache_destroy(ctx->tmaps);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+static int32_t host_sizes[128];
+
+/* Call i of a sequence in which each property changes at its own pace
+ * (op every call, bias every 3, capacity every 6, buffers every 12, N
+ * every 36, host sizes every 72), so that calls come back to a signature
+ * seen before with other buffers and meet signatures that differ from a
+ * remembered one in one field only. */
+static void problem_of(int i, kiln_problem *p)
+{
+    static const kiln_op ops[] = {KILN_OP_FPROP, KILN_OP_DGRAD, KILN_OP_WGRAD};
+    kiln_problem_init(p, ops[i % 3]);
+    p->groups = 32;
+    p->n = (i / 36) % 2 ? 2048 : 4096;
+    p->k = 4096;
+    p->capacity = 32768 + 8 * ((i / 6) % 2);
+    uintptr_t buf = 0x7f0000000000 + (uintptr_t)((i / 12) % 3) * 0x1000000;
+    p->d_a = FAKE(buf);
+    p->d_b = FAKE(0x7e0000000000);
+    p->d_out = FAKE(buf + 0x800000);
+    p->d_sizes = FAKE(0x7d0000000000);
+    p->host_sizes = (i / 72) % 2 ? host_sizes : NULL;
+    if (p->op != KILN_OP_WGRAD && (i / 3) % 2) p->epilogue.d_bias = FAKE(0x7c0000000000);
+    if (i % 11 == 5) p->lda = kiln_problem_a_cols(p) + 64;
+}
+
+/* Cached and uncached contexts launch the same kernel with the same
+ * arguments and maps, report the same decision, over 144 calls. */
+static void test_caches_change_nothing(void **state)
+{
+    (void)state;
+    for (int g = 0; g < 128; g++) host_sizes[g] = 128;
+    kiln_context *fresh = fake_context(0), *cached = fake_context(1);
+    for (int i = 0; i < 144; i++) {
+        kiln_problem p;
+        problem_of(i, &p);
+        assert_int_equal(kiln_gemm(fresh, &p, NULL), KILN_OK);
+        launch_record want = last;
+        kiln_call_report rw, rc;
+        assert_int_equal(kiln_last_call(fresh, &rw), KILN_OK);
+        assert_int_equal(kiln_gemm(cached, &p, NULL), KILN_OK);
+        assert_int_equal(kiln_last_call(cached, &rc), KILN_OK);
+        assert_ptr_equal(last.f, want.f);
+        assert_int_equal(last.grid, want.grid);
+        assert_int_equal(last.threads, want.threads);
+        assert_int_equal(last.smem, want.smem);
+        assert_int_equal(last.cluster, want.cluster);
+        assert_memory_equal(&last.args, &want.args, sizeof want.args);
+        assert_memory_equal(last.maps, want.maps, sizeof want.maps);
+        assert_string_equal(rc.kernel, rw.kernel);
+        assert_string_equal(rc.reason, rw.reason);
+        assert_int_equal(rc.backend, rw.backend);
+    }
+    uint64_t hits, misses;
+    kiln_tmap_cache_counts(cached->tmaps, &hits, &misses);
+    assert_true(hits > 0 && misses > 0);
+    kiln_dispatch_memo_counts(cached->memo, &hits, &misses);
+    assert_true(hits > 0 && misses > 0);
+    free_context(fresh);
+    free_context(cached);
+}
+
+/* The second of two equal calls encodes no map. */
+static void test_repeat_encodes_nothing(void **state)
+{
+    (void)state;
+    kiln_context *ctx = fake_context(1);
+    kiln_problem p;
+    problem_of(0, &p);
+    int e0 = encodes;
+    assert_int_equal(kiln_gemm(ctx, &p, NULL), KILN_OK);
+    assert_true(encodes > e0);
+    int e1 = encodes, l1 = launches;
+    assert_int_equal(kiln_gemm(ctx, &p, NULL), KILN_OK);
+    assert_int_equal(encodes, e1);
+    assert_int_equal(launches, l1 + 1);
+    free_context(ctx);
+}
+
+/* KILN_PDL=1: the sm90 family's launches carry the programmatic stream
+ * serialization attribute, the simple family's never; the rest of the
+ * launch is unchanged.  Off by default. */
+static void test_pdl(void **state)
+{
+    (void)state;
+    kiln_context *off = fake_context(1), *on = fake_context(1);
+    on->pdl = 1;
+    int sm90 = 0, simple = 0;
+    for (int i = 0; i < 12; i++) {
+        kiln_problem p;
+        problem_of(i, &p);
+        if (i >= 6 && p.op != KILN_OP_WGRAD) { /* pointer-array weights: the simple family */
+            p.d_b = NULL;
+            p.d_b_ptrs = FAKE(0x7b0000000000);
+        }
+        assert_int_equal(kiln_gemm(off, &p, NULL), KILN_OK);
+        launch_record want = last;
+        assert_int_equal(want.pdl, 0);
+        assert_int_equal(kiln_gemm(on, &p, NULL), KILN_OK);
+        kiln_call_report rep;
+        kiln_last_call(on, &rep);
+        int is_sm90 = strstr(rep.kernel, "sm90") != NULL;
+        sm90 += is_sm90;
+        simple += !is_sm90;
+        assert_int_equal(last.pdl, is_sm90);
+        assert_ptr_equal(last.f, want.f);
+        assert_int_equal(last.grid, want.grid);
+        assert_int_equal(last.cluster, want.cluster);
+        assert_memory_equal(&last.args, &want.args, sizeof want.args);
+        assert_memory_equal(last.maps, want.maps, sizeof want.maps);
+    }
+    assert_true(sm90 > 0 && simple > 0);
+    free_context(off);
+    free_context(on);
+}
+
+/* KILN_HOST_CACHE: 0 off, 1 or unset on; KILN_PDL: 1 on, 0 or unset off;
+ * anything else refused (read before the driver is loaded, so this runs
+ * without one). */
+static void test_env(void **state)
+{
+    (void)state;
+    static const struct { const char *v; int on; } cases[] = {
+        {NULL, 1}, {"1", 1}, {"", 1}, {"0", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].v) {
+            setenv("KILN_HOST_CACHE", cases[i].v, 1);
+            setenv("KILN_PDL", cases[i].v, 1);
+        } else {
+            unsetenv("KILN_HOST_CACHE");
+            unsetenv("KILN_PDL");
+        }
+        kiln_context *ctx = NULL;
+        kiln_context_create(NULL, &ctx); /* fails here at the driver; the caches are made before */
+        assert_non_null(ctx);
+        assert_int_equal(ctx->memo != NULL, cases[i].on);
+        assert_int_equal(ctx->tmaps != NULL, cases[i].on);
+        assert_int_equal(ctx->pdl, cases[i].v && !strcmp(cases[i].v, "1"));
+        kiln_context_destroy(ctx);
+    }
+    unsetenv("KILN_PDL");
+    static const char *const names[] = {"KILN_HOST_CACHE", "KILN_PDL"};
+    for (int i = 0; i < 2; i++) {
+        setenv(names[i], "yes", 1);
+        kiln_context *ctx = NULL;
+        assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
+        char want[64];
+        snprintf(want, sizeof want, "%s=yes: expected 0 or 1", names[i]);
+        assert_string_equal(kiln_last_error(ctx), want);
+        kiln_context_destroy(ctx);
+        unsetenv(names[i]);
+    }
+}
+
+KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
+               cmocka_unit_test(test_repeat_encodes_nothing),
+               cmocka_unit_test(test_pdl),
+               cmocka_unit_test(test_env))
