@@ -166,6 +166,15 @@ KDEV void kiln_tma_prefetch_desc(const kiln_tmap *map)
     asm volatile("prefetch.tensormap [%0];" :: "l"((kiln_u64)map) : "memory");
 }
 
+/* Programmatic dependent launch (runtime/launch.h, KILN_PDL=1).  wait:
+ * blocks until the grids this one depends on have completed and their
+ * writes are visible (returns at once when launched without the
+ * attribute); every read of sizes, A, B, C, bias, scales or the output
+ * must come after it.  launch_dependents: lets the next grid in the stream
+ * be scheduled (its own wait still orders its reads after our completion). */
+KDEV void kiln_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+KDEV void kiln_pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+
 KDEV void kiln_red_add4(float *p, float a, float b, float c, float d)
 {
     asm volatile("red.global.v4.f32.add [%0], {%1, %2, %3, %4};"

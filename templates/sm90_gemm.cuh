@@ -263,6 +263,8 @@ KILN_SM90_KERNEL
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
     }
+    kiln_pdl_wait();               /* before the first read of args.sizes */
+    kiln_pdl_launch_dependents();
     P.items = kiln_build_schedule(args, m, P.cap, [&](int gs, int ge) {
         return (((ge - gs + BM - 1) / BM + CM - 1) / CM) * P.tn;
     });
