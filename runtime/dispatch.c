@@ -75,7 +75,11 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
             return NO("%s writes %s output", nm, d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
         if (d->accumulate != (p->accumulate != 0))
             return NO("%s %s", nm, d->accumulate ? "only accumulates" : "does not accumulate");
-        if (d->dbias) return NO("%s fuses a bias gradient the API does not ask for", nm);
+        /* A dbias kernel serves only calls that ask for the bias gradient:
+         * calls without it keep the plain kernels (and their tuning). */
+        if (d->dbias != (p->d_dbias || p->d_dbias_ptrs))
+            return NO("%s %s", nm, d->dbias ? "computes a bias gradient the call does not ask for"
+                                            : "does not compute the bias gradient");
         /* A split reduction adds partial sums into the output, so it can
          * only serve accumulating calls (the template refuses it otherwise). */
         if (d->split != 1 && !d->accumulate)
@@ -206,6 +210,7 @@ static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t 
                   in->forced_by ? in->forced_by : "");
     const kiln_problem *p = in->problem;
     if (!p->host_sizes) return NO("no host sizes for cuBLASLt");
+    if (p->d_dbias || p->d_dbias_ptrs) return NO("cuBLASLt cannot compute the bias gradient");
     /* cuBLASLt computes 16-bit inputs into the same type or into f32 only. */
     if (p->out_type != p->a_type && p->out_type != KILN_DTYPE_F32)
         return NO("cuBLASLt has no %s→%s product", kiln_dtype_name(p->a_type),
