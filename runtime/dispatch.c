@@ -27,6 +27,7 @@ void kiln_dispatch_describe(const kiln_problem *p, const char *arch, char *out, 
     if (p->op == KILN_OP_WGRAD) {
         ADD(p->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
         if (p->accumulate) ADD("accumulate");
+        if (p->d_dbias || p->d_dbias_ptrs) ADD(p->d_dbias ? "dbias" : "dbias per expert");
     } else {
         if (p->d_b_ptrs) ADD("pointer-array weights");
         const kiln_epilogue *e = &p->epilogue;

@@ -268,6 +268,33 @@ static void test_simple_family_rules(void **state)
     kiln_spec_list_free(&list);
 }
 
+/* wgrad.dbias: both families build it, at no extra shared memory (sm90
+ * sums the stage rows it already holds), and the description says it. */
+static void test_good_wgrad_dbias(void **state)
+{
+    (void)state;
+    const char *files[] = {"tests/data/specs/good/wgrad_dbias.yaml",
+                           "tests/data/specs/good/wgrad_dbias_simple.yaml"};
+    for (int i = 0; i < 2; i++) {
+        kiln_spec_list list;
+        load_ok(files[i], &list);
+        kiln_kernel_desc d = list.items[0].desc;
+        assert_int_equal(d.op, KILN_OP_WGRAD);
+        assert_int_equal(d.dbias, 1);
+        int with = smem_of(&d, "sm_90a");
+        d.dbias = 0;
+        assert_int_equal(smem_of(&d, "sm_90a"), with);
+        kiln_spec_list_free(&list);
+    }
+    /* off unless asked for */
+    kiln_spec_list list;
+    kiln_error err;
+    assert_int_equal(parse_text("kernel: k\nop: wgrad\ntypes: {a: bf16}\nwgrad: {dbias: false}\n", &list, &err),
+                     KILN_OK);
+    assert_int_equal(list.items[0].desc.dbias, 0);
+    kiln_spec_list_free(&list);
+}
+
 static void test_good_wgrad_and_archs(void **state)
 {
     (void)state;
@@ -723,6 +750,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_good_full),
     cmocka_unit_test(test_good_defaults),
     cmocka_unit_test(test_good_wgrad_and_archs),
+    cmocka_unit_test(test_good_wgrad_dbias),
     cmocka_unit_test(test_booleans),
     cmocka_unit_test(test_simple_family_rules),
     cmocka_unit_test(test_sweep_expansion),
