@@ -591,8 +591,11 @@ __device__ __forceinline__ void ks_gemm(const kiln_kernel_args &args)
         const typename TO::storage *C = 0;
         if ((FLAGS & KS_BETA) && args.c && beta != 0.0f) C = (const typename TO::storage *)args.c;
         const long long cols = OP == KS_OP_WGRAD ? K : n_out;
-        if (OP == KS_OP_WGRAD && (FLAGS & KS_DBIAS) && col0 == 0 && (args.dbias || args.dbias_ptrs))
-            ks_dbias<TA, TO, BM>(args, A, lda, g, gstart, grows, row0, N, accumulate);
+        if constexpr (OP == KS_OP_WGRAD && (FLAGS & KS_DBIAS) != 0) {
+            // not instantiated without KS_DBIAS: other kernels stay as they were
+            if (col0 == 0 && (args.dbias || args.dbias_ptrs))
+                ks_dbias<TA, TO, BM>(args, A, lda, g, gstart, grows, row0, N, accumulate);
+        }
 
         auto emit = [&](int lr, int lc, float v) {
             const long long r = row0 + lr, c = col0 + lc;
