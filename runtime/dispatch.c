@@ -76,11 +76,12 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
             return NO("%s writes %s output", nm, d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
         if (d->accumulate != (p->accumulate != 0))
             return NO("%s %s", nm, d->accumulate ? "only accumulates" : "does not accumulate");
-        /* A dbias kernel serves only calls that ask for the bias gradient:
-         * calls without it keep the plain kernels (and their tuning). */
-        if (d->dbias != (p->d_dbias || p->d_dbias_ptrs))
-            return NO("%s %s", nm, d->dbias ? "computes a bias gradient the call does not ask for"
-                                            : "does not compute the bias gradient");
+        /* A dbias kernel also serves calls without db (its kernels skip
+         * the sums when both pointers are null), so a tuned entry that
+         * names one stays usable; unused_features ranks it below a plain
+         * kernel for such calls. */
+        if ((p->d_dbias || p->d_dbias_ptrs) && !d->dbias)
+            return NO("%s does not compute the bias gradient", nm);
         /* A split reduction adds partial sums into the output, so it can
          * only serve accumulating calls (the template refuses it otherwise). */
         if (d->split != 1 && !d->accumulate)
@@ -113,7 +114,7 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
  * work in the epilogue, and no reliance on run-time switches). */
 static int unused_features(const kiln_kernel_desc *d, const kiln_problem *p)
 {
-    if (p->op == KILN_OP_WGRAD) return 0;
+    if (p->op == KILN_OP_WGRAD) return d->dbias && !p->d_dbias && !p->d_dbias_ptrs;
     const kiln_epilogue *e = &p->epilogue;
     int n = 0;
     n += d->epilogue.bias == KILN_BIAS_PER_GROUP && !e->d_bias;
