@@ -695,6 +695,46 @@ static void test_shipped_specs(void **state)
     kiln_spec_list_free(&list);
 }
 
+/* Every shipped wgrad spec has a _dbias twin that differs only in
+ * wgrad.dbias (and its name), so every combination the API allows with a
+ * bias gradient has a kernel, and kiln_bench's dbias cost compares the
+ * same kernel with and without it. */
+static void test_shipped_dbias_twins(void **state)
+{
+    (void)state;
+    size_t n;
+    char **files = yaml_files("specs/default", &n);
+    int twins = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(files[i]);
+        if (!strstr(files[i], "_wgrad_") || (len > 11 && !strcmp(files[i] + len - 11, "_dbias.yaml")))
+            continue;
+        char twin[512];
+        snprintf(twin, sizeof twin, "%.*s_dbias.yaml", (int)(len - 5), files[i]);
+        kiln_spec_list a, b;
+        load_ok(files[i], &a);
+        load_ok(twin, &b);
+        kiln_kernel_desc want = a.items[0].desc;
+        assert_int_equal(want.dbias, 0);
+        want.dbias = 1;
+        snprintf(want.name, sizeof want.name, "%s", b.items[0].desc.name);
+        kiln_strbuf ta, tb;
+        kiln_strbuf_init(&ta);
+        kiln_strbuf_init(&tb);
+        kiln_desc_format(&want, NULL, &ta);
+        kiln_desc_format(&b.items[0].desc, NULL, &tb);
+        if (strcmp(ta.data, tb.data)) print_error("%s:\n  want %s\n  got  %s\n", twin, ta.data, tb.data);
+        assert_string_equal(ta.data, tb.data);
+        kiln_strbuf_free(&ta);
+        kiln_strbuf_free(&tb);
+        kiln_spec_list_free(&a);
+        kiln_spec_list_free(&b);
+        twins++;
+    }
+    free_files(files, n);
+    assert_int_equal(twins, 20); /* 12 simple, 8 sm90 */
+}
+
 /* Issue 13 (finding 4): hostile YAML is refused by the event pass before
  * libyaml builds a document: a 160 KB nesting bomb in well under a second
  * (it took 15 s), a text over the size cap at once; `kiln emit` exits 2. */
@@ -762,4 +802,5 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_io_errors),
     cmocka_unit_test(test_parse_memory),
     cmocka_unit_test(test_shipped_specs),
+    cmocka_unit_test(test_shipped_dbias_twins),
     cmocka_unit_test(test_yaml_limits))
