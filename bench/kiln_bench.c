@@ -3,7 +3,10 @@
  * kiln_bench.c — the MoE benchmark suite (bench/cases.tsv, from BENCH.md).
  *
  * Ops: fprop, dgrad, wgrad (bf16 out), and wgrad_acc (dW += ... into an fp32
- * main-grad buffer; its cost over overwrite is printed).
+ * main-grad buffer; its cost over overwrite is printed).  Not run unless
+ * named in --ops: wgrad_dbias and wgrad_acc_dbias, the same wgrad calls
+ * with the fused bias gradient (f32 db) timed against the calls without it
+ * (the extra percent is printed; bench_dbias).
  * For each case and op, in one process: kiln's generated kernel, cuBLASLt as
  * a per-group loop (kiln's cuBLASLt backend), and one dense cuBLASLt GEMM of
  * the same FLOPs (the same backend with one group of all the tokens).  Each
@@ -12,7 +15,8 @@
  * the median of --reps timed calls.  A torch._grouped_mm peer measured by
  * bench/torch_peer.py in the same call can be merged in with --peer FILE.
  *
- * usage: kiln_bench [--cases FILE] [--ops fprop,dgrad,wgrad,wgrad_acc] [--only a,b]
+ * usage: kiln_bench [--cases FILE] [--ops fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias,
+ *                   wgrad_acc_dbias] [--only a,b]
  *                   [--reps N] [--json FILE] [--peer FILE] [--untuned]
  *        kiln_bench --sizes [--cases FILE]
  *
@@ -420,6 +424,123 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     return ms_g;
 }
 
+static kiln_context *make_context(unsigned allowed, int tuning_off);
+
+/* The largest relative error of db (f32, dense [G, N]) against a host sum
+ * of dY over each group's tokens (in double; group by group, so the host
+ * holds one group of dY at a time). */
+static double dbias_err(CUdeviceptr db, const kiln_tune_shape *c, const case_bufs *cb)
+{
+    const int G = c->groups;
+    const size_t N = (size_t)c->n;
+    float *got = malloc((size_t)G * N * 4);
+    double *ref = malloc(N * sizeof *ref);
+    int32_t mmax = 0;
+    for (int g = 0; g < G; g++) mmax = cb->m[g] > mmax ? cb->m[g] : mmax;
+    uint16_t *rows = malloc((size_t)(mmax ? mmax : 1) * N * 2);
+    if (!got || !ref || !rows) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    CU(drv.cuMemcpyDtoH(got, db, (size_t)G * N * 4));
+    kts_err e = {0};
+    size_t row0 = 0;
+    for (int g = 0; g < G; g++) {
+        size_t m = (size_t)cb->m[g];
+        if (m) CU(drv.cuMemcpyDtoH(rows, cb->dy + row0 * N * 2, m * N * 2));
+        for (size_t n = 0; n < N; n++) ref[n] = 0;
+        for (size_t r = 0; r < m; r++)
+            for (size_t n = 0; n < N; n++) ref[n] += kiln_bf16_to_f32(rows[r * N + n]);
+        for (size_t n = 0; n < N; n++) {
+            kts_err_add(&e, got[(size_t)g * N + n], ref[n]);
+            if (isnan(got[(size_t)g * N + n])) e.nan++;
+        }
+        row0 += m;
+    }
+    free(got);
+    free(ref);
+    free(rows);
+    return e.nan ? INFINITY : kts_err_rel(&e);
+}
+
+/* --ops wgrad_dbias / wgrad_acc_dbias: wgrad (bf16 dW, or dW += ... into
+ * fp32) with the fused bias gradient (f32 db, dense) against the same call
+ * without it, in this process: dW of the two compared and db checked
+ * against a host sum first, then three alternating rounds of medians (best
+ * of each, so drift hits both).  Prints the extra time of dbias.  Both
+ * calls ignore the tuning table (a context of their own), so they run the
+ * default kernels, which differ only in dbias (tuned entries never serve a
+ * dbias call). */
+static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb, int acc)
+{
+    const char *name = acc ? "wgrad_acc_dbias" : "wgrad_dbias";
+    const int G = c->groups;
+    const size_t n_out = (size_t)G * c->n * c->k, es = acc ? 4 : 2;
+    kiln_problem p;
+    kts_problem_init(&p, KILN_OP_WGRAD, G, c->n, c->k, cb->t, cb->sizes, cb->dy, cb->x, 0);
+    p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
+    if (acc) {
+        p.out_type = KILN_DTYPE_F32;
+        p.accumulate = 1;
+    }
+    p.host_sizes = cb->m;
+    CUdeviceptr db;
+    CU(drv.cuMemAlloc(&db, (size_t)G * c->n * 4));
+    kiln_context *ctx = make_context(KILN_ALLOW_GENERATED, 1);
+    runner plain = {ctx, p}, fused = {ctx, p};
+    plain.p.d_out = (void *)(uintptr_t)cb->out_b;
+    fused.p.d_out = (void *)(uintptr_t)cb->out_a;
+    fused.p.d_dbias = (void *)(uintptr_t)db;
+    if (acc) {
+        CUdeviceptr init = random_bf16(n_out, 1.0f);
+        upload_f32_from_bf16(cb->out_a, init, n_out);
+        CU(drv.cuMemcpyDtoD(cb->out_b, cb->out_a, n_out * 4));
+        CU(drv.cuMemFree(init));
+        CU(drv.cuMemsetD8(db, 0, (size_t)G * c->n * 4)); /* db += sum: the sum */
+    } else {
+        CU(drv.cuMemsetD8(cb->out_a, KTS_POISON, n_out * es));
+        CU(drv.cuMemsetD8(cb->out_b, KTS_POISON, n_out * es));
+        CU(drv.cuMemsetD8(db, KTS_POISON, (size_t)G * c->n * 4));
+    }
+    call(&fused, b->s);
+    call(&plain, b->s);
+    CU(drv.cuStreamSynchronize(b->s));
+    kiln_call_report rf, rp;
+    kiln_last_call(ctx, &rp);
+    double e_dw = rel_err(cb->out_a, cb->out_b, n_out, acc), e_db = dbias_err(db, c, cb);
+    call(&fused, b->s);
+    CU(drv.cuStreamSynchronize(b->s));
+    kiln_last_call(ctx, &rf);
+    if (!(e_dw < 1e-3) || !(e_db < 1e-4)) {
+        printf("%-15s %-15s FAILED: dW differs from plain wgrad by %.3g, db from the host sum by "
+               "%.3g (%s)\n", c->name, name, e_dw, e_db, rf.kernel);
+        CU(drv.cuMemFree(db));
+        kiln_context_destroy(ctx);
+        return;
+    }
+    double best_f = 1e30, best_p = 1e30;
+    for (int round = 0; round < 3; round++) {
+        double f = time_call(&fused, b->s), q = time_call(&plain, b->s);
+        if (f < best_f) best_f = f;
+        if (q < best_p) best_p = q;
+    }
+    b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
+                              "%-15s %-15s fused dbias costs %+.1f%% (%.3f vs %.3f ms; db rel err "
+                              "%.1e)  %s / %s\n",
+                              c->name, name, (best_f / best_p - 1) * 100, best_f, best_p, e_db,
+                              rf.kernel, rp.kernel);
+    if (b->json) {
+        fprintf(b->json, "%s  {\"case\": \"%s\", \"op\": \"%s\", \"kiln_ms\": %.4f, "
+                         "\"plain_ms\": %.4f, \"dbias_extra_pct\": %.2f, \"dbias_rel_err\": %.3g, "
+                         "\"kernel\": \"%s\"}",
+                b->first_row ? "" : ",\n", c->name, name, best_f, best_p,
+                (best_f / best_p - 1) * 100, e_db, rf.kernel);
+        b->first_row = 0;
+    }
+    CU(drv.cuMemFree(db));
+    kiln_context_destroy(ctx);
+}
+
 /* Every op of one case, on random data (never zeros). */
 static void bench_case(bench *b, const kiln_tune_shape *c)
 {
@@ -451,6 +572,8 @@ static void bench_case(bench *b, const kiln_tune_shape *c)
         double ms = bench_op(b, c, &cb, op, wgrad_ms);
         if (op == 2) wgrad_ms = ms;
     }
+    for (int acc = 0; acc < 2; acc++)
+        if (has_op(b->ops, acc ? "wgrad_acc_dbias" : "wgrad_dbias")) bench_dbias(b, c, &cb, acc);
     CUdeviceptr all[] = {cb.x, cb.w, cb.dy, cb.out_a, cb.out_b, cb.sizes, cb.dense_sizes};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CU(drv.cuMemFree(all[i]));
     free(m);

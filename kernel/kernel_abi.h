@@ -23,7 +23,7 @@
 #define KILN_KERNEL_ABI_H
 
 /* Bump when the struct below changes: it is part of every cache key. */
-#define KILN_KERNEL_ABI_VERSION 1
+#define KILN_KERNEL_ABI_VERSION 2
 
 typedef struct kiln_kernel_args {
     const void *a;                 /* row operand A */
@@ -49,6 +49,13 @@ typedef struct kiln_kernel_args {
     float alpha, beta;
     int num_sms;                   /* SMs of the device, for persistent grids */
     int pad0;
+    /* wgrad's fused bias gradient db[g][n] = sum over g's tokens of A[t][n]
+     * (kernels built with wgrad.dbias; both 0: not asked for) */
+    void *dbias;                   /* dense [G, ld_dbias], or 0 */
+    void *const *dbias_ptrs;       /* per group [N], or 0 */
+    long long ld_dbias;            /* elements between groups of dbias */
+    int dbias_f32;                 /* 1: db is f32; 0: the output type */
+    int pad1;
 } kiln_kernel_args;
 
 /* A CUtensorMap: 128 opaque bytes, 64-byte aligned. */

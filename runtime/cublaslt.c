@@ -257,6 +257,11 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
                               const kiln_problem *p, CUstream stream, kiln_error *err)
 {
     const kiln_driver *drv = env->drv;
+    /* dispatch never sends a bias gradient here; a direct call must not
+     * return with db unwritten */
+    if (p->d_dbias || p->d_dbias_ptrs)
+        return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
+                              "cuBLASLt cannot compute the bias gradient (problem->d_dbias)");
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     kiln_status st = kiln_driver_check(drv, drv->cuStreamIsCapturing(stream, &cap),
                                        "cuStreamIsCapturing", err);

@@ -27,6 +27,7 @@ void kiln_dispatch_describe(const kiln_problem *p, const char *arch, char *out, 
     if (p->op == KILN_OP_WGRAD) {
         ADD(p->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
         if (p->accumulate) ADD("accumulate");
+        if (p->d_dbias || p->d_dbias_ptrs) ADD(p->d_dbias ? "dbias" : "dbias per expert");
     } else {
         if (p->d_b_ptrs) ADD("pointer-array weights");
         const kiln_epilogue *e = &p->epilogue;
@@ -75,7 +76,12 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
             return NO("%s writes %s output", nm, d->wgrad_output == KILN_WGRAD_DISCRETE ? "discrete" : "dense");
         if (d->accumulate != (p->accumulate != 0))
             return NO("%s %s", nm, d->accumulate ? "only accumulates" : "does not accumulate");
-        if (d->dbias) return NO("%s fuses a bias gradient the API does not ask for", nm);
+        /* A dbias kernel also serves calls without db (its kernels skip
+         * the sums when both pointers are null), so a tuned entry that
+         * names one stays usable; unused_features ranks it below a plain
+         * kernel for such calls. */
+        if ((p->d_dbias || p->d_dbias_ptrs) && !d->dbias)
+            return NO("%s does not compute the bias gradient", nm);
         /* A split reduction adds partial sums into the output, so it can
          * only serve accumulating calls (the template refuses it otherwise). */
         if (d->split != 1 && !d->accumulate)
@@ -108,7 +114,7 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
  * work in the epilogue, and no reliance on run-time switches). */
 static int unused_features(const kiln_kernel_desc *d, const kiln_problem *p)
 {
-    if (p->op == KILN_OP_WGRAD) return 0;
+    if (p->op == KILN_OP_WGRAD) return d->dbias && !p->d_dbias && !p->d_dbias_ptrs;
     const kiln_epilogue *e = &p->epilogue;
     int n = 0;
     n += d->epilogue.bias == KILN_BIAS_PER_GROUP && !e->d_bias;
@@ -206,6 +212,7 @@ static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t 
                   in->forced_by ? in->forced_by : "");
     const kiln_problem *p = in->problem;
     if (!p->host_sizes) return NO("no host sizes for cuBLASLt");
+    if (p->d_dbias || p->d_dbias_ptrs) return NO("cuBLASLt cannot compute the bias gradient");
     /* cuBLASLt computes 16-bit inputs into the same type or into f32 only. */
     if (p->out_type != p->a_type && p->out_type != KILN_DTYPE_F32)
         return NO("cuBLASLt has no %s→%s product", kiln_dtype_name(p->a_type),

@@ -31,7 +31,12 @@ void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args 
     a->accumulate = p->op == KILN_OP_WGRAD && p->accumulate;
     a->num_sms = num_sms;
     a->alpha = 1.0f;
-    if (p->op != KILN_OP_WGRAD) {
+    if (p->op == KILN_OP_WGRAD) {
+        a->dbias = p->d_dbias;
+        a->dbias_ptrs = p->d_dbias_ptrs;
+        a->ld_dbias = p->ld_dbias ? p->ld_dbias : p->n;
+        a->dbias_f32 = p->dbias_type == KILN_DTYPE_F32;
+    } else {
         a->bias = e->d_bias;
         a->ld_bias = e->ld_bias ? e->ld_bias : out_cols;
         a->row_scale = e->d_row_scale;

@@ -107,6 +107,47 @@ static kiln_status check_host_sizes(const kiln_problem *p, kiln_error *err)
     return KILN_OK;
 }
 
+/* The fused bias gradient of wgrad (optional): dense [G, ld_dbias] or one
+ * pointer per group, elements of dbias_type (f32 or the output type).  The
+ * kernels write it element by element, so only element alignment is asked. */
+static kiln_status check_dbias(const kiln_problem *p, kiln_error *err)
+{
+    if (!p->d_dbias && !p->d_dbias_ptrs) {
+        if (p->ld_dbias)
+            return BAD("problem->ld_dbias = %lld is set, but no bias gradient is asked for "
+                       "(d_dbias and d_dbias_ptrs are NULL)",
+                       (long long)p->ld_dbias);
+        return KILN_OK;
+    }
+    const char *which = p->d_dbias ? "d_dbias" : "d_dbias_ptrs";
+    if (p->op != KILN_OP_WGRAD)
+        return BAD("problem->%s is set, but op is %s (the bias gradient is computed by wgrad)",
+                   which, kiln_op_name(p->op));
+    if (p->d_dbias && p->d_dbias_ptrs)
+        return BAD("problem->d_dbias and problem->d_dbias_ptrs are both set (give one bias "
+                   "gradient layout)");
+    if ((unsigned)p->dbias_type > KILN_DTYPE_E5M2)
+        return BAD("problem->dbias_type = %d is not a kiln_dtype", (int)p->dbias_type);
+    if (p->dbias_type != KILN_DTYPE_F32 && p->dbias_type != p->out_type)
+        return BAD("problem->dbias_type %s is not supported (f32 or the output type, %s)",
+                   kiln_dtype_name(p->dbias_type), kiln_dtype_name(p->out_type));
+    unsigned esz = (unsigned)kiln_dtype_size(p->dbias_type);
+    kiln_status st;
+    if (p->d_dbias_ptrs) {
+        if (p->ld_dbias)
+            return BAD("problem->ld_dbias = %lld is set, but the bias gradient goes through "
+                       "problem->d_dbias_ptrs (one [N] vector per group)",
+                       (long long)p->ld_dbias);
+        return check_ptr(p->d_dbias_ptrs, "d_dbias_ptrs", 8, "device pointers", err);
+    }
+    if ((st = check_ptr(p->d_dbias, "d_dbias", esz, "elements of dbias_type", err))) return st;
+    if (p->ld_dbias < 0) return BAD("problem->ld_dbias is negative (%lld)", (long long)p->ld_dbias);
+    if (p->ld_dbias && p->ld_dbias < p->n)
+        return BAD("problem->ld_dbias = %lld is smaller than the row (N = %lld)",
+                   (long long)p->ld_dbias, (long long)p->n);
+    return KILN_OK;
+}
+
 static kiln_status check_epilogue(const kiln_problem *p, kiln_error *err)
 {
     const kiln_epilogue *e = &p->epilogue;
@@ -264,8 +305,6 @@ kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err)
                        "needs f32)",
                        kiln_dtype_name(p->out_type));
     }
-    if (p->d_dbias || p->d_dbias_ptrs)
-        return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
-                              "problem->d_dbias: no kernel computes the bias gradient yet");
+    if ((st = check_dbias(p, err))) return st;
     return check_epilogue(p, err);
 }

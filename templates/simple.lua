@@ -15,7 +15,7 @@
 --
 -- Spec fields used: op, types, tile.m / tile.n (16, 32, 64 or 128 each),
 -- tile.k (the kernel uses min(tile.k, 32), a multiple of 8), weights,
--- epilogue, wgrad.output / wgrad.accumulate.  stages, warpgroups, schedule
+-- epilogue, wgrad.output / wgrad.accumulate / wgrad.dbias.  stages, warpgroups, schedule
 -- and raster do not apply to this kernel and are ignored (its shared memory
 -- is static and does not depend on stages).
 --
@@ -67,7 +67,7 @@ end
 local flags = {}
 if spec.op == "wgrad" then
   local w = spec.wgrad
-  if w.dbias then fail("wgrad.dbias", "wgrad.dbias is not built by family simple yet") end
+  if w.dbias then flags[#flags + 1] = "KS_DBIAS" end
   if w.split ~= 1 then fail("wgrad.split", "wgrad.split = %d is not supported by this kernel (use 1)", w.split) end
   if w.accumulate then flags[#flags + 1] = "KS_ACCUMULATE" end
   if w.output == "discrete" then flags[#flags + 1] = "KS_DISCRETE" end

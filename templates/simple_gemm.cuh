@@ -92,6 +92,7 @@ enum {
     KS_ACCUMULATE = 64,      // wgrad: D += sum (fp32 out) when args.accumulate
     KS_DISCRETE = 128,       // wgrad: output through args.d_ptrs
     KS_MMA = 256,            // tensor cores (16-bit A == B type, tiles >= 32)
+    KS_DBIAS = 512,          // wgrad: also db[g,n] = sum of A[t,n] over g's rows
 };
 
 #define KS_THREADS 256
@@ -453,6 +454,45 @@ __device__ __forceinline__ void ks_tile_mma(const unsigned short *a, long long l
                      acc[i][j][e]);
 }
 
+// ---- the bias gradient (wgrad, KS_DBIAS) -----------------------------------
+
+// db[g, row0 .. row0+BM) = sum over the group's rows t of A[t, n], by the CTA
+// of the group's first column tile: thread (c, p) adds rows p, p + P, ... of
+// column row0 + c (a warp reads consecutive n: coalesced), then the P
+// partials of a column are added in a fixed order (deterministic).  f32 or
+// the output type (args.dbias_f32); accumulate adds to f32 db.  An empty
+// group writes zeros (its accumulate case never gets here).
+template <class TA, class TO, int BM>
+__device__ __forceinline__ void ks_dbias(const kiln_kernel_args &args,
+                                         const typename TA::storage *A, long long lda,
+                                         long long g, long long gstart, int grows,
+                                         long long row0, long long N, bool accumulate)
+{
+    __shared__ float part[KS_THREADS];
+    constexpr int P = KS_THREADS / BM;
+    const int c = threadIdx.x % BM, p = threadIdx.x / BM;
+    const long long n = row0 + c;
+    float s = 0.0f;
+    if (n < N)
+        for (long long t = p; t < grows; t += P) s += TA::to_float(A[(gstart + t) * lda + n]);
+    part[threadIdx.x] = s;
+    __syncthreads();
+    if (p == 0 && n < N) {
+        float v = 0.0f;
+        for (int q = 0; q < P; q++) v += part[q * BM + c];
+        const bool f32 = args.dbias_f32 || sizeof(typename TO::storage) == 4;
+        char *db = args.dbias_ptrs ? (char *)args.dbias_ptrs[g]
+                                   : (char *)args.dbias + g * args.ld_dbias * (f32 ? 4 : 2);
+        if (f32) {
+            float *q = (float *)db + n;
+            *q = accumulate ? *q + v : v;
+        } else {
+            ((typename TO::storage *)db)[n] = TO::from_float(v);
+        }
+    }
+    __syncthreads();   // part is reused by the next tile
+}
+
 // ---- the kernel body -------------------------------------------------------
 
 template <int OP, class TA, class TB, class TO, int BM, int BN, int BK, int FLAGS>
@@ -551,6 +591,11 @@ __device__ __forceinline__ void ks_gemm(const kiln_kernel_args &args)
         const typename TO::storage *C = 0;
         if ((FLAGS & KS_BETA) && args.c && beta != 0.0f) C = (const typename TO::storage *)args.c;
         const long long cols = OP == KS_OP_WGRAD ? K : n_out;
+        if constexpr (OP == KS_OP_WGRAD && (FLAGS & KS_DBIAS) != 0) {
+            // not instantiated without KS_DBIAS: other kernels stay as they were
+            if (col0 == 0 && (args.dbias || args.dbias_ptrs))
+                ks_dbias<TA, TO, BM>(args, A, lda, g, gstart, grows, row0, N, accumulate);
+        }
 
         auto emit = [&](int lr, int lc, float v) {
             const long long r = row0 + lr, c = col0 + lc;

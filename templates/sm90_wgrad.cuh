@@ -16,6 +16,9 @@
  *   TMA_ST                        1: overwrite through TMA stores (dense output,
  *                                 tmap_d over dW as {K, G*N} in the output type)
  *   STG_BUFS                      TMA_RED / TMA_ST: 2 KiB swizzled boxes per warp
+ *   DBIAS                         1: also the bias gradient db[g,n] = sum of dY[t,n]
+ *                                 over the group's tokens (args.dbias / dbias_ptrs)
+ *   IN_F16                        1: dY is fp16; 0: bf16
  *   kiln_wgmma(acc, desc_a, desc_b, scale_d)   m64n{BN}k16, A and B MN-major
  *
  * GEMM view: M = n (rows of dW, BM per tile), N = k (cols of dW, BN per
@@ -186,11 +189,102 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, int
     }
 }
 
+/* ------------------------------------------------------- bias gradient */
+
+/* DBIAS: the work items whose dW tile starts at column k0 = 0 also sum the
+ * dY rows they already hold in shared memory: the A boxes of a stage are BK
+ * token rows of 64 n-values each (one 128-byte swizzled row a token), so a
+ * stage gives db its BK tokens for this warpgroup's WG_M values of n at no
+ * extra global traffic.  The sum runs between issuing a k-block's wgmma and
+ * waiting for them, so it overlaps the tensor cores; only the stage's own
+ * rows of the group (< valid) are read, never the tail that kiln_mask_tail
+ * zeroes or the next group's.  Layout: warp wq owns the 16 columns
+ * [16 wq, 16 wq + 16) of every A box; lane (u = lane & 7, rp = lane >> 3)
+ * reads the 16-bit pair at column 16 wq + 2u of rows 8j + 2rp + h, so each
+ * load instruction touches 4 rows of one parity whose 32-byte pieces land on
+ * distinct banks after the swizzle.  Per lane: 2 fp32 sums per box. */
+KDEV float kiln_in_to_f32(unsigned short h)
+{
+    return IN_F16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
+}
+
+KDEV void kiln_dbias_sum(const kiln_smem &m, int s, int abox0, int valid, float (&ds)[MI][2])
+{
+    const int lane = threadIdx.x & 31, wq = (threadIdx.x & 127) >> 5;
+    const int u = lane & 7, rp = lane >> 3;
+    const int chunk = 2 * wq + (u >> 2), inb = (4 * u) & 15;
+    const int lim = min(valid, BK);
+    const unsigned char *st = m.base + s * STAGE_BYTES + abox0 * BOX_BYTES;
+#pragma unroll
+    for (int j = 0; j < BK / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = 8 * j + 2 * rp + h;
+            if (r >= lim) continue;
+            const int off = r * 128 + ((chunk ^ (2 * rp + h)) << 4) + inb;
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                const kiln_u32 w = *(const kiln_u32 *)(st + mi * BOX_BYTES + off);
+                ds[mi][0] += kiln_in_to_f32((unsigned short)(w & 0xFFFFu));
+                ds[mi][1] += kiln_in_to_f32((unsigned short)(w >> 16));
+            }
+        }
+    }
+}
+
+/* DBIAS, at the end of a k0 = 0 work item: the lanes of a warp that share
+ * columns add their sums (over rp), and lanes 0..7 write
+ * db[g, n0 + row_off + 64 mi + 16 wq + 2 lane + {0, 1}] in f32 or the output
+ * type; accumulate adds (atomically: split items share a tile).  An empty
+ * group's item (overwrite mode) writes its zeros the same way.  Element-wise
+ * stores: db need only be element-aligned. */
+KDEV void kiln_dbias_write(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_wtile &T,
+                           float (&ds)[MI][2], int row_off)
+{
+    const int lane = threadIdx.x & 31, wq = (threadIdx.x & 127) >> 5;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            ds[mi][e] += __shfl_xor_sync(0xffffffffu, ds[mi][e], 8);
+            ds[mi][e] += __shfl_xor_sync(0xffffffffu, ds[mi][e], 16);
+        }
+    if (lane >= 8) return;
+    const bool f32 = args.dbias_f32 || OUT_T == 2;
+    const int esz = f32 ? 4 : 2;
+    char *db = args.dbias_ptrs ? (char *)args.dbias_ptrs[T.g]
+                               : (char *)args.dbias + (long long)T.g * args.ld_dbias * esz;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+        const int n = T.n0 + row_off + 64 * mi + 16 * wq + 2 * lane;
+        if (n >= P.wn) continue;   /* N is a multiple of 8: n + 1 < N too */
+        if (f32) {
+            float *q = (float *)(db + (long long)n * 4);
+            if (ACCUMULATE) {
+                atomicAdd(q, ds[mi][0]);
+                atomicAdd(q + 1, ds[mi][1]);
+            } else {
+                q[0] = ds[mi][0];
+                q[1] = ds[mi][1];
+            }
+        } else {
+            const kiln_u32 w = kiln_pack2(ds[mi][0], ds[mi][1]);
+            unsigned short *q = (unsigned short *)(db + (long long)n * 2);
+            q[0] = (unsigned short)(w & 0xFFFFu);
+            q[1] = (unsigned short)(w >> 16);
+        }
+    }
+}
+
+/* ---------------------------------------------------------- main loop */
+
 /* The main loop of one work item, as in sm90_gemm.cuh's, with the tail of
  * the group masked.  Returns false for an item of no k-blocks (an empty
- * group in overwrite mode), whose accumulators hold nothing. */
+ * group in overwrite mode), whose accumulators hold nothing.  dsum (DBIAS,
+ * k0 = 0): also add each stage's valid dY rows into ds. */
 KDEV bool kiln_mainloop(const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
-                        const kiln_wtile &T, float (&acc)[MI][ACC_N], int cw, int lane)
+                        const kiln_wtile &T, float (&acc)[MI][ACC_N], int cw, int lane,
+                        bool dsum, float (&ds)[MI][2])
 {
     const int abox0 = PINGPONG ? 0 : cw * MI;
     int prev = -1;
@@ -215,6 +309,7 @@ KDEV bool kiln_mainloop(const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
         else if (nk16 == 2) kiln_kblock_mma<2>(acc, sa, sb, abox0, first);
         else kiln_kblock_mma<3>(acc, sa, sb, abox0, first);
         kiln_wg_commit();
+        if (DBIAS && dsum) kiln_dbias_sum(m, r.s, abox0, valid, ds);
         if (prev >= 0) {
             kiln_wg_wait<1>();
             kiln_release<1>(m, prev, lane, 0);
@@ -359,7 +454,13 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             continue;
         }
         turn.wait();
-        const bool any = kiln_mainloop(m, r, turn, T, acc, cw, lane);
+        /* DBIAS: the item of column tile 0 also sums db (one per n rows) */
+        const bool dsum = DBIAS && T.k0 == 0 && (args.dbias || args.dbias_ptrs);
+        float ds[MI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) ds[mi][0] = ds[mi][1] = 0.f;
+        const bool any = kiln_mainloop(m, r, turn, T, acc, cw, lane, dsum, ds);
+        if (DBIAS && dsum) kiln_dbias_write(args, P, T, ds, row_off);
         /* after the main loop: nothing more lives across it */
         char *dg = DISCRETE ? (char *)args.d_ptrs[T.g]
                             : (char *)args.d + (long long)T.g * P.wn * args.ldd * OSZ;

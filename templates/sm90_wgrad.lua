@@ -28,7 +28,6 @@ return function(spec, arch, mode)
     fail("wgrad.split", "wgrad.split > 1 adds partial sums atomically into the output: it " ..
          "needs wgrad.accumulate: true (types.out: f32)")
   end
-  if w.dbias then fail("wgrad.dbias", "wgrad.dbias is not built by family sm90 yet") end
   if spec.cluster.m ~= 1 or spec.cluster.n ~= 1 then
     fail("cluster", "family sm90 builds wgrad without clusters (cluster must be 1x1)")
   end
@@ -74,6 +73,8 @@ return function(spec, arch, mode)
     string.format("constexpr int TMA_RED = %d, TMA_ST = %d, STG_BUFS = %d;", b(tma_red), b(tma_st),
                   stg_bufs > 0 and stg_bufs or 1),
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", k.raster, common.max_groups),
+    -- wgrad.dbias: the k0 = 0 items also sum dY's stage rows into db
+    string.format("constexpr int DBIAS = %d, IN_F16 = %d;", b(w.dbias), b(ity == "f16")),
   }, smem, wgmma)
 
   local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_wgrad.cuh")

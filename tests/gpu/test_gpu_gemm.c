@@ -39,6 +39,12 @@ typedef struct gcase {
     int lda_pad, ldd_pad;
     int host_sizes;
     int expect_overflow;
+    /* wgrad's fused bias gradient: off unless dbias; dense [G, N + dbias_pad]
+     * or (dbias_ptrs) one buffer of N + dbias_pad elements per group, the
+     * padding poisoned and checked untouched */
+    int dbias, dbias_ptrs, dbias_pad;
+    kiln_dtype dbias_type;
+    const char *want_kernel;   /* a substring of rep.kernel, or NULL */
 } gcase;
 
 typedef struct gresult {
@@ -68,6 +74,11 @@ typedef struct gbuf {
     size_t obytes, gbytes;       /* the output; one group's slice (discrete wgrad) */
     CUdeviceptr dA, dB, dBptrs, dD, dDptrs, dbias, dscale, dalpha, dC, dsz, dovf;
     CUdeviceptr *wbufs, *obufs;  /* per-group buffers behind dBptrs, dDptrs */
+    /* the bias gradient (gcase.dbias): its bytes around the call */
+    int64_t ld_db;
+    size_t db_bytes, db_gbytes;  /* all of it; one group's slice */
+    unsigned char *db_before, *db_after;
+    CUdeviceptr ddb, ddbptrs, *dbbufs;
 } gbuf;
 
 /* G device buffers of `each` bytes holding host's consecutive slices, and
@@ -172,6 +183,27 @@ static void case_epilogue(const gcase *c, gbuf *b)
     b->dovf = dev_copy(&zero, sizeof zero);
 }
 
+/* The bias gradient's buffer(s): poison, or when accumulating random old
+ * values in the N valid elements of each group (poison in the padding). */
+static void case_dbias(const gcase *c, gbuf *b)
+{
+    if (!c->dbias) return;
+    const int G = c->groups;
+    const int64_t N = c->n;
+    b->ld_db = N + c->dbias_pad;
+    b->db_gbytes = (size_t)(b->ld_db * kiln_dtype_size(c->dbias_type));
+    b->db_bytes = (size_t)G * b->db_gbytes;
+    b->db_before = xmalloc(b->db_bytes);
+    b->db_after = xmalloc(b->db_bytes);
+    memset(b->db_before, KTS_POISON, b->db_bytes);
+    if (c->accumulate)
+        for (int g = 0; g < G; g++)
+            for (int64_t n = 0; n < N; n++)
+                kts_store(b->db_before, (size_t)(g * b->ld_db + n), c->dbias_type, rng_val());
+    if (c->dbias_ptrs) b->dbbufs = dev_slices(b->db_before, G, b->db_gbytes, &b->ddbptrs);
+    else b->ddb = dev_copy(b->db_before, b->db_bytes);
+}
+
 static void case_problem(const gcase *c, const gbuf *b, kiln_problem *p)
 {
     kts_problem_init(p, c->op, c->groups, c->n, c->k, c->capacity, b->dsz, b->dA, b->dB, b->dD);
@@ -193,6 +225,12 @@ static void case_problem(const gcase *c, const gbuf *b, kiln_problem *p)
     p->epilogue.d_alpha = (const float *)(uintptr_t)b->dalpha;
     p->epilogue.beta = c->beta_c ? 0.75f : 0.0f;
     p->epilogue.d_c = (const void *)(uintptr_t)b->dC;
+    if (c->dbias) {
+        p->dbias_type = c->dbias_type;
+        p->d_dbias = (void *)(uintptr_t)b->ddb;
+        p->d_dbias_ptrs = c->dbias_ptrs ? (void *const *)(uintptr_t)b->ddbptrs : NULL;
+        p->ld_dbias = !c->dbias_ptrs && c->dbias_pad ? b->ld_db : 0;
+    }
 }
 
 /* After the call: the overflow flag; every valid element written and (unless
@@ -250,6 +288,53 @@ static void case_check(const gcase *c, gbuf *b, const kiln_call_report *rep, int
     }
 }
 
+/* The bias gradient against the double reference Σ_t dY[t, n] over the
+ * group's tokens below the capacity (plus the old value when accumulating):
+ * an empty group gives exact zeros (or keeps its old bytes when
+ * accumulating); every byte outside the N valid elements is unchanged. */
+static void case_check_dbias(const gcase *c, gbuf *b, const kiln_call_report *rep)
+{
+    const int G = c->groups, esz = kiln_dtype_size(c->dbias_type);
+    const int64_t N = c->n, ld = b->ld_db;
+    if (b->dbbufs)
+        for (int g = 0; g < G; g++)
+            download(b->db_after + (size_t)g * b->db_gbytes, b->dbbufs[g], b->db_gbytes);
+    else
+        download(b->db_after, b->ddb, b->db_bytes);
+    unsigned char *is_valid = calloc((size_t)(G * ld), 1);
+    assert_non_null(is_valid);
+    kts_err err = {0};
+    size_t empty_bad = 0;
+    for (int g = 0; g < G; g++)
+        for (int64_t n = 0; n < N; n++) {
+            size_t e = (size_t)(g * ld + n);
+            is_valid[e] = 1;
+            float got = kts_load(b->db_after, e, c->dbias_type);
+            double ref = c->accumulate ? kts_load(b->db_before, e, c->dbias_type) : 0.0;
+            for (int64_t t = 0; t < b->rows[g]; t++) ref += b->A[(b->start[g] + t) * b->lda + n];
+            kts_err_add(&err, got, ref);
+            if (b->rows[g] == 0 &&
+                (c->accumulate ? memcmp(b->db_after + e * (size_t)esz, b->db_before + e * (size_t)esz,
+                                        (size_t)esz) != 0
+                               : got != 0.0f))
+                empty_bad++;
+        }
+    size_t touched = kts_changed_outside(b->db_before, b->db_after, is_valid, (size_t)(G * ld),
+                                         (size_t)esz);
+    free(is_valid);
+    double rel = kts_err_rel(&err);
+    printf("  %-58s %-9s %-36s dbias %s rel err %.2e\n", c->label, backend_name(rep->backend),
+           rep->kernel, kiln_dtype_name(c->dbias_type), rel);
+    if (err.nan) CASE_FAIL("%s: %zu of %zu dbias elements were not written (NaN)", c->label, err.nan,
+                           (size_t)(G * N));
+    if (empty_bad)
+        CASE_FAIL("%s: %zu dbias elements of empty groups are not %s", c->label, empty_bad,
+                  c->accumulate ? "their old values" : "zero");
+    if (touched) CASE_FAIL("%s: %zu dbias elements outside the N valid ones were changed", c->label, touched);
+    if (!(rel <= tol_for(c->dbias_type)))
+        CASE_FAIL("%s: dbias relative error %.3e exceeds %.1e", c->label, rel, tol_for(c->dbias_type));
+}
+
 static void case_free(const gcase *c, gbuf *b)
 {
     void *host[] = {b->A, b->B, b->ea, b->eb, b->bias, b->ebias, b->scale, b->alphas, b->C, b->ec,
@@ -257,8 +342,14 @@ static void case_free(const gcase *c, gbuf *b)
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
     for (int g = 0; b->wbufs && g < c->groups; g++) dev_free(b->wbufs[g]);
     for (int g = 0; b->obufs && g < c->groups; g++) dev_free(b->obufs[g]);
+    for (int g = 0; b->dbbufs && g < c->groups; g++) dev_free(b->dbbufs[g]);
     free(b->wbufs);
     free(b->obufs);
+    free(b->dbbufs);
+    free(b->db_before);
+    free(b->db_after);
+    dev_free(b->ddb);
+    dev_free(b->ddbptrs);
     CUdeviceptr dev[] = {b->dA, b->dB, b->dBptrs, b->dD, b->dDptrs, b->dbias, b->dscale,
                          b->dalpha, b->dC, b->dsz, b->dovf};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dev_free(dev[i]);
@@ -273,6 +364,7 @@ static void run_case(const gcase *c, kiln_context *ctx, kiln_backend want, int n
     case_inputs(c, &b);
     case_outputs(c, &b);
     case_epilogue(c, &b);
+    case_dbias(c, &b);
     kiln_problem p;
     case_problem(c, &b, &p);
     r->out = NULL;
@@ -288,7 +380,10 @@ static void run_case(const gcase *c, kiln_context *ctx, kiln_backend want, int n
         if (rep.backend != want)
             CASE_FAIL("%s: ran on %s (%s), wanted %s", c->label, backend_name(rep.backend),
                       rep.kernel, backend_name(want));
+        if (c->want_kernel && !strstr(rep.kernel, c->want_kernel))
+            CASE_FAIL("%s: ran kernel %s, wanted a %s one", c->label, rep.kernel, c->want_kernel);
         case_check(c, &b, &rep, no_ref, r);
+        if (c->dbias) case_check_dbias(c, &b, &rep);
     }
     case_free(c, &b);
 }
@@ -395,6 +490,128 @@ static void test_wgrad_matrix(void **state)
                     run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
                     free(m);
                 }
+    assert_int_equal(g_failures, failures_before);
+}
+
+/* The kernel family a wgrad call with dbias should reach: the shipped sm90
+ * dbias specs cover 16-bit → same type and f32 accumulate (dense and
+ * discrete); f32 overwrite goes to the simple family. */
+static const char *dbias_family(kiln_dtype in, kiln_dtype out, int acc)
+{
+    return out == in || acc ? "sm90_wgrad" : "simple_wgrad";
+}
+
+/* wgrad with the fused bias gradient: types × dW output × accumulate ×
+ * dbias type (f32 or the output type) × db layout (dense with ld_dbias > N,
+ * or per-expert pointers), with a 0- and a 1-token group, N and K off every
+ * tile. */
+static void test_wgrad_dbias_matrix(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    char label[160];
+    for (int ti = 0; ti < 2; ti++)
+        for (int oi = 0; oi < 2; oi++)
+            for (int disc = 0; disc < 2; disc++)
+                for (int acc = 0; acc < 2; acc++)
+                    for (int dt = 0; dt < 2; dt++)
+                        for (int ptrs = 0; ptrs < 2; ptrs++) {
+                            kiln_dtype in = in_types[ti], out = oi ? KILN_DTYPE_F32 : in;
+                            kiln_dtype dbt = dt ? out : KILN_DTYPE_F32;
+                            if (acc && out != KILN_DTYPE_F32) continue;
+                            if (dt && out == KILN_DTYPE_F32) continue; /* the same as f32 */
+                            int32_t *m = random_counts(6, 0, 90);
+                            m[2] = 0; /* empty: zeros, or untouched when accumulating */
+                            m[4] = 1;
+                            gcase c = {0};
+                            c.op = KILN_OP_WGRAD;
+                            c.in = in;
+                            c.out = out;
+                            c.groups = 6;
+                            c.n = 200;
+                            c.k = 88;
+                            c.counts = m;
+                            c.capacity = sum_counts(m, 6) + 5;
+                            c.discrete = disc;
+                            c.accumulate = acc;
+                            c.ldd_pad = disc ? 8 : 0;
+                            c.dbias = 1;
+                            c.dbias_type = dbt;
+                            c.dbias_ptrs = ptrs;
+                            c.dbias_pad = ptrs ? 3 : 24;
+                            c.want_kernel = dbias_family(in, out, acc);
+                            snprintf(label, sizeof label, "wgrad+dbias %s->%s %s%s, db %s %s",
+                                     kiln_dtype_name(in), kiln_dtype_name(out),
+                                     disc ? "discrete" : "dense", acc ? " acc" : "",
+                                     kiln_dtype_name(dbt), ptrs ? "ptrs" : "dense ld+24");
+                            c.label = label;
+                            run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
+                            free(m);
+                        }
+    assert_int_equal(g_failures, failures_before);
+}
+
+/* dbias on the edges of the schedule: sizes off every tile, 1024 groups
+ * (most empty or tiny), one group holding every token, several k tiles (only
+ * the first column tile sums db), many k-blocks; each as bf16 overwrite
+ * (bf16 db, dense padded) and f32 accumulate (f32 db, per-expert). */
+static void test_wgrad_dbias_patterns(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    char label[160];
+    for (int pat = 0; pat < 5; pat++) {
+        int G;
+        int32_t *m;
+        int64_t n = 200, k = 72, extra = 9;
+        int no_ref = 0;
+        const char *what;
+        switch (pat) {
+        case 0:
+            G = 7;
+            m = random_counts(7, 0, 0);
+            m[1] = 1; m[2] = 63; m[3] = 65; m[4] = 127; m[5] = 129; m[6] = 64;
+            what = "sizes off every tile, 0 and 1 token";
+            break;
+        case 1: G = 1024; m = random_counts(1024, 0, 6); n = 32; k = 32; what = "1024 groups"; break;
+        case 2:
+            G = 8;
+            m = random_counts(8, 0, 0);
+            m[3] = 777;
+            n = 136; k = 64; what = "one group holds all 777 tokens"; break;
+        case 3: G = 4; m = random_counts(4, 1, 150); n = 72; k = 600; what = "K = 600 (several k tiles)"; break;
+        default:
+            G = 8;
+            m = random_counts(8, 200, 800);
+            m[5] = 0;
+            n = 1024; k = 512; no_ref = 1; /* dW: written and untouched only (too big for the CPU) */
+            what = "8 x 200..800 tokens, N=1024 K=512";
+            break;
+        }
+        for (int v = 0; v < 2; v++) {
+            gcase c = {0};
+            c.op = KILN_OP_WGRAD;
+            c.in = KILN_DTYPE_BF16;
+            c.out = v ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            c.accumulate = v;
+            c.groups = G;
+            c.n = n;
+            c.k = k;
+            c.counts = m;
+            c.capacity = sum_counts(m, G) + extra;
+            c.dbias = 1;
+            c.dbias_type = v ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            c.dbias_ptrs = v;
+            c.dbias_pad = v ? 5 : 8;
+            c.want_kernel = "sm90_wgrad";
+            snprintf(label, sizeof label, "wgrad+dbias %s %s", v ? "acc f32" : "bf16", what);
+            c.label = label;
+            gresult r;
+            run_case(&c, g_gen, KILN_BACKEND_GENERATED, no_ref, &r);
+            free(r.out);
+        }
+        free(m);
+    }
     assert_int_equal(g_failures, failures_before);
 }
 
@@ -591,6 +808,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fprop_dgrad_matrix),
         cmocka_unit_test(test_wgrad_matrix),
+        cmocka_unit_test(test_wgrad_dbias_matrix),
+        cmocka_unit_test(test_wgrad_dbias_patterns),
         cmocka_unit_test(test_group_patterns),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),

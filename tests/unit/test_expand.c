@@ -299,9 +299,9 @@ static void test_refusals_name_the_key(void **state)
     expand_refused(ex, &s, "tile.m", 6,
                    (const char *const[]){"(templates/simple.lua:", "tile.m must be", "got 96", NULL});
     s = make_spec("simple", "k", KILN_OP_WGRAD);
-    s.desc.dbias = 1;
-    expand_refused(ex, &s, "wgrad.dbias", 9,
-                   (const char *const[]){"(templates/simple.lua:", "wgrad.dbias", NULL});
+    s.desc.split = 2;
+    expand_refused(ex, &s, "wgrad.split", 9,
+                   (const char *const[]){"(templates/simple.lua:", "wgrad.split = 2", NULL});
     /* sm90: the rule's line in the shared module, not its fail helper's */
     s = make_spec("sm90", "k", KILN_OP_FPROP);
     s.desc.tile_m = 128;
@@ -331,9 +331,10 @@ static void test_refusals_name_the_key(void **state)
     s.desc.tile_m = 128;
     s.desc.tile_k = 64;
     s.desc.weights = KILN_WEIGHTS_ANY;
-    s.desc.dbias = 1;
-    expand_refused(ex, &s, "wgrad.dbias", 11,
-                   (const char *const[]){"(templates/sm90_wgrad.lua:", "wgrad.dbias", NULL});
+    s.desc.split = 2;
+    expand_refused(ex, &s, "wgrad.split", 11,
+                   (const char *const[]){"(templates/sm90_wgrad.lua:", "needs wgrad.accumulate",
+                                         NULL});
     kiln_expander_destroy(ex);
 }
 

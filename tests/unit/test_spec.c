@@ -268,6 +268,33 @@ static void test_simple_family_rules(void **state)
     kiln_spec_list_free(&list);
 }
 
+/* wgrad.dbias: both families build it, at no extra shared memory (sm90
+ * sums the stage rows it already holds), and the description says it. */
+static void test_good_wgrad_dbias(void **state)
+{
+    (void)state;
+    const char *files[] = {"tests/data/specs/good/wgrad_dbias.yaml",
+                           "tests/data/specs/good/wgrad_dbias_simple.yaml"};
+    for (int i = 0; i < 2; i++) {
+        kiln_spec_list list;
+        load_ok(files[i], &list);
+        kiln_kernel_desc d = list.items[0].desc;
+        assert_int_equal(d.op, KILN_OP_WGRAD);
+        assert_int_equal(d.dbias, 1);
+        int with = smem_of(&d, "sm_90a");
+        d.dbias = 0;
+        assert_int_equal(smem_of(&d, "sm_90a"), with);
+        kiln_spec_list_free(&list);
+    }
+    /* off unless asked for */
+    kiln_spec_list list;
+    kiln_error err;
+    assert_int_equal(parse_text("kernel: k\nop: wgrad\ntypes: {a: bf16}\nwgrad: {dbias: false}\n", &list, &err),
+                     KILN_OK);
+    assert_int_equal(list.items[0].desc.dbias, 0);
+    kiln_spec_list_free(&list);
+}
+
 static void test_good_wgrad_and_archs(void **state)
 {
     (void)state;
@@ -668,6 +695,46 @@ static void test_shipped_specs(void **state)
     kiln_spec_list_free(&list);
 }
 
+/* Every shipped wgrad spec has a _dbias twin that differs only in
+ * wgrad.dbias (and its name), so every combination the API allows with a
+ * bias gradient has a kernel, and kiln_bench's dbias cost compares the
+ * same kernel with and without it. */
+static void test_shipped_dbias_twins(void **state)
+{
+    (void)state;
+    size_t n;
+    char **files = yaml_files("specs/default", &n);
+    int twins = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(files[i]);
+        if (!strstr(files[i], "_wgrad_") || (len > 11 && !strcmp(files[i] + len - 11, "_dbias.yaml")))
+            continue;
+        char twin[512];
+        snprintf(twin, sizeof twin, "%.*s_dbias.yaml", (int)(len - 5), files[i]);
+        kiln_spec_list a, b;
+        load_ok(files[i], &a);
+        load_ok(twin, &b);
+        kiln_kernel_desc want = a.items[0].desc;
+        assert_int_equal(want.dbias, 0);
+        want.dbias = 1;
+        snprintf(want.name, sizeof want.name, "%s", b.items[0].desc.name);
+        kiln_strbuf ta, tb;
+        kiln_strbuf_init(&ta);
+        kiln_strbuf_init(&tb);
+        kiln_desc_format(&want, NULL, &ta);
+        kiln_desc_format(&b.items[0].desc, NULL, &tb);
+        if (strcmp(ta.data, tb.data)) print_error("%s:\n  want %s\n  got  %s\n", twin, ta.data, tb.data);
+        assert_string_equal(ta.data, tb.data);
+        kiln_strbuf_free(&ta);
+        kiln_strbuf_free(&tb);
+        kiln_spec_list_free(&a);
+        kiln_spec_list_free(&b);
+        twins++;
+    }
+    free_files(files, n);
+    assert_int_equal(twins, 20); /* 12 simple, 8 sm90 */
+}
+
 /* Issue 13 (finding 4): hostile YAML is refused by the event pass before
  * libyaml builds a document: a 160 KB nesting bomb in well under a second
  * (it took 15 s), a text over the size cap at once; `kiln emit` exits 2. */
@@ -723,6 +790,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_good_full),
     cmocka_unit_test(test_good_defaults),
     cmocka_unit_test(test_good_wgrad_and_archs),
+    cmocka_unit_test(test_good_wgrad_dbias),
     cmocka_unit_test(test_booleans),
     cmocka_unit_test(test_simple_family_rules),
     cmocka_unit_test(test_sweep_expansion),
@@ -734,4 +802,5 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_io_errors),
     cmocka_unit_test(test_parse_memory),
     cmocka_unit_test(test_shipped_specs),
+    cmocka_unit_test(test_shipped_dbias_twins),
     cmocka_unit_test(test_yaml_limits))

@@ -265,6 +265,68 @@ static void test_wgrad_rules(void **state)
     expect_bad(&p, "problem->d_out is set, but wgrad_output is KILN_WGRAD_DISCRETE");
 }
 
+/* The fused bias gradient: wgrad only, one layout, f32 or the output type,
+ * element alignment, ld_dbias >= N (dense only). */
+static void test_dbias_rules(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    base_problem(&p, KILN_OP_WGRAD);
+    p.d_dbias = FAKE(0x900000);
+    expect_ok(&p);                        /* f32 db: kiln_problem_init's default */
+    assert_int_equal(p.dbias_type, KILN_DTYPE_F32);
+    p.dbias_type = KILN_DTYPE_BF16;       /* the output type */
+    expect_ok(&p);
+    p.dbias_type = KILN_DTYPE_F16;
+    expect_bad(&p, "problem->dbias_type fp16 is not supported (f32 or the output type, bf16)");
+    p.dbias_type = (kiln_dtype)99;
+    expect_bad(&p, "problem->dbias_type = 99 is not a kiln_dtype");
+    p.dbias_type = KILN_DTYPE_F32;
+    p.d_dbias = FAKE(0x900002);
+    expect_bad(&p, "problem->d_dbias (0x900002) is not 4-byte aligned (elements of dbias_type)");
+    p.dbias_type = KILN_DTYPE_BF16;       /* 2-byte elements: 2-byte aligned is enough */
+    expect_ok(&p);
+    p.d_dbias = FAKE(0x900001);
+    expect_bad(&p, "is not 2-byte aligned");
+    p.d_dbias = FAKE(0x900000);
+    p.ld_dbias = 63;
+    expect_bad(&p, "problem->ld_dbias = 63 is smaller than the row (N = 64)");
+    p.ld_dbias = -1;
+    expect_bad(&p, "problem->ld_dbias is negative (-1)");
+    p.ld_dbias = 65;                      /* any padding: db is written element-wise */
+    expect_ok(&p);
+    p.d_dbias_ptrs = FAKE(0xa00000);
+    expect_bad(&p, "problem->d_dbias and problem->d_dbias_ptrs are both set");
+    p.d_dbias = NULL;
+    expect_bad(&p, "problem->ld_dbias = 65 is set, but the bias gradient goes through "
+                   "problem->d_dbias_ptrs");
+    p.ld_dbias = 0;
+    expect_ok(&p);
+    p.d_dbias_ptrs = FAKE(0xa00004);
+    expect_bad(&p, "problem->d_dbias_ptrs (0xa00004) is not 8-byte aligned (device pointers)");
+    p.d_dbias_ptrs = NULL;
+    p.ld_dbias = 64;
+    expect_bad(&p, "problem->ld_dbias = 64 is set, but no bias gradient is asked for");
+
+    /* accumulate (f32 dW): f32 db */
+    base_problem(&p, KILN_OP_WGRAD);
+    p.out_type = KILN_DTYPE_F32;
+    p.accumulate = 1;
+    p.d_dbias = FAKE(0x900000);
+    expect_ok(&p);
+    p.dbias_type = KILN_DTYPE_BF16;
+    expect_bad(&p, "problem->dbias_type bf16 is not supported (f32 or the output type, f32)");
+
+    /* other ops */
+    base_problem(&p, KILN_OP_FPROP);
+    p.d_dbias = FAKE(0x900000);
+    expect_bad(&p, "problem->d_dbias is set, but op is fprop (the bias gradient is computed by "
+                   "wgrad)");
+    base_problem(&p, KILN_OP_DGRAD);
+    p.d_dbias_ptrs = FAKE(0xa00000);
+    expect_bad(&p, "problem->d_dbias_ptrs is set, but op is dgrad");
+}
+
 static void test_host_sizes(void **state)
 {
     (void)state;
@@ -475,6 +537,53 @@ static void test_dispatch_refusals(void **state)
     p.accumulate = 1;
     assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "does not accumulate"));
+}
+
+/* A call with dbias needs a dbias kernel (cuBLASLt cannot compute it); a
+ * call without it prefers a plain kernel but may run a dbias one. */
+static void test_dispatch_dbias(void **state)
+{
+    (void)state;
+    fake_catalog c;
+    memset(&c, 0, sizeof c);
+    add_kernel(&c, "sm90_wgrad", KILN_OP_WGRAD, "sm90", 128, 256);
+    kiln_problem p;
+    base_problem(&p, KILN_OP_WGRAD);
+    int32_t hs[4] = {1, 2, 3, 4};
+    p.host_sizes = hs;
+    p.d_dbias = FAKE(0x900000);
+    kiln_dispatch_choice ch;
+    kiln_error err;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    kiln_test_has(err.msg, "no generated kernel for bf16→bf16 wgrad (dense, dbias) on sm_90a",
+                  "sm90_wgrad does not compute the bias gradient",
+                  "cuBLASLt cannot compute the bias gradient");
+    /* a smaller tile: the better one for this small shape class, all else equal */
+    kiln_kernel_desc *db = add_kernel(&c, "sm90_wgrad_dbias", KILN_OP_WGRAD, "sm90", 64, 128);
+    db->dbias = 1;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "sm90_wgrad_dbias");
+    p.d_dbias = NULL;
+    p.d_dbias_ptrs = FAKE(0xa00000);
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "sm90_wgrad_dbias");
+    /* forced to cuBLASLt: refused, saying why */
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_CUBLASLT, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    kiln_test_has(err.msg, "generated kernels are not allowed",
+                  "cuBLASLt cannot compute the bias gradient");
+    /* the per-expert layout is named in the call's description */
+    c.d[1].dbias = 0;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_GENERATED, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "bf16→bf16 wgrad (dense, dbias per expert)"));
+    c.d[1].dbias = 1;
+    /* without dbias: the plain kernel first (fewer unused features beats
+     * the tile), the dbias one when it is all there is */
+    p.d_dbias_ptrs = NULL;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_GENERATED, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "sm90_wgrad");
+    c.d[0].op = KILN_OP_FPROP;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_GENERATED, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "sm90_wgrad_dbias");
 }
 
 static void test_arch_and_shape(void **state)
@@ -788,10 +897,12 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_leading_dims),
     cmocka_unit_test(test_types),
     cmocka_unit_test(test_wgrad_rules),
+    cmocka_unit_test(test_dbias_rules),
     cmocka_unit_test(test_host_sizes),
     cmocka_unit_test(test_dispatch_prefers_sm90_and_tiles),
     cmocka_unit_test(test_dispatch_scale_bias_and_family),
     cmocka_unit_test(test_dispatch_refusals),
+    cmocka_unit_test(test_dispatch_dbias),
     cmocka_unit_test(test_arch_and_shape),
     cmocka_unit_test(test_struct_size),
     cmocka_unit_test(test_log_env),
