@@ -81,6 +81,11 @@ static int problem_spans(const kiln_problem *p, span s[12])
                     p->out_type);
     if (wgrad && p->wgrad_output == KILN_WGRAD_DISCRETE)
         add_array(s, &n, "d_out_ptrs", p->d_out_ptrs, p->groups, "pointers (groups)", 8);
+    if (wgrad) {
+        add_matrix(s, &n, "d_dbias", p->d_dbias, p->groups, "groups", p->n, p->ld_dbias,
+                   p->dbias_type);
+        add_array(s, &n, "d_dbias_ptrs", p->d_dbias_ptrs, p->groups, "pointers (groups)", 8);
+    }
     if (!wgrad) {
         const kiln_epilogue *e = &p->epilogue;
         add_matrix(s, &n, "epilogue.d_bias", e->d_bias, p->groups, "groups", out_cols,

@@ -508,6 +508,8 @@ KILN_SM90_KERNEL
     }
     /* accumulate: an empty group is left untouched (no work items);
      * overwrite: it still gets its tiles, which write zeros */
+    kiln_pdl_wait();               /* before the first read of args.sizes */
+    kiln_pdl_launch_dependents();
     P.items = kiln_build_schedule(args, m, P.cap, [&](int gs, int ge) {
         const int nkb = (ge - gs + BK - 1) / BK;
         return (ACCUMULATE && nkb == 0) ? 0 : P.tm * P.tk * kiln_splits(nkb);
