@@ -18,8 +18,9 @@
 #      "no case slower" check of a refactor;
 #   9. the layer benchmark (GroupedLinear vs torch._grouped_mm).
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
-# sweeps,python,ab,layer.  A short table comes last.  Logs go to $OUT (or
-# /tmp/kiln-gpu).
+# sweeps,python,ab,layer.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
+# fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias).  A short table comes last.  Logs
+# go to $OUT (or /tmp/kiln-gpu).
 #
 #   scripts/gpu_all.sh [BUILD_DIR] [--quick]
 set -u
@@ -99,6 +100,7 @@ echo "torch peer: $(grep -c tflops "$out/torch.jsonl") results ($(tail -n 1 "$ou
 # process); it falls back to JIT where the bundle lacks one.
 untuned=--untuned; [ "${KILN_BENCH_UNTUNED:-1}" = 0 ] && untuned=
 KILN_BUNDLE_PATH=$bundle "$build/bench/kiln_bench" --reps $reps ${only:+--only $only} $untuned \
+  ${KILN_BENCH_OPS:+--ops $KILN_BENCH_OPS} \
   --peer "$out/torch.jsonl" --json "$out/bench.json" > "$out/bench.log" 2>&1
 rc=$?
 summary+=("benchmark: exit $rc")
