@@ -25,8 +25,8 @@ COUNTS = [5, 0, 1, 9, 0, 3]
 
 def emulated_launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row_scale=None,
                     scale_bias=False, alpha=1.0, accumulate=False, out_ptrs=None,
-                    weight_ptrs=None, prepare_only=False, pl=None):
-    pl = kt.plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha, out)
+                    weight_ptrs=None, prepare_only=False, dbias=None):
+    pl = kt.plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha, out, dbias)
     if prepare_only:
         return out
     if out is None and out_ptrs is None:
@@ -45,6 +45,13 @@ def emulated_launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row
                 dst += res.to(dst.dtype)
             else:
                 dst.copy_(res)
+            if dbias is not None:
+                # kiln's fused bias gradient: the group's sum of dY = mat_a.t().
+                db = mat_a[:, r0:r1].double().sum(1).to(dbias.dtype)
+                if accumulate:
+                    dbias[g] += db
+                else:
+                    dbias[g] = db
             continue
         acc = mat_a[r0:r1].double() @ B[g].double() * alpha
         s = row_scale[r0:r1, None].double() if row_scale is not None else 1.0
