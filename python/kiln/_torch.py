@@ -9,7 +9,7 @@ as KilnError with kiln_last_error's text.
 """
 import ctypes
 import threading
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -116,7 +116,7 @@ def _check_device(name, t, device):
 
 def _check_aligned(name, t):
     # Fake and meta tensors have no address to check.
-    if t.device.type != "cuda" or _is_fake(t):
+    if _is_fake(t):
         return
     if t.data_ptr() % 16:
         _fail(f"{name}'s data pointer (0x{t.data_ptr():x}) is not 16-byte aligned "
@@ -575,6 +575,26 @@ def _grouped_mm_out_fake(mat_a, mat_b, offs, out, bias, row_scale, scale_bias, a
     plan(mat_a, mat_b, offs, out.dtype, bias, row_scale, alpha, out)
 
 
+@torch.library.custom_op("kiln::grouped_mm_wgrad_dbias", mutates_args=(), tags=_TAGS)
+def _wgrad_dbias_op(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor,
+                    out_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+    """2d x 2d (wgrad) that also returns the bias gradient, the per-group
+    sums of dY = mat_a.t(), as fp32 [G,N]: one kiln call where the library
+    fuses it (the autograd formula's dbias)."""
+    pl = plan(mat_a, mat_b, offs, out_dtype)
+    dbias = mat_a.new_empty((pl.groups, pl.n), dtype=torch.float32)
+    return launch(mat_a, mat_b, offs, None, out_dtype, dbias=dbias), dbias
+
+
+@_wgrad_dbias_op.register_fake
+def _wgrad_dbias_fake(mat_a, mat_b, offs, out_dtype):
+    pl = plan(mat_a, mat_b, offs, out_dtype)
+    if pl.op != _lib.OP_WGRAD:
+        _fail("grouped_mm_wgrad_dbias is 2d x 2d (wgrad)")
+    return (mat_a.new_empty(pl.out_shape, dtype=pl.out_dtype),
+            mat_a.new_empty((pl.groups, pl.n), dtype=torch.float32))
+
+
 def _setup_context(ctx, inputs, output):
     mat_a, mat_b, offs, bias, row_scale, scale_bias, alpha, out_dtype = inputs
     ctx.save_for_backward(mat_a, mat_b, offs, bias, row_scale)
@@ -646,20 +666,29 @@ def _backward(ctx, grad):
     da = db = dbias = dscale = None
     dt = mat_a.dtype
     if mat_b.dim() == 3:
+        # The bias gradient is Σ (s·)dY per group: what wgrad reads when B is
+        # a transposed weight and α = 1 (s·dY with scale_bias, dY without a
+        # row scale), so kiln's wgrad writes it in the same call.
+        fuse_dbias = (need_bias and need_b and is_fprop_layout(mat_b) and alpha == 1.0
+                      and grad.dtype == dt and (row_scale is None or scale_bias))
         if need_a:
             # dA = s·α·(dY · Bᵀ): the epilogue scales the output rows.
             da = torch.ops.kiln.grouped_mm(grad.to(dt), mat_b.transpose(-2, -1), offs, None,
                                            row_scale, False, float(alpha), dt)
         if need_b:
             gs = _scaled(grad, row_scale, alpha, dt)
-            if is_fprop_layout(mat_b):
+            if fuse_dbias:
+                dw, db32 = torch.ops.kiln.grouped_mm_wgrad_dbias(gs.t(), mat_a, offs,
+                                                                 mat_b.dtype)
+                db, dbias = dw.transpose(-2, -1), db32.to(bias.dtype)
+            elif is_fprop_layout(mat_b):
                 # B = Wᵀ: dW = (s·α·dY)ᵀ · A as [G,N,K], returned transposed.
                 db = torch.ops.kiln.grouped_mm(gs.t(), mat_a, offs, None, None, False, 1.0,
                                                mat_b.dtype).transpose(-2, -1)
             else:
                 db = torch.ops.kiln.grouped_mm(mat_a.t(), gs, offs, None, None, False, 1.0,
                                                mat_b.dtype)
-        if need_bias:
+        if need_bias and not fuse_dbias:
             gb = grad if not scale_bias else _scaled(grad, row_scale, 1.0, grad.dtype)
             dbias = segment_sum(gb, offs).to(bias.dtype)
         if need_scale:

@@ -224,3 +224,72 @@ def test_opcheck(form):
         op, args = torch.ops.kiln.grouped_mm_out.default, (a.detach(), b.detach(), o, out, None,
                                                            None, False, 1.0)
     torch.library.opcheck(op, args)
+
+
+def _count_segment_sums(monkeypatch):
+    calls = []
+    real = kt.segment_sum
+
+    def counted(x, offs):
+        calls.append(x.shape)
+        return real(x, offs)
+
+    monkeypatch.setattr(kt, "segment_sum", counted)
+    return calls
+
+
+@pytest.mark.parametrize("scale_bias, with_scale, alpha, fused", [
+    (True, True, 1.0, True),     # wgrad reads s·dY, the bias gradient is Σ s·dY
+    (False, False, 1.0, True),   # no row scale: both are Σ dY
+    (False, True, 1.0, False),   # wgrad reads s·dY, the bias gradient is Σ dY
+    (True, True, 0.5, False),    # wgrad reads α·s·dY
+])
+def test_op_fuses_dbias_where_wgrad_reads_the_same_rows(monkeypatch, scale_bias, with_scale,
+                                                        alpha, fused):
+    sums = _count_segment_sums(monkeypatch)
+    torch.manual_seed(6)
+    G, K, N, T = len(COUNTS), 16, 24, sum(COUNTS)
+    a = torch.randn(T, K).bfloat16().requires_grad_()
+    b = torch.randn(G, N, K).bfloat16().transpose(-2, -1).detach().requires_grad_()
+    bias = torch.randn(G, N).bfloat16().requires_grad_()
+    s = torch.rand(T) if with_scale else None
+    y = kiln.grouped_mm(a, b, offsets(COUNTS), bias=bias, row_scale=s, scale_bias=scale_bias,
+                        alpha=alpha)
+    dy = torch.randn(T, N).bfloat16()
+    y.backward(dy)
+    ls = [leaf(t) for t in (a, b, bias)]
+    ref_mm(ls[0], ls[1], COUNTS, ls[2], leaf(s) if with_scale else None, scale_bias,
+           alpha).backward(dy.double())
+    for got, ref in zip((a.grad, b.grad, bias.grad), (t.grad for t in ls)):
+        close(got, ref)
+    assert (len(sums) == 0) == fused, f"segment_sum calls: {sums}"
+
+
+@pytest.mark.parametrize("scale_bias, with_probs, main_grad, fused", [
+    (True, True, False, True),
+    (True, True, True, True),
+    (False, False, True, True),
+    (False, True, False, False),
+])
+def test_layer_fuses_dbias_where_wgrad_reads_the_same_rows(monkeypatch, scale_bias, with_probs,
+                                                           main_grad, fused):
+    sums = _count_segment_sums(monkeypatch)
+    torch.manual_seed(7)
+    layer = kiln.nn.GroupedLinear(len(COUNTS), 16, 24, scale_bias=scale_bias)
+    if main_grad:
+        layer.weight.main_grad = torch.zeros(layer.weight.shape)
+        layer.bias.main_grad = torch.full(layer.bias.shape, 0.5)
+    T = sum(COUNTS)
+    x = torch.randn(T, 16).bfloat16()
+    probs = torch.rand(T) if with_probs else None
+    dy = torch.randn(T, 24).bfloat16()
+    layer(x, COUNTS, probs).backward(dy)
+    _, dw, db, _ = _ref_layer(layer, x, COUNTS, probs, dy)
+    if main_grad:
+        close(layer.weight.main_grad, dw)
+        close(layer.bias.main_grad, db + 0.5)
+        assert layer.bias.grad is None
+    else:
+        close(layer.weight.grad, dw)
+        close(layer.bias.grad, db)
+    assert (len(sums) == 0) == fused, f"segment_sum calls: {sums}"
