@@ -392,11 +392,7 @@ def _dbias_kind(p):
 def _dbias_with_torch(mat_a, offs, dbias, accumulate):
     """dbias (+)= the per-group sums of wgrad's dY (mat_a is dY.t()), where
     kiln does not fuse them."""
-    db = segment_sum(mat_a.t(), offs)
-    if accumulate:
-        dbias.add_(db)
-    else:
-        dbias.copy_(db)
+    segment_sum(mat_a.t(), offs, dbias, accumulate)
 
 
 def _new_call(pl, mat_a, bias, row_scale, scale_bias, alpha, accumulate, out_ptrs,
@@ -607,20 +603,28 @@ def group_ids(offs, rows):
     return torch.searchsorted(offs, r, right=True)
 
 
-def segment_sum(x, offs):
+def segment_sum(x, offs, out=None, accumulate=False):
     """Σ over each group's rows of x: [G, cols] in fp32, rows past offs[-1]
     left out; on the device, graph-safe.  A one-hot [G,T] matrix times x (one
     GEMM reading x once) where that matrix is small, else index_add_ (whose
-    atomics contend when few groups own many rows)."""
+    atomics contend when few groups own many rows).  With out (fp32 [G,cols]):
+    written there (added with accumulate), the fp32 conversion in the same
+    copy."""
     G, T = offs.numel(), x.shape[0]
     gid = group_ids(offs, T)
     if G * T <= (1 << 27):
         onehot = gid[None, :] == torch.arange(G, device=x.device, dtype=gid.dtype)[:, None]
         dt = x.dtype if x.dtype in (torch.bfloat16, torch.float16) else torch.float32
-        return (onehot.to(dt) @ x.to(dt)).float()
-    acc = torch.zeros(G + 1, x.shape[1], device=x.device, dtype=torch.float32)
-    acc.index_add_(0, gid, x.float())
-    return acc[:G]
+        sums = onehot.to(dt) @ x.to(dt)
+    else:
+        acc = torch.zeros(G + 1, x.shape[1], device=x.device, dtype=torch.float32)
+        acc.index_add_(0, gid, x.float())
+        sums = acc[:G]
+    if out is None:
+        return sums.float()
+    if accumulate:
+        return out.add_(sums)
+    return out.copy_(sums)
 
 
 def _scaled(grad, row_scale, alpha, dtype):
