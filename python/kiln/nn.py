@@ -91,8 +91,8 @@ def _dbias_buffer(bias, accumulate):
     (zeros when accumulating into it)."""
     mg = getattr(bias, "main_grad", None)
     if accumulate:
-        if (mg is not None and mg.dtype == torch.float32 and mg.shape == bias.shape
-                and mg.stride(-1) == 1):
+        if mg is not None and mg.dtype == torch.float32 and mg.shape == bias.shape and \
+                mg.is_contiguous():
             return mg
         return torch.zeros(bias.shape, dtype=torch.float32, device=bias.device)
     return torch.empty(bias.shape, dtype=torch.float32, device=bias.device)

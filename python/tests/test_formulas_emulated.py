@@ -202,7 +202,7 @@ def test_grouped_linear_caller_buffers_keep_tails():
     assert torch.isnan(gin[v:]).all() and not torch.isnan(gin[:v]).any()
 
 
-@pytest.mark.parametrize("form", ["fprop_epilogue", "wgrad_fp32", "out"])
+@pytest.mark.parametrize("form", ["fprop_epilogue", "wgrad_fp32", "out", "wgrad_dbias"])
 def test_opcheck(form):
     # torch.library.opcheck: schema, autograd registration, fake tensors and
     # AOT dispatch of kiln's ops.
@@ -219,6 +219,11 @@ def test_opcheck(form):
         dy = torch.randn(T, N).bfloat16().requires_grad_()
         op, args = torch.ops.kiln.grouped_mm.default, (dy.t(), a, o, None, None, False, 1.0,
                                                        torch.float32)
+    elif form == "wgrad_dbias":
+        # Called by the autograd formula only (backward, no grad of its own).
+        dy = torch.randn(T, N).bfloat16()
+        op, args = torch.ops.kiln.grouped_mm_wgrad_dbias.default, (dy.t(), a.detach(), o,
+                                                                   torch.bfloat16)
     else:
         out = torch.zeros(T, N).bfloat16()
         op, args = torch.ops.kiln.grouped_mm_out.default, (a.detach(), b.detach(), o, out, None,
