@@ -383,10 +383,10 @@ def _set_pointers(c, mat_a, mat_b, offs, out, bias, row_scale, out_ptrs, weight_
     e.d_row_scale = 0 if row_scale is None else row_scale.data_ptr()
 
 
-def _dbias_kind(p):
+def _dbias_kind(pl, a_dtype, accumulate, out_ptrs, dbias):
     # What a refusal of the fused bias gradient is remembered for: the kinds
-    # of wgrad a kernel family covers, not the shape.
-    return (p.a_type, p.out_type, p.wgrad_output, p.accumulate, p.dbias_type)
+    # of wgrad a kernel family covers (types, output mode), not the shape.
+    return (a_dtype, pl.out_dtype, out_ptrs is not None, bool(accumulate), dbias.dtype)
 
 
 def _dbias_with_torch(mat_a, offs, dbias, accumulate):
@@ -406,11 +406,8 @@ def _new_call(pl, mat_a, bias, row_scale, scale_bias, alpha, accumulate, out_ptr
     c.ctx = ctx = context(c.device)
     c.handle = ctx._ctx.value
     c.cast_bias = c.cast_scale = False
-    c.fused_dbias = dbias is not None
-    if c.fused_dbias:
-        p, _ = _problem(pl, mat_a.dtype, bias, row_scale, scale_bias, alpha, accumulate,
-                        out_ptrs, weight_ptrs, dbias)
-        c.fused_dbias = _dbias_kind(p) not in ctx.no_dbias
+    c.fused_dbias = dbias is not None and \
+        _dbias_kind(pl, mat_a.dtype, accumulate, out_ptrs, dbias) not in ctx.no_dbias
     p, key = _problem(pl, mat_a.dtype, bias, row_scale, scale_bias, alpha, accumulate, out_ptrs,
                       weight_ptrs, dbias if c.fused_dbias else None)
     c.p, c.epilogue, c.addr = p, p.epilogue, ctypes.addressof(p)
@@ -433,7 +430,7 @@ def _launch_new(pl, mat_a, mat_b, offs, out, bias, row_scale, scale_bias, alpha,
     except KilnError as e:
         if not c.fused_dbias or e.status != "KILN_ERROR_UNSUPPORTED":
             raise
-        c.ctx.no_dbias.add(_dbias_kind(c.p))
+        c.ctx.no_dbias.add(_dbias_kind(pl, mat_a.dtype, accumulate, out_ptrs, dbias))
         c, key = _new_call(*args)
         _set_pointers(c, mat_a, mat_b, offs, out, bias, row_scale, out_ptrs, weight_ptrs, dbias)
         _run(c.ctx, c.p, key, stream, prepare_only)

@@ -212,7 +212,7 @@ def test_wgrad_dbias(accumulate, padded):
                    out_dtype=torch.float32 if accumulate else None, accumulate=accumulate,
                    dbias=db)
     ref = _ref_dbias(dy, COUNTS) + (start.double() if accumulate else 0)
-    close(db, ref, 1e-3)
+    close(db, ref, 4e-3)  # the torch fallback rounds its sums to bf16
     for g, m in enumerate(COUNTS):
         if m == 0:
             want = start[g] if accumulate else torch.zeros_like(start[g])
@@ -234,7 +234,7 @@ def test_fused_dbias_is_kilns():
     if ctx.no_dbias:
         pytest.skip("the library refuses a fused bias gradient (KILN_ERROR_UNSUPPORTED): "
                     "torch computes it")
-    close(db, _ref_dbias(dy, counts), 1e-3)
+    close(db, _ref_dbias(dy, counts), 1e-3)  # kiln sums in fp32
 
 
 def test_opcheck():
