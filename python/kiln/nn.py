@@ -65,7 +65,8 @@ class _Fn(torch.autograd.Function):
         # wgrad reads s·dY; the bias term is s·b with scale_bias, else b: its
         # gradient is the per-group sum of what wgrad reads (then kiln's wgrad
         # writes it in the same call) unless only the weights are scaled.
-        dys = kt._scaled(dy, probs, 1.0, dt) if any(need_w) or need_bias else None
+        dys = kt._scaled(dy, probs, 1.0, dt) if any(need_w) or (need_bias and mod.scale_bias) \
+            else None
         accumulate = any(need_w) and _has_main_grad(weights)
         db32 = None
         if need_bias and any(need_w) and dy.dtype == dt and (probs is None or mod.scale_bias):

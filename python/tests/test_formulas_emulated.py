@@ -298,3 +298,20 @@ def test_layer_fuses_dbias_where_wgrad_reads_the_same_rows(monkeypatch, scale_bi
         close(layer.weight.grad, dw)
         close(layer.bias.grad, db)
     assert (len(sums) == 0) == fused, f"segment_sum calls: {sums}"
+
+
+@pytest.mark.parametrize("scale_bias", [True, False])
+def test_layer_bias_grad_with_frozen_weights(monkeypatch, scale_bias):
+    # No wgrad to ride on: the bias gradient comes from torch.
+    sums = _count_segment_sums(monkeypatch)
+    torch.manual_seed(8)
+    layer = kiln.nn.GroupedLinear(len(COUNTS), 16, 24, scale_bias=scale_bias)
+    layer.weight.requires_grad_(False)
+    T = sum(COUNTS)
+    x = torch.randn(T, 16).bfloat16()
+    probs = torch.rand(T)
+    dy = torch.randn(T, 24).bfloat16()
+    layer(x, COUNTS, probs).backward(dy)
+    _, _, db, _ = _ref_layer(layer, x, COUNTS, probs, dy)
+    close(layer.bias.grad, db)
+    assert layer.weight.grad is None and len(sums) == 1
