@@ -169,7 +169,9 @@ kiln_context_create = _sig("kiln_context_create", ctypes.c_int, _P, ctypes.POINT
 kiln_context_destroy = _sig("kiln_context_destroy", None, _P)
 kiln_last_error = _sig("kiln_last_error", ctypes.c_char_p, _P)
 kiln_problem_init = _sig("kiln_problem_init", None, _P, ctypes.c_int)
-kiln_gemm = _sig("kiln_gemm", ctypes.c_int, _P, ctypes.POINTER(Problem), _P)
+# kiln_gemm takes the problem as a plain address: kiln._torch passes a cached
+# struct's address (an int) on its per-call path, Context.gemm a byref.
+kiln_gemm = _sig("kiln_gemm", ctypes.c_int, _P, _P, _P)
 kiln_prepare = _sig("kiln_prepare", ctypes.c_int, _P, ctypes.POINTER(Problem))
 kiln_last_call = _sig("kiln_last_call", ctypes.c_int, _P, ctypes.POINTER(CallReport))
 kiln_context_stats_get = _sig("kiln_context_stats_get", ctypes.c_int, _P,

@@ -9,7 +9,7 @@ as KilnError with kiln_last_error's text.
 """
 import ctypes
 import threading
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -45,13 +45,27 @@ def context(device):
                 torch.cuda.init()
                 torch.cuda.current_stream(idx)
                 ctx = _lib.Context(device=idx)
-            ctx.prepared = set()
-            _contexts[idx] = ctx
+            _contexts[idx] = attach(ctx)
     return ctx
 
 
-def _is_capturing():
-    return torch.cuda.is_current_stream_capturing()
+def attach(ctx):
+    """Adds what this module remembers per context: the problem kinds already
+    prepared, and the kinds of wgrad whose fused bias gradient the library
+    refused (KILN_ERROR_UNSUPPORTED: asked once, then computed with torch)."""
+    ctx.prepared = set()
+    ctx.no_dbias = set()
+    return ctx
+
+
+def _stream_of(index):
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# The current stream's CUstream as an int, without making a torch.cuda.Stream
+# object per call (what inductor's generated code uses); the public call where
+# torch lacks it.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _stream_of
 
 
 def _run(ctx, p, key, stream, prepare_only=False):
@@ -102,7 +116,7 @@ def _check_device(name, t, device):
 
 def _check_aligned(name, t):
     # Fake and meta tensors have no address to check.
-    if t.device.type != "cuda" or _is_fake(t):
+    if _is_fake(t):
         return
     if t.data_ptr() % 16:
         _fail(f"{name}'s data pointer (0x{t.data_ptr():x}) is not 16-byte aligned "
@@ -145,12 +159,14 @@ class _Plan:
     """What one call needs, worked out from shapes and strides alone (so that
     the fake implementation checks the same things the real one does)."""
     __slots__ = ("op", "groups", "n", "k", "capacity", "lda", "ldb", "ldd", "out_shape",
-                 "out_dtype", "ld_bias", "weight_ptrs")
+                 "out_dtype", "ld_bias", "ld_dbias", "weight_ptrs")
 
 
-def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.0, out=None):
+def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.0, out=None,
+         dbias=None):
     """Checks a grouped_mm call and returns its _Plan; raises before any
-    launch, naming the argument."""
+    launch, naming the argument.  dbias (wgrad only, not part of the public
+    grouped_mm): the [G,N] buffer the same call writes the bias gradient to."""
     _check_tensor("mat_a", mat_a)
     _check_tensor("mat_b", mat_b)
     _check_tensor("offs", offs, 1)
@@ -175,6 +191,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
     pl = _Plan()
     pl.groups = G
     pl.weight_ptrs = False
+    pl.ld_dbias = 0
     if out is not None:
         _check_tensor("out", out)
         _check_device("out", out, device)
@@ -227,6 +244,8 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
                       f"of mat_a ({T})")
             if row_scale.numel() > 1 and row_scale.stride(0) != 1:
                 _fail(f"row_scale has stride {row_scale.stride(0)}; kiln needs it contiguous")
+        if dbias is not None:
+            _fail("dbias is for 2d x 2d (wgrad)")
     elif mat_a.dim() == 2 and mat_b.dim() == 2:
         N, T = mat_a.shape
         Tb, K = mat_b.shape
@@ -244,6 +263,15 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
         pl.ldb = _row_ld("mat_b", mat_b, K, ea, "row-major rows (stride(1) == 1)")
         pl.out_shape = (G, N, K)
         pl.ld_bias = 0
+        if dbias is not None:
+            _check_tensor("dbias", dbias, 2)
+            _check_device("dbias", dbias, device)
+            if tuple(dbias.shape) != (G, N):
+                _fail(f"dbias is {tuple(dbias.shape)}; kiln needs [G,N] = [{G},{N}]")
+            if dbias.dtype not in (torch.float32, pl.out_dtype):
+                _fail(f"dbias is {dbias.dtype}; kiln writes it in float32 or the output type "
+                      f"({pl.out_dtype})", TypeError)
+            pl.ld_dbias = _row_ld("dbias", dbias, N, dbias.dtype, "row-major [G,N] rows")
     else:
         _fail(f"kiln takes 2d x 3d (fprop/dgrad) or 2d x 2d (wgrad); got mat_a "
               f"{mat_a.dim()}d and mat_b {mat_b.dim()}d")
@@ -261,39 +289,152 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
 
 
 # --- launching ----------------------------------------------------------------------
-def _ptr(t):
-    return t.data_ptr() if t is not None else None
+# What a call costs on the host is paid once per call kind: the checks of
+# plan(), the kiln_problem and its kiln_prepare are kept per signature (every
+# shape, stride, dtype and device plan() reads, and the flags), and a call
+# whose signature was seen only patches the struct's pointers and calls
+# kiln_gemm.  The cache is per thread (a struct is patched, then passed), and
+# bounded: token counts that change every step make new signatures.
+_FakeTensor = torch._subclasses.fake_tensor.FakeTensor
+_tls = threading.local()
+_MAX_CALLS = 4096
 
 
-def _problem(pl, mat_a, mat_b, offs, out, bias, row_scale, scale_bias, alpha,
-             accumulate=False, out_ptrs=None, weight_ptrs=None):
+def _sig(t):
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+
+
+def _signature(mat_a, mat_b, offs, out, out_dtype, bias, row_scale, scale_bias, alpha,
+               accumulate, out_ptrs, weight_ptrs, dbias):
+    return (mat_a.shape, mat_a.stride(), mat_a.dtype, mat_a.device,
+            mat_b.shape, mat_b.stride(), mat_b.dtype, mat_b.device,
+            offs.shape, offs.stride(), offs.dtype, offs.device,
+            _sig(out), out_dtype, _sig(bias), _sig(row_scale), _sig(dbias), scale_bias, alpha,
+            accumulate, out_ptrs is None, weight_ptrs is None)
+
+
+def _calls():
+    calls = getattr(_tls, "calls", None)
+    if calls is None:
+        calls = _tls.calls = {}
+    return calls
+
+
+class _Call:
+    """A checked call kind: its plan, its kiln_problem (everything but the
+    data pointers), the context, and whether kiln computes dbias in it."""
+    __slots__ = ("pl", "p", "epilogue", "addr", "ctx", "handle", "index", "device",
+                 "fused_dbias", "cast_bias", "cast_scale")
+
+
+def _problem(pl, a_dtype, bias, row_scale, scale_bias, alpha, accumulate, out_ptrs,
+             weight_ptrs, dbias):
+    """The kiln_problem of a plan, its data pointers left NULL (_set_pointers
+    fills them), and its key for kiln_prepare."""
     p = _lib.new_problem(pl.op)
-    p.a_type = p.b_type = _KILN_DTYPE[mat_a.dtype]
+    p.a_type = p.b_type = _KILN_DTYPE[a_dtype]
     p.out_type = _KILN_DTYPE[pl.out_dtype]
     p.groups, p.n, p.k, p.capacity = pl.groups, pl.n, pl.k, pl.capacity
-    p.d_sizes = offs.data_ptr()
     p.sizes_kind = _lib.SIZES_OFFSETS
-    p.d_a, p.lda = mat_a.data_ptr(), pl.lda
-    if weight_ptrs is not None:
-        p.d_b_ptrs, p.ldb = weight_ptrs.data_ptr(), pl.ldb
-    else:
-        p.d_b, p.ldb = mat_b.data_ptr(), pl.ldb
+    p.lda, p.ldb, p.ldd = pl.lda, pl.ldb, pl.ldd
     if out_ptrs is not None:
-        p.d_out_ptrs, p.ldd = out_ptrs.data_ptr(), pl.ldd
         p.wgrad_output = _lib.WGRAD_DISCRETE
-    else:
-        p.d_out, p.ldd = out.data_ptr(), pl.ldd
     p.accumulate = int(bool(accumulate))
+    if dbias is not None:
+        p.ld_dbias, p.dbias_type = pl.ld_dbias, _KILN_DTYPE[dbias.dtype]
     e = p.epilogue
-    e.d_bias, e.ld_bias = _ptr(bias), pl.ld_bias
-    e.d_row_scale = _ptr(row_scale)
+    e.ld_bias = pl.ld_bias
     e.scale_bias = int(bool(scale_bias))
     e.alpha = float(alpha)
     key = (pl.op, p.a_type, p.out_type, pl.groups, pl.n, pl.k, pl.capacity, pl.lda, pl.ldb,
            pl.ldd, weight_ptrs is not None, out_ptrs is not None, bool(accumulate),
            bias is not None, pl.ld_bias, row_scale is not None, bool(scale_bias),
-           float(alpha) != 1.0)
+           float(alpha) != 1.0, None if dbias is None else (p.dbias_type, pl.ld_dbias))
     return p, key
+
+
+def _set_pointers(c, mat_a, mat_b, offs, out, bias, row_scale, out_ptrs, weight_ptrs, dbias):
+    """Every data pointer of c's problem, from this call's tensors (each one a
+    call kind has is written every call: nothing stays from an earlier call).
+    Checks the 16-byte alignment the kernels need."""
+    p, e = c.p, c.epilogue
+    pa = mat_a.data_ptr()
+    pb = 0 if weight_ptrs is not None else mat_b.data_ptr()
+    po = 0 if out is None else out.data_ptr()
+    pbias = 0 if bias is None else bias.data_ptr()
+    pdb = 0 if dbias is None or not c.fused_dbias else dbias.data_ptr()
+    if (pa | pb | po | pbias | pdb) & 15:
+        for name, t in (("mat_a", mat_a), ("mat_b", mat_b if pb else None), ("out", out),
+                        ("bias", bias), ("dbias", dbias if pdb else None)):
+            if t is not None:
+                _check_aligned(name, t)
+    p.d_sizes = offs.data_ptr()
+    p.d_a = pa
+    if weight_ptrs is not None:
+        p.d_b_ptrs = weight_ptrs.data_ptr()
+    else:
+        p.d_b = pb
+    if out_ptrs is not None:
+        p.d_out_ptrs = out_ptrs.data_ptr()
+    else:
+        p.d_out = po
+    p.d_dbias = pdb
+    e.d_bias = pbias
+    e.d_row_scale = 0 if row_scale is None else row_scale.data_ptr()
+
+
+def _dbias_kind(pl, a_dtype, accumulate, out_ptrs, dbias):
+    # What a refusal of the fused bias gradient is remembered for: the kinds
+    # of wgrad a kernel family covers (types, output mode), not the shape.
+    return (a_dtype, pl.out_dtype, out_ptrs is not None, bool(accumulate), dbias.dtype)
+
+
+def _dbias_with_torch(mat_a, offs, dbias, accumulate):
+    """dbias (+)= the per-group sums of wgrad's dY (mat_a is dY.t()), where
+    kiln does not fuse them."""
+    segment_sum(mat_a.t(), offs, dbias, accumulate)
+
+
+def _new_call(pl, mat_a, bias, row_scale, scale_bias, alpha, accumulate, out_ptrs,
+              weight_ptrs, dbias):
+    """The call kind of a checked plan (on mat_a's context), with dbias fused
+    unless the library refused it for this kind before; and its key for
+    kiln_prepare."""
+    c = _Call()
+    c.pl, c.device = pl, mat_a.device
+    c.index = c.device.index if c.device.index is not None else 0
+    c.ctx = ctx = context(c.device)
+    c.handle = ctx._ctx.value
+    c.cast_bias = c.cast_scale = False
+    c.fused_dbias = dbias is not None and \
+        _dbias_kind(pl, mat_a.dtype, accumulate, out_ptrs, dbias) not in ctx.no_dbias
+    p, key = _problem(pl, mat_a.dtype, bias, row_scale, scale_bias, alpha, accumulate, out_ptrs,
+                      weight_ptrs, dbias if c.fused_dbias else None)
+    c.p, c.epilogue, c.addr = p, p.epilogue, ctypes.addressof(p)
+    return c, key
+
+
+def _launch_new(pl, mat_a, mat_b, offs, out, bias, row_scale, scale_bias, alpha, accumulate,
+                out_ptrs, weight_ptrs, dbias, prepare_only):
+    """The first call of a kind: kiln_prepare (once per kind and context),
+    then kiln_gemm.  When the library answers KILN_ERROR_UNSUPPORTED to a
+    fused dbias, that is remembered for the kind (_dbias_kind) and the call
+    made without it.  Returns the call kind, to be cached."""
+    args = (pl, mat_a, bias, row_scale, scale_bias, alpha, accumulate, out_ptrs, weight_ptrs,
+            dbias)
+    c, key = _new_call(*args)
+    _set_pointers(c, mat_a, mat_b, offs, out, bias, row_scale, out_ptrs, weight_ptrs, dbias)
+    stream = _raw_stream(c.index)
+    try:
+        _run(c.ctx, c.p, key, stream, prepare_only)
+    except KilnError as e:
+        if not c.fused_dbias or e.status != "KILN_ERROR_UNSUPPORTED":
+            raise
+        c.ctx.no_dbias.add(_dbias_kind(pl, mat_a.dtype, accumulate, out_ptrs, dbias))
+        c, key = _new_call(*args)
+        _set_pointers(c, mat_a, mat_b, offs, out, bias, row_scale, out_ptrs, weight_ptrs, dbias)
+        _run(c.ctx, c.p, key, stream, prepare_only)
+    return c
 
 
 def _epilogue_operands(pl, bias, row_scale):
@@ -308,18 +449,33 @@ def _epilogue_operands(pl, bias, row_scale):
 
 def launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row_scale=None,
            scale_bias=False, alpha=1.0, accumulate=False, out_ptrs=None, weight_ptrs=None,
-           prepare_only=False, pl=None):
+           prepare_only=False, dbias=None):
     """Checks, allocates the output if needed, and runs one grouped GEMM on
-    the current stream; returns the output (None with out_ptrs)."""
-    if pl is None:
-        pl = plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha, out)
+    the current stream; returns the output (None with out_ptrs).
+
+    dbias (2d x 2d only): a [G,N] float32 (or output-type) buffer that gets
+    the bias gradient, the per-group sums of dY = mat_a.t() (added to it with
+    accumulate); from kiln's wgrad where the library computes it, else from
+    torch after the call."""
+    calls = None
+    if not prepare_only and not isinstance(mat_a, _FakeTensor):
+        calls = _calls()
+        sig = _signature(mat_a, mat_b, offs, out, out_dtype, bias, row_scale, scale_bias, alpha,
+                         accumulate, out_ptrs, weight_ptrs, dbias)
+        c = calls.get(sig)
+        if c is not None:
+            return _launch_cached(c, mat_a, mat_b, offs, out, bias, row_scale, accumulate,
+                                  out_ptrs, weight_ptrs, dbias)
+    pl = plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha, out, dbias)
     if weight_ptrs is None and mat_b.device.type == "meta" and mat_a.device.type != "meta":
         _fail("mat_b is a meta tensor (no data)")
+    cast_bias = bias is not None and bias.dtype != pl.out_dtype
+    cast_scale = row_scale is not None and row_scale.dtype != torch.float32
     bias, row_scale = _epilogue_operands(pl, bias, row_scale)
     if out is None and out_ptrs is None:
         out = mat_a.new_empty(pl.out_shape, dtype=pl.out_dtype)
     for name, t in (("mat_a", mat_a), ("mat_b", None if weight_ptrs is not None else mat_b),
-                    ("out", out), ("bias", bias)):
+                    ("out", out), ("bias", bias), ("dbias", dbias)):
         if t is not None:
             _check_aligned(name, t)
     if _is_fake(mat_a):
@@ -327,7 +483,7 @@ def launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row_scale=No
         return out
     if pl.capacity == 0:
         # No rows: nothing to read; wgrad's groups are all empty (zeros, or
-        # left as they were when accumulating).
+        # left as they were when accumulating).  Not cached: rare.
         if prepare_only:
             return out
         if pl.op == _lib.OP_WGRAD and not accumulate:
@@ -335,12 +491,38 @@ def launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row_scale=No
                 out.zero_()
             else:
                 torch._foreach_zero_(list(out_ptrs._kiln_tensors))
+            if dbias is not None:
+                dbias.zero_()
         return out
-    p, key = _problem(pl, mat_a, mat_b, offs, out, bias, row_scale, scale_bias, alpha,
-                      accumulate, out_ptrs, weight_ptrs)
-    ctx = context(mat_a.device)
-    stream = torch.cuda.current_stream(mat_a.device).cuda_stream
-    _run(ctx, p, key, stream, prepare_only)
+    c = _launch_new(pl, mat_a, mat_b, offs, out, bias, row_scale, scale_bias, alpha, accumulate,
+                    out_ptrs, weight_ptrs, dbias, prepare_only)
+    if dbias is not None and not c.fused_dbias and not prepare_only:
+        _dbias_with_torch(mat_a, offs, dbias, accumulate)
+    if calls is not None:
+        c.cast_bias, c.cast_scale = cast_bias, cast_scale
+        if len(calls) >= _MAX_CALLS:
+            calls.clear()
+        calls[sig] = c
+    return out
+
+
+def _launch_cached(c, mat_a, mat_b, offs, out, bias, row_scale, accumulate, out_ptrs,
+                   weight_ptrs, dbias):
+    """A call whose kind was checked and prepared: the output, the pointers,
+    kiln_gemm."""
+    pl = c.pl
+    if c.cast_bias:
+        bias = bias.to(pl.out_dtype)
+    if c.cast_scale:
+        row_scale = row_scale.float()
+    if out is None and out_ptrs is None:
+        out = torch.empty(pl.out_shape, dtype=pl.out_dtype, device=c.device)
+    _set_pointers(c, mat_a, mat_b, offs, out, bias, row_scale, out_ptrs, weight_ptrs, dbias)
+    st = _lib.kiln_gemm(c.handle, c.addr, _raw_stream(c.index))
+    if st:
+        c.ctx._check(st, "kiln_gemm")
+    if dbias is not None and not c.fused_dbias:
+        _dbias_with_torch(mat_a, offs, dbias, accumulate)
     return out
 
 
@@ -386,6 +568,26 @@ def _grouped_mm_out_fake(mat_a, mat_b, offs, out, bias, row_scale, scale_bias, a
     plan(mat_a, mat_b, offs, out.dtype, bias, row_scale, alpha, out)
 
 
+@torch.library.custom_op("kiln::grouped_mm_wgrad_dbias", mutates_args=(), tags=_TAGS)
+def _wgrad_dbias_op(mat_a: torch.Tensor, mat_b: torch.Tensor, offs: torch.Tensor,
+                    out_dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+    """2d x 2d (wgrad) that also returns the bias gradient, the per-group
+    sums of dY = mat_a.t(), as fp32 [G,N]: one kiln call where the library
+    fuses it (the autograd formula's dbias)."""
+    pl = plan(mat_a, mat_b, offs, out_dtype)
+    dbias = mat_a.new_empty((pl.groups, pl.n), dtype=torch.float32)
+    return launch(mat_a, mat_b, offs, None, out_dtype, dbias=dbias), dbias
+
+
+@_wgrad_dbias_op.register_fake
+def _wgrad_dbias_fake(mat_a, mat_b, offs, out_dtype):
+    pl = plan(mat_a, mat_b, offs, out_dtype)
+    if pl.op != _lib.OP_WGRAD:
+        _fail("grouped_mm_wgrad_dbias is 2d x 2d (wgrad)")
+    return (mat_a.new_empty(pl.out_shape, dtype=pl.out_dtype),
+            mat_a.new_empty((pl.groups, pl.n), dtype=torch.float32))
+
+
 def _setup_context(ctx, inputs, output):
     mat_a, mat_b, offs, bias, row_scale, scale_bias, alpha, out_dtype = inputs
     ctx.save_for_backward(mat_a, mat_b, offs, bias, row_scale)
@@ -398,20 +600,28 @@ def group_ids(offs, rows):
     return torch.searchsorted(offs, r, right=True)
 
 
-def segment_sum(x, offs):
+def segment_sum(x, offs, out=None, accumulate=False):
     """Σ over each group's rows of x: [G, cols] in fp32, rows past offs[-1]
     left out; on the device, graph-safe.  A one-hot [G,T] matrix times x (one
     GEMM reading x once) where that matrix is small, else index_add_ (whose
-    atomics contend when few groups own many rows)."""
+    atomics contend when few groups own many rows).  With out (fp32 [G,cols]):
+    written there (added with accumulate), the fp32 conversion in the same
+    copy."""
     G, T = offs.numel(), x.shape[0]
     gid = group_ids(offs, T)
     if G * T <= (1 << 27):
         onehot = gid[None, :] == torch.arange(G, device=x.device, dtype=gid.dtype)[:, None]
         dt = x.dtype if x.dtype in (torch.bfloat16, torch.float16) else torch.float32
-        return (onehot.to(dt) @ x.to(dt)).float()
-    acc = torch.zeros(G + 1, x.shape[1], device=x.device, dtype=torch.float32)
-    acc.index_add_(0, gid, x.float())
-    return acc[:G]
+        sums = onehot.to(dt) @ x.to(dt)
+    else:
+        acc = torch.zeros(G + 1, x.shape[1], device=x.device, dtype=torch.float32)
+        acc.index_add_(0, gid, x.float())
+        sums = acc[:G]
+    if out is None:
+        return sums.float()
+    if accumulate:
+        return out.add_(sums)
+    return out.copy_(sums)
 
 
 def _scaled(grad, row_scale, alpha, dtype):
@@ -457,20 +667,29 @@ def _backward(ctx, grad):
     da = db = dbias = dscale = None
     dt = mat_a.dtype
     if mat_b.dim() == 3:
+        # The bias gradient is Σ (s·)dY per group: what wgrad reads when B is
+        # a transposed weight and α = 1 (s·dY with scale_bias, dY without a
+        # row scale), so kiln's wgrad writes it in the same call.
+        fuse_dbias = (need_bias and need_b and is_fprop_layout(mat_b) and alpha == 1.0
+                      and grad.dtype == dt and (row_scale is None or scale_bias))
         if need_a:
             # dA = s·α·(dY · Bᵀ): the epilogue scales the output rows.
             da = torch.ops.kiln.grouped_mm(grad.to(dt), mat_b.transpose(-2, -1), offs, None,
                                            row_scale, False, float(alpha), dt)
         if need_b:
             gs = _scaled(grad, row_scale, alpha, dt)
-            if is_fprop_layout(mat_b):
+            if fuse_dbias:
+                dw, db32 = torch.ops.kiln.grouped_mm_wgrad_dbias(gs.t(), mat_a, offs,
+                                                                 mat_b.dtype)
+                db, dbias = dw.transpose(-2, -1), db32.to(bias.dtype)
+            elif is_fprop_layout(mat_b):
                 # B = Wᵀ: dW = (s·α·dY)ᵀ · A as [G,N,K], returned transposed.
                 db = torch.ops.kiln.grouped_mm(gs.t(), mat_a, offs, None, None, False, 1.0,
                                                mat_b.dtype).transpose(-2, -1)
             else:
                 db = torch.ops.kiln.grouped_mm(mat_a.t(), gs, offs, None, None, False, 1.0,
                                                mat_b.dtype)
-        if need_bias:
+        if need_bias and not fuse_dbias:
             gb = grad if not scale_bias else _scaled(grad, row_scale, 1.0, grad.dtype)
             dbias = segment_sum(gb, offs).to(bias.dtype)
         if need_scale:

@@ -25,6 +25,9 @@ def _dummy_grad(p):
     return torch.empty_like(p)
 
 
+_data_ptr = torch.Tensor.data_ptr
+
+
 def _has_main_grad(params):
     return all(getattr(p, "main_grad", None) is not None for p in params)
 
@@ -50,33 +53,62 @@ class _Fn(torch.autograd.Function):
         x, offs, probs, bias, *weights = ctx.saved_tensors
         mod = ctx.mod
         need_x, _, need_probs, need_bias = ctx.needs_input_grad[:4]
+        need_w = ctx.needs_input_grad[7:]
         dt = x.dtype
         dy = dy.contiguous()
         dx = dprobs = dbias = None
-        mat_b, wptrs = mod._dgrad_operand(weights)
         if need_x:
             # dX = s·(dY · W): the row scale fused into the dgrad epilogue.
+            mat_b, wptrs = mod._dgrad_operand(weights)
             dx = kt.launch(dy.to(dt), mat_b, offs, out=ctx.grad_input, row_scale=probs,
                            weight_ptrs=wptrs)
-        dys = kt._scaled(dy, probs, 1.0, dt)
-        dws = mod._wgrad(dys, x, offs, weights, [ctx.needs_input_grad[7 + i]
-                                                 for i in range(len(weights))])
+        # wgrad reads s·dY; the bias term is s·b with scale_bias, else b: its
+        # gradient is the per-group sum of what wgrad reads (then kiln's wgrad
+        # writes it in the same call) unless only the weights are scaled.
+        dys = kt._scaled(dy, probs, 1.0, dt) if any(need_w) or (need_bias and mod.scale_bias) \
+            else None
+        accumulate = any(need_w) and _has_main_grad(weights)
+        db32 = None
+        if need_bias and any(need_w) and dy.dtype == dt and (probs is None or mod.scale_bias):
+            db32 = _dbias_buffer(bias, accumulate)
+        dws = mod._wgrad(dys, x, offs, weights, need_w, accumulate, db32)
         if need_bias:
-            # The bias term is s·b with scale_bias (dys is s·dY), else b.
-            db32 = kt.segment_sum(dys if mod.scale_bias else dy, offs)
-            if getattr(bias, "main_grad", None) is not None:
-                bias.main_grad.add_(db32)
-                dbias = _dummy_grad(bias)
-            else:
-                dbias = db32.to(bias.dtype)
+            if db32 is None:
+                db32 = kt.segment_sum(dys if mod.scale_bias else dy, offs)
+            dbias = _bias_grad(bias, db32, accumulate)
         if need_probs:
-            # d probs[r] = <dY[r], (X·Wᵀ)[r] (+ bias[g] when the bias is scaled)>.
+            # d probs[r] = <dY[r], (X·Wᵀ)[r] (+ bias[g] when the bias is scaled)>;
+            # probs has one entry per row of x (forward checks it).
             fb, fptrs = mod._fprop_operand(weights)
             P = kt.launch(x, fb, offs, out_dtype=torch.float32,
                           bias=bias if mod.scale_bias else None, weight_ptrs=fptrs)
-            dprobs = torch.zeros_like(probs)
-            dprobs[: x.shape[0]] = (dy.float() * P).sum(-1)
+            dprobs = (dy * P).sum(-1)
         return (dx, None, dprobs, dbias, None, None, None, *dws)
+
+
+def _dbias_buffer(bias, accumulate):
+    """Where wgrad writes the bias gradient in fp32: bias.main_grad itself when
+    the call accumulates and it can (fp32, [G,N] rows), else a new buffer
+    (zeros when accumulating into it)."""
+    mg = getattr(bias, "main_grad", None)
+    if accumulate:
+        if mg is not None and mg.dtype == torch.float32 and mg.shape == bias.shape and \
+                mg.is_contiguous():
+            return mg
+        return torch.zeros(bias.shape, dtype=torch.float32, device=bias.device)
+    return torch.empty(bias.shape, dtype=torch.float32, device=bias.device)
+
+
+def _bias_grad(bias, db32, accumulated):
+    """What backward returns for the bias, given its fp32 gradient db32 (or
+    the buffer it was accumulated into): main_grad += db (unless db32 is
+    main_grad) and a dummy, or db in the bias' type."""
+    mg = getattr(bias, "main_grad", None)
+    if mg is not None:
+        if not (accumulated and db32 is mg):
+            mg.add_(db32)
+        return _dummy_grad(bias)
+    return db32.to(bias.dtype)
 
 
 class GroupedLinear(torch.nn.Module):
@@ -114,6 +146,7 @@ class GroupedLinear(torch.nn.Module):
                 self.register_parameter(f"weight{i}", torch.nn.Parameter(torch.empty(N, K, **kw)))
         self.bias = torch.nn.Parameter(torch.empty(G, N, **kw)) if bias else None
         self._tables = {}
+        self._metas = {}
         self.reset_parameters()
 
     def weights(self):
@@ -137,16 +170,23 @@ class GroupedLinear(torch.nn.Module):
                 f"single_weight={self.single_weight}, scale_bias={self.scale_bias}")
 
     # --- operands ------------------------------------------------------------
-    def _table(self, tensors, device):
+    def _table(self, tensors, device, what="weight"):
         """A cached device array of the tensors' addresses; rebuilt (a host
-        copy, so never under capture) only when one of them moved."""
-        key = tuple(t.data_ptr() for t in tensors)
+        copy, so never under capture) only when one of them moved.  Each
+        tensor's shape and layout is checked when its table is built."""
+        key = tuple(map(_data_ptr, tensors))
         tab = self._tables.get(key)
         if tab is None:
             if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():
                 raise RuntimeError(
                     "GroupedLinear: the per-expert tensors moved (or this is the first call) "
                     "during CUDA-graph capture: run one eager step (or layer.prepare()) first")
+            if what == "weight":
+                for i, t in enumerate(tensors):
+                    if (tuple(t.shape) != (self.out_features, self.in_features)
+                            or not t.is_contiguous()):
+                        raise ValueError(f"GroupedLinear: weight{i} must be a contiguous "
+                                         f"[{self.out_features},{self.in_features}] tensor")
             tab = kt.pointer_table(tensors, device)
             if len(self._tables) > 8:
                 self._tables.clear()
@@ -154,13 +194,13 @@ class GroupedLinear(torch.nn.Module):
         return tab
 
     def _shape_b(self, weights, transpose):
-        w = weights[0]
-        meta = torch.empty(self.num_experts, self.out_features, self.in_features,
-                           dtype=w.dtype, device="meta")
-        for i, t in enumerate(weights):
-            if tuple(t.shape) != (self.out_features, self.in_features) or not t.is_contiguous():
-                raise ValueError(f"GroupedLinear: weight{i} must be a contiguous "
-                                 f"[{self.out_features},{self.in_features}] tensor")
+        """A meta [G,N,K] tensor (or its transpose) standing for per-expert
+        weights: the shape plan() checks; made once per dtype."""
+        dt = weights[0].dtype
+        meta = self._metas.get(dt)
+        if meta is None:
+            meta = self._metas[dt] = torch.empty(self.num_experts, self.out_features,
+                                                 self.in_features, dtype=dt, device="meta")
         return meta.transpose(-2, -1) if transpose else meta
 
     def _fprop_operand(self, weights):
@@ -173,15 +213,17 @@ class GroupedLinear(torch.nn.Module):
             return weights[0], None
         return self._shape_b(weights, False), self._table(weights, weights[0].device)
 
-    def _wgrad(self, dys, x, offs, weights, needed):
+    def _wgrad(self, dys, x, offs, weights, needed, accumulate, dbias=None):
         """dW = (s·dY)ᵀ · X per expert: accumulated into main_grad in fp32 when
-        every weight has one (kiln's accumulate mode), else returned."""
+        every weight has one (kiln's accumulate mode), else returned.  dbias:
+        the fp32 [G,N] buffer the same call writes (adds, when accumulating)
+        the bias gradient to."""
         if not any(needed):
             return [None] * len(weights)
-        if _has_main_grad(weights):
+        if accumulate:
             if self.single_weight:
                 kt.launch(dys.t(), x, offs, out=weights[0].main_grad, out_dtype=torch.float32,
-                          accumulate=True)
+                          accumulate=True, dbias=dbias)
             else:
                 mgs = [w.main_grad for w in weights]
                 for i, m in enumerate(mgs):
@@ -189,9 +231,9 @@ class GroupedLinear(torch.nn.Module):
                         raise ValueError(f"GroupedLinear: weight{i}.main_grad must be a "
                                          "contiguous float32 tensor")
                 kt.launch(dys.t(), x, offs, out_dtype=torch.float32, accumulate=True,
-                          out_ptrs=self._table(mgs, x.device))
+                          out_ptrs=self._table(mgs, x.device, "main_grad"), dbias=dbias)
             return [_dummy_grad(w) for w in weights]
-        dw = kt.launch(dys.t(), x, offs, out_dtype=weights[0].dtype)
+        dw = kt.launch(dys.t(), x, offs, out_dtype=weights[0].dtype, dbias=dbias)
         if self.single_weight:
             return [dw]
         return list(dw.unbind(0))
@@ -206,10 +248,12 @@ class GroupedLinear(torch.nn.Module):
         if sizes.dim() != 1 or sizes.numel() != G:
             raise ValueError(f"GroupedLinear: tokens_per_expert_or_offs has shape "
                              f"{tuple(sizes.shape)}; it needs {G} entries (one per expert)")
+        if kind == "counts":
+            # Host counts are summed on the host: one copy to the device, no kernel.
+            offs = torch.cumsum(sizes, 0, dtype=torch.int32)
+            return offs if offs.device == device else offs.to(device, non_blocking=True)
         if sizes.device != device:
             sizes = sizes.to(device, non_blocking=True)
-        if kind == "counts":
-            return torch.cumsum(sizes, 0, dtype=torch.int32)
         if kind != "offsets":
             raise ValueError(f"GroupedLinear: sizes = {kind!r} (auto, counts or offsets)")
         if sizes.dtype != torch.int32:
@@ -274,13 +318,20 @@ class GroupedLinear(torch.nn.Module):
         if backward:
             mat_b, wptrs = self._dgrad_operand(weights)
             kt.launch(dy, mat_b, offs, row_scale=s, weight_ptrs=wptrs, prepare_only=True)
-            if _has_main_grad(weights):
+            # wgrad as backward calls it: with the bias gradient when backward
+            # fuses it (see _Fn.backward).
+            acc = _has_main_grad(weights)
+            db = None
+            if self.bias is not None and (not probs or self.scale_bias):
+                db = _dbias_buffer(self.bias, acc)
+            if acc:
                 if self.single_weight:
                     kt.launch(dy.t(), x, offs, out=w0.main_grad, out_dtype=torch.float32,
-                              accumulate=True, prepare_only=True)
+                              accumulate=True, dbias=db, prepare_only=True)
                 else:
+                    mgs = [w.main_grad for w in weights]
                     kt.launch(dy.t(), x, offs, out_dtype=torch.float32, accumulate=True,
-                              out_ptrs=self._table([w.main_grad for w in weights], w0.device),
+                              out_ptrs=self._table(mgs, w0.device, "main_grad"), dbias=db,
                               prepare_only=True)
             else:
-                kt.launch(dy.t(), x, offs, out_dtype=w0.dtype, prepare_only=True)
+                kt.launch(dy.t(), x, offs, out_dtype=w0.dtype, dbias=db, prepare_only=True)

@@ -25,8 +25,8 @@ COUNTS = [5, 0, 1, 9, 0, 3]
 
 def emulated_launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row_scale=None,
                     scale_bias=False, alpha=1.0, accumulate=False, out_ptrs=None,
-                    weight_ptrs=None, prepare_only=False, pl=None):
-    pl = kt.plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha, out)
+                    weight_ptrs=None, prepare_only=False, dbias=None):
+    pl = kt.plan(mat_a, mat_b, offs, out_dtype, bias, row_scale, alpha, out, dbias)
     if prepare_only:
         return out
     if out is None and out_ptrs is None:
@@ -45,6 +45,13 @@ def emulated_launch(mat_a, mat_b, offs, out=None, out_dtype=None, bias=None, row
                 dst += res.to(dst.dtype)
             else:
                 dst.copy_(res)
+            if dbias is not None:
+                # kiln's fused bias gradient: the group's sum of dY = mat_a.t().
+                db = mat_a[:, r0:r1].double().sum(1).to(dbias.dtype)
+                if accumulate:
+                    dbias[g] += db
+                else:
+                    dbias[g] = db
             continue
         acc = mat_a[r0:r1].double() @ B[g].double() * alpha
         s = row_scale[r0:r1, None].double() if row_scale is not None else 1.0
@@ -195,7 +202,7 @@ def test_grouped_linear_caller_buffers_keep_tails():
     assert torch.isnan(gin[v:]).all() and not torch.isnan(gin[:v]).any()
 
 
-@pytest.mark.parametrize("form", ["fprop_epilogue", "wgrad_fp32", "out"])
+@pytest.mark.parametrize("form", ["fprop_epilogue", "wgrad_fp32", "out", "wgrad_dbias"])
 def test_opcheck(form):
     # torch.library.opcheck: schema, autograd registration, fake tensors and
     # AOT dispatch of kiln's ops.
@@ -212,8 +219,99 @@ def test_opcheck(form):
         dy = torch.randn(T, N).bfloat16().requires_grad_()
         op, args = torch.ops.kiln.grouped_mm.default, (dy.t(), a, o, None, None, False, 1.0,
                                                        torch.float32)
+    elif form == "wgrad_dbias":
+        # Called by the autograd formula only (backward, no grad of its own).
+        dy = torch.randn(T, N).bfloat16()
+        op, args = torch.ops.kiln.grouped_mm_wgrad_dbias.default, (dy.t(), a.detach(), o,
+                                                                   torch.bfloat16)
     else:
         out = torch.zeros(T, N).bfloat16()
         op, args = torch.ops.kiln.grouped_mm_out.default, (a.detach(), b.detach(), o, out, None,
                                                            None, False, 1.0)
     torch.library.opcheck(op, args)
+
+
+def _count_segment_sums(monkeypatch):
+    calls = []
+    real = kt.segment_sum
+
+    def counted(x, offs):
+        calls.append(x.shape)
+        return real(x, offs)
+
+    monkeypatch.setattr(kt, "segment_sum", counted)
+    return calls
+
+
+@pytest.mark.parametrize("scale_bias, with_scale, alpha, fused", [
+    (True, True, 1.0, True),     # wgrad reads s·dY, the bias gradient is Σ s·dY
+    (False, False, 1.0, True),   # no row scale: both are Σ dY
+    (False, True, 1.0, False),   # wgrad reads s·dY, the bias gradient is Σ dY
+    (True, True, 0.5, False),    # wgrad reads α·s·dY
+])
+def test_op_fuses_dbias_where_wgrad_reads_the_same_rows(monkeypatch, scale_bias, with_scale,
+                                                        alpha, fused):
+    sums = _count_segment_sums(monkeypatch)
+    torch.manual_seed(6)
+    G, K, N, T = len(COUNTS), 16, 24, sum(COUNTS)
+    a = torch.randn(T, K).bfloat16().requires_grad_()
+    b = torch.randn(G, N, K).bfloat16().transpose(-2, -1).detach().requires_grad_()
+    bias = torch.randn(G, N).bfloat16().requires_grad_()
+    s = torch.rand(T) if with_scale else None
+    y = kiln.grouped_mm(a, b, offsets(COUNTS), bias=bias, row_scale=s, scale_bias=scale_bias,
+                        alpha=alpha)
+    dy = torch.randn(T, N).bfloat16()
+    y.backward(dy)
+    ls = [leaf(t) for t in (a, b, bias)]
+    ref_mm(ls[0], ls[1], COUNTS, ls[2], leaf(s) if with_scale else None, scale_bias,
+           alpha).backward(dy.double())
+    for got, ref in zip((a.grad, b.grad, bias.grad), (t.grad for t in ls)):
+        close(got, ref)
+    assert (len(sums) == 0) == fused, f"segment_sum calls: {sums}"
+
+
+@pytest.mark.parametrize("scale_bias, with_probs, main_grad, fused", [
+    (True, True, False, True),
+    (True, True, True, True),
+    (False, False, True, True),
+    (False, True, False, False),
+])
+def test_layer_fuses_dbias_where_wgrad_reads_the_same_rows(monkeypatch, scale_bias, with_probs,
+                                                           main_grad, fused):
+    sums = _count_segment_sums(monkeypatch)
+    torch.manual_seed(7)
+    layer = kiln.nn.GroupedLinear(len(COUNTS), 16, 24, scale_bias=scale_bias)
+    if main_grad:
+        layer.weight.main_grad = torch.zeros(layer.weight.shape)
+        layer.bias.main_grad = torch.full(layer.bias.shape, 0.5)
+    T = sum(COUNTS)
+    x = torch.randn(T, 16).bfloat16()
+    probs = torch.rand(T) if with_probs else None
+    dy = torch.randn(T, 24).bfloat16()
+    layer(x, COUNTS, probs).backward(dy)
+    _, dw, db, _ = _ref_layer(layer, x, COUNTS, probs, dy)
+    if main_grad:
+        close(layer.weight.main_grad, dw)
+        close(layer.bias.main_grad, db + 0.5)
+        assert layer.bias.grad is None
+    else:
+        close(layer.weight.grad, dw)
+        close(layer.bias.grad, db)
+    assert (len(sums) == 0) == fused, f"segment_sum calls: {sums}"
+
+
+@pytest.mark.parametrize("scale_bias", [True, False])
+def test_layer_bias_grad_with_frozen_weights(monkeypatch, scale_bias):
+    # No wgrad to ride on: the bias gradient comes from torch.
+    sums = _count_segment_sums(monkeypatch)
+    torch.manual_seed(8)
+    layer = kiln.nn.GroupedLinear(len(COUNTS), 16, 24, scale_bias=scale_bias)
+    layer.weight.requires_grad_(False)
+    T = sum(COUNTS)
+    x = torch.randn(T, 16).bfloat16()
+    probs = torch.rand(T)
+    dy = torch.randn(T, 24).bfloat16()
+    layer(x, COUNTS, probs).backward(dy)
+    _, _, db, _ = _ref_layer(layer, x, COUNTS, probs, dy)
+    close(layer.bias.grad, db)
+    assert layer.weight.grad is None and len(sums) == 1

@@ -148,7 +148,8 @@ def _ref_autograd(a, b, counts, bias, s, scale_bias, alpha):
 
 @pytest.mark.parametrize("layout", ["transposed", "row_major"])
 @pytest.mark.parametrize("scale_bias", [False, True])
-def test_grouped_mm_autograd(layout, scale_bias):
+@pytest.mark.parametrize("alpha", [1.5, 1.0])  # 1.0: the transposed layout fuses dbias
+def test_grouped_mm_autograd(layout, scale_bias, alpha):
     torch.manual_seed(5)
     G, K, N, T = len(COUNTS), 64, 56, sum(COUNTS)
     a = rnd(T, K).requires_grad_()
@@ -158,10 +159,10 @@ def test_grouped_mm_autograd(layout, scale_bias):
     b = w.transpose(-2, -1) if layout == "transposed" else w.transpose(-2, -1).contiguous()
     bl = b.detach().requires_grad_()
     y = kiln.grouped_mm(a, bl, offsets(COUNTS), bias=bias, row_scale=s, scale_bias=scale_bias,
-                        alpha=1.5)
+                        alpha=alpha)
     dy = rnd(T, N)
     y.backward(dy)
-    yr, (ar, br, biasr, sr) = _ref_autograd(a, bl, COUNTS, bias, s, scale_bias, 1.5)
+    yr, (ar, br, biasr, sr) = _ref_autograd(a, bl, COUNTS, bias, s, scale_bias, alpha)
     yr.backward(dy.double())
     close(y, yr, TOL["bfloat16"])
     for name, got, ref in (("mat_a", a.grad, ar.grad), ("mat_b", bl.grad, br.grad),
@@ -182,6 +183,58 @@ def test_wgrad_autograd():
     ref_wgrad(dyr.t(), xr, COUNTS).backward(g.double())
     close(dy.grad, dyr.grad, 3e-2)
     close(x.grad, xr.grad, 3e-2)
+
+
+def _ref_dbias(dy, counts):
+    out, r = [], 0
+    for m in counts:
+        out.append(dy[r:r + m].double().sum(0))
+        r += m
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("padded", [False, True])
+def test_wgrad_dbias(accumulate, padded):
+    # The bias gradient beside wgrad (kiln's fused dbias, or torch where the
+    # library refuses it): every element, empty groups, a padded [G,N] buffer
+    # whose padding stays as it was, accumulation.
+    torch.manual_seed(10)
+    G, K, N = len(COUNTS), 64, 48
+    T = sum(COUNTS) + 5  # rows past offs[-1] are not summed
+    dy, x = rnd(T, N), rnd(T, K)
+    buf = torch.full((G, N + (8 if padded else 0)), float("nan"), device=DEV)
+    db = buf[:, :N]
+    start = torch.randn(G, N, device=DEV)
+    db.copy_(start)
+    out = torch.zeros(G, N, K, device=DEV) if accumulate else None
+    dw = kt.launch(dy.t(), x, offsets(COUNTS), out=out,
+                   out_dtype=torch.float32 if accumulate else None, accumulate=accumulate,
+                   dbias=db)
+    ref = _ref_dbias(dy, COUNTS) + (start.double() if accumulate else 0)
+    close(db, ref, 4e-3)  # the torch fallback rounds its sums to bf16
+    for g, m in enumerate(COUNTS):
+        if m == 0:
+            want = start[g] if accumulate else torch.zeros_like(start[g])
+            assert torch.equal(db[g], want), f"empty group {g}"
+    if padded:
+        assert torch.isnan(buf[:, N:]).all(), "dbias written past N"
+    close(dw, ref_wgrad(dy.t(), x, COUNTS), TOL["float32" if accumulate else "bfloat16"])
+
+
+def test_fused_dbias_is_kilns():
+    # Which one computed it above: kiln (the wgrad call asked for d_dbias),
+    # or torch after the library refused (KILN_ERROR_UNSUPPORTED, remembered
+    # per kind).  A skip says the library has no dbias kernel.
+    ctx = kt.context(torch.device(DEV, 0))
+    dy, x = rnd(64, 48), rnd(64, 64)
+    db = torch.empty(len(COUNTS), 48, device=DEV)
+    counts = [8, 0, 16, 8, 8, 8, 8, 8]
+    kt.launch(dy.t(), x, offsets(counts), dbias=db)
+    if ctx.no_dbias:
+        pytest.skip("the library refuses a fused bias gradient (KILN_ERROR_UNSUPPORTED): "
+                    "torch computes it")
+    close(db, _ref_dbias(dy, counts), 1e-3)  # kiln sums in fp32
 
 
 def test_opcheck():
