@@ -582,7 +582,6 @@ KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, i
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
         const int wrow = wrow0 + mi * 64;
-        if (wrow >= row_end) break;   /* this warp's rows of the rest lie past the end */
 #pragma unroll
         for (int q = 0; q < BN / 32; ++q) {
 #pragma unroll

@@ -115,13 +115,7 @@ KDEV void kiln_produce(const kiln_gemm &P, const kiln_smem &m, const kiln_tmap *
 
 /* The main loop of one tile: wgmma over every k-block, one group kept in
  * flight, each slot released once the group after it is issued.  Hands the
- * tensor cores over (pingpong) as soon as the last group is issued.  Only
- * the first LIVE of this warpgroup's MI 64-row sub-tiles are computed: the
- * others lie wholly past the group's end (their rows are never stored), and
- * the tensor cores they would take go to the other warpgroup's tile.  LIVE
- * is a template argument so that each loop's wgmma count is static (a
- * run-time condition around wgmma makes ptxas serialise them). */
-template <int LIVE>
+ * tensor cores over (pingpong) as soon as the last group is issued. */
 KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
                         float (&acc)[MI][ACC_N], int row_off, int lane)
 {
@@ -136,7 +130,7 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
             kiln_u64 db = OP == 0 ? kiln_desc(sb + kk * 32, 16, 1024)
                                   : kiln_desc(sb + kk * 16 * 128, MN_LBO, MN_SBO);
 #pragma unroll
-            for (int mi = 0; mi < LIVE; ++mi) {
+            for (int mi = 0; mi < MI; ++mi) {
                 kiln_u64 da = kiln_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
                 kiln_wgmma(acc[mi], da, db, (kb | kk) != 0);
             }
@@ -153,20 +147,6 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
     kiln_wg_wait<0>();
     if (prev >= 0) kiln_release<CS>(m, prev, lane, P.crank);
     kiln_fence_acc(acc);
-}
-
-/* kiln_mainloop for the live sub-tiles of a tile whose rows from this
- * warpgroup's first one to the group's end are `rows` (may be <= 0). */
-template <int L = MI>
-KDEV void kiln_mainloop_live(int rows, const kiln_gemm &P, const kiln_smem &m, kiln_ring &r,
-                             const kiln_turn &turn, float (&acc)[MI][ACC_N], int row_off, int lane)
-{
-    if constexpr (L == 0) {
-        kiln_mainloop<0>(P, m, r, turn, acc, row_off, lane);
-    } else {
-        if (rows > (L - 1) * 64) kiln_mainloop<L>(P, m, r, turn, acc, row_off, lane);
-        else kiln_mainloop_live<L - 1>(rows, P, m, r, turn, acc, row_off, lane);
-    }
 }
 
 /* D[r,n] = s[r]·α_g·acc + s_bias[r]·bias[g,n] + β·C[r,n]; each term compiled
@@ -225,7 +205,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         }
         const kiln_tile T = kiln_decode(P, m, t);
         turn.wait();
-        kiln_mainloop_live(T.row_end - (T.row0 + row_off), P, m, r, turn, acc, row_off, lane);
+        kiln_mainloop(P, m, r, turn, acc, row_off, lane);
         kiln_epilogue(args, P, T, acc, stg, T.row0 + row_off + wq * 16);
     }
 }
