@@ -523,6 +523,9 @@ KDEV kiln_u32 kiln_acquire(const kiln_smem &m, const kiln_ring &r)
  * cluster peer's barrier when the pair shares the loads). */
 template <int CS_> KDEV void kiln_release(const kiln_smem &m, int s, int lane, kiln_u32 crank)
 {
+    /* lane 0's arrival releases only its own accesses: the warp's other
+     * lanes' reads of the slot (wgrad's dbias sums) must happen before it */
+    __syncwarp();
     if (lane == 0) {
         kiln_mbar_arrive(m.empty(s));
         if (CS_ > 1) kiln_mbar_arrive_peer(m.empty(s), crank ^ 1);
