@@ -17,13 +17,7 @@
 static kiln_context *g_gen; /* generated kernels only */
 static int g_failures;      /* failing cases so far; each test asserts none of its own */
 
-#define CASE_FAIL(...)                                                                             \
-    do {                                                                                           \
-        printf("  FAIL: ");                                                                        \
-        printf(__VA_ARGS__);                                                                       \
-        printf("\n");                                                                              \
-        g_failures++;                                                                              \
-    } while (0)
+#define CASE_FAIL(...) GPU_CASE_FAIL(g_failures, __VA_ARGS__)
 static kiln_context *g_lt;  /* cuBLASLt only */
 
 typedef struct gcase {

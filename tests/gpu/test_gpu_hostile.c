@@ -22,13 +22,7 @@
 static kiln_context *g_ctx;
 static int g_failures;
 
-#define FAIL_CASE(...)                                                                             \
-    do {                                                                                           \
-        printf("  FAIL: ");                                                                        \
-        printf(__VA_ARGS__);                                                                       \
-        printf("\n");                                                                              \
-        g_failures++;                                                                              \
-    } while (0)
+#define FAIL_CASE(...) GPU_CASE_FAIL(g_failures, __VA_ARGS__)
 
 /* A hostile size array, as d_sizes holds it. */
 typedef struct hsizes {

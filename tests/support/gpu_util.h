@@ -33,6 +33,17 @@ extern uint64_t g_rng;
         if (e_) fail_msg("%s:%d: %s failed: %s", __FILE__, __LINE__, #call, e_);                   \
     } while (0)
 
+/* One failing case of a test that runs many: printed and counted in
+ * `count`, so that the test goes on and asserts at its end that it added
+ * none. */
+#define GPU_CASE_FAIL(count, ...)                                                                  \
+    do {                                                                                           \
+        printf("  FAIL: ");                                                                        \
+        printf(__VA_ARGS__);                                                                       \
+        printf("\n");                                                                              \
+        (count)++;                                                                                 \
+    } while (0)
+
 /* Opens device 0 and seeds g_rng.  Returns 0, or prints why and returns 77
  * (ctest's "skipped"). */
 int gpu_setup(void);
