@@ -54,9 +54,12 @@ static_assert(MI * ACC_N <= 128, "too many accumulators per thread");
 /* The carve of the dynamic shared memory, from a 1024-byte aligned base:
  * the ring, CONSUMERS*4 warps' staging of STG_WARP bytes each, the schedule
  * arrays, then the full and empty mbarriers of the ring. */
-template <int STG_WARP> struct kiln_layout {
+template <int STG_WARP, int EXTRA = 0> struct kiln_layout {
     static constexpr int OFF_STG = STAGES * STAGE_BYTES;
-    static constexpr int OFF_SCHED = OFF_STG + CONSUMERS * 4 * STG_WARP;
+    /* EXTRA bytes after the staging, 1024-aligned (staging is a multiple
+     * of 1024): a template's own constant data (wgrad dbias: a ones tile) */
+    static constexpr int OFF_EXTRA = OFF_STG + CONSUMERS * 4 * STG_WARP;
+    static constexpr int OFF_SCHED = OFF_EXTRA + EXTRA;
     static constexpr int OFF_BAR = (OFF_SCHED + SCHED_INTS * 4 + 7) & ~7;
     static constexpr int USED = OFF_BAR + 2 * STAGES * 8;
     /* The pingpong turn's two mbarriers sit in ints 16..19 of the scan

@@ -92,10 +92,10 @@ end
 -- of the epilogue (stg_warp bytes for each of a consumer warp group's 4
 -- warps), the group schedule (2*(MAXG+1)+64 ints), `barriers` 8-byte
 -- barriers, and 1024 bytes to align the ring to the 128-byte swizzle atom.
-function M.smem(k, stg_warp, barriers)
+function M.smem(k, stg_warp, barriers, extra)
   local ring = k.stages * (k.bm + k.bn) * k.bk * k.esize
   local sched = (2 * (M.max_groups + 1) + 64) * 4
-  local off_bar = (ring + k.consumers * 4 * stg_warp + sched + 7) & ~7
+  local off_bar = (ring + k.consumers * 4 * stg_warp + (extra or 0) + sched + 7) & ~7
   return 1024 + off_bar + barriers * 8
 end
 

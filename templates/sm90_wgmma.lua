@@ -3,9 +3,10 @@
 -- kiln_wgmma(acc, desc_a, desc_b, scale_d) issuing one
 -- wgmma.mma_async m64n<bn>k16 with fp32 accumulators in registers.
 -- tnsp_a / tnsp_b (0 or 1): the operand is MN-major in shared memory (dgrad's
--- B; both of wgrad's operands).  Returns a function (bn, ity, tnsp_a, tnsp_b).
+-- B; both of wgrad's operands).  Returns a function (bn, ity, tnsp_a, tnsp_b,
+-- name): name (default kiln_wgmma) lets a template emit a second shape.
 
-return function(bn, ity, tnsp_a, tnsp_b)
+return function(bn, ity, tnsp_a, tnsp_b, name)
   local nacc = bn // 2
   local regs, cons = {}, {}
   for i = 0, nacc - 1 do
@@ -13,7 +14,8 @@ return function(bn, ity, tnsp_a, tnsp_b)
     cons[#cons + 1] = string.format('"+f"(d[%d])', i)
   end
   return table.concat({
-    "__device__ __forceinline__ void kiln_wgmma(float (&d)[" .. nacc .. "], unsigned long long da,",
+    "__device__ __forceinline__ void " .. (name or "kiln_wgmma") .. "(float (&d)[" .. nacc ..
+      "], unsigned long long da,",
     "                                           unsigned long long db, int scale_d)",
     "{",
     "    asm volatile(\"{ .reg .pred p;\\n\"",

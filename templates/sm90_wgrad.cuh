@@ -40,7 +40,7 @@
  * 128B-swizzled boxes of 16 rows x 128 bytes, 1024-byte aligned */
 constexpr int TMA_BOX = TMA_RED || TMA_ST;
 constexpr int STG_WARP_BYTES = TMA_BOX ? 2048 * STG_BUFS : STG_SLOT_BYTES;
-typedef kiln_layout<STG_WARP_BYTES> kiln_wgrad_layout;
+typedef kiln_layout<STG_WARP_BYTES, DBIAS ? 1024 : 0> kiln_wgrad_layout;
 
 static_assert(!(SPLIT > 1) || ACCUMULATE, "split needs accumulate mode");
 static_assert(!ACCUMULATE || OUT_T == 2, "accumulate needs an f32 output");
@@ -174,8 +174,9 @@ KDEV void kiln_mask_tail(const kiln_smem &m, int s, int valid, int end, int cw)
 
 /* The first NK k16 steps of a k-block (stage at sa / sb) into this
  * warpgroup's accumulators; the first step of a work item overwrites them. */
-template <int NK>
-KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, int abox0, bool first)
+template <int NK, bool DS>
+KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], float (&dd)[MI][4], kiln_u32 sa, kiln_u32 sb,
+                          kiln_u32 ones, int abox0, bool first)
 {
     kiln_wg_fence();
 #pragma unroll
@@ -185,108 +186,100 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, int
         for (int mi = 0; mi < MI; ++mi) {
             kiln_u64 da = kiln_desc(sa + (abox0 + mi) * BOX_BYTES + kk * 16 * 128, MN_LBO, MN_SBO);
             kiln_wgmma(acc[mi], da, db, (!first || kk != 0) ? 1 : 0);
+            if constexpr (DBIAS && DS)
+                kiln_wgmma_n8(dd[mi], da, kiln_desc(ones, 16, 1024), (!first || kk != 0) ? 1 : 0);
         }
     }
+}
+
+/* One k-block's wgmma, for a step count and dbias choice known only at run
+ * time: one straight wgmma sequence per case (a branch between the wgmma
+ * of a k-block makes ptxas inject warpgroup.arrive, C7519). */
+template <bool DS>
+KDEV void kiln_kblock_mma_n(int nk16, float (&acc)[MI][ACC_N], float (&dd)[MI][4], kiln_u32 sa,
+                            kiln_u32 sb, kiln_u32 ones, int abox0, bool first)
+{
+    if (nk16 == BK / 16) kiln_kblock_mma<BK / 16, DS>(acc, dd, sa, sb, ones, abox0, first);
+    else if (nk16 == 1) kiln_kblock_mma<1, DS>(acc, dd, sa, sb, ones, abox0, first);
+    else if (nk16 == 2) kiln_kblock_mma<2, DS>(acc, dd, sa, sb, ones, abox0, first);
+    else kiln_kblock_mma<3, DS>(acc, dd, sa, sb, ones, abox0, first);
 }
 
 /* ------------------------------------------------------- bias gradient */
 
 /* DBIAS: the work items whose dW tile starts at column k0 = 0 also sum the
- * dY rows they already hold in shared memory: the A boxes of a stage are BK
- * token rows of 64 n-values each (one 128-byte swizzled row a token), so a
- * stage gives db its BK tokens for this warpgroup's WG_M values of n at no
- * extra global traffic.  The sum runs between issuing a k-block's wgmma and
- * waiting for them, so it overlaps the tensor cores; only the stage's own
- * rows of the group (< valid) are read, never the tail that kiln_mask_tail
- * zeroes or the next group's.  Layout: warp wq owns the 16 columns
- * [16 wq, 16 wq + 16) of every A box; lane (u = lane & 7, rp = lane >> 3)
- * reads the 16-bit pair at column 16 wq + 2u of rows 8j + 2rp + h, so each
- * load instruction touches 4 rows of one parity whose 32-byte pieces land on
- * distinct banks after the swizzle.  Per lane: 2 fp32 sums per box. */
-KDEV float kiln_in_to_f32(unsigned short h)
+ * dY rows they already hold in shared memory, on the tensor cores: next to
+ * each k16 step's wgmma, one m64n8k16 of the same A box (BK token rows of
+ * 64 n-values, MN-major) against a 16 x 8 tile of ones gives, in every one
+ * of its 8 columns, the step's sum over tokens for each n.  The masked tail
+ * rows are zeros, so only the group's own tokens count.  This costs 8/BN
+ * more MMA on those items only, no global traffic, and the stage is read
+ * only by the async proxy (no thread reads of the ring).  The ones fill
+ * the 1024-byte, 1024-aligned block at OFF_EXTRA: a K-major operand with
+ * 128-byte swizzle reads within one such block. */
+KDEV kiln_u32 kiln_ones_addr(const kiln_smem &m) { return m.sbase + kiln_wgrad_layout::OFF_EXTRA; }
+
+/* Once per CTA, before the schedule's barrier: the ones tile (1.0 in the
+ * input type), made visible to the async proxy. */
+KDEV void kiln_fill_ones(const kiln_smem &m)
 {
-    return IN_F16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
+    if (!DBIAS) return;
+    const kiln_u32 one = IN_F16 ? 0x3C003C00u : 0x3F803F80u;
+    if (threadIdx.x < 64)
+        ((uint4 *)(m.base + kiln_wgrad_layout::OFF_EXTRA))[threadIdx.x] = make_uint4(one, one, one, one);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-KDEV void kiln_dbias_sum(const kiln_smem &m, int s, int abox0, int valid, float (&ds)[MI][2])
-{
-    const int lane = threadIdx.x & 31, wq = (threadIdx.x & 127) >> 5;
-    const int u = lane & 7, rp = lane >> 3;
-    const int chunk = 2 * wq + (u >> 2), inb = (4 * u) & 15;
-    const int lim = min(valid, BK);
-    const unsigned char *st = m.base + s * STAGE_BYTES + abox0 * BOX_BYTES;
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = 8 * j + 2 * rp + h;
-            if (r >= lim) continue;
-            const int off = r * 128 + ((chunk ^ (2 * rp + h)) << 4) + inb;
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                const kiln_u32 w = *(const kiln_u32 *)(st + mi * BOX_BYTES + off);
-                ds[mi][0] += kiln_in_to_f32((unsigned short)(w & 0xFFFFu));
-                ds[mi][1] += kiln_in_to_f32((unsigned short)(w >> 16));
-            }
-        }
-    }
-}
-
-/* DBIAS, at the end of a k0 = 0 work item: the lanes of a warp that share
- * columns add their sums (over rp), and lanes 0..7 write
- * db[g, n0 + row_off + 64 mi + 16 wq + 2 lane + {0, 1}] in f32 or the output
- * type; accumulate adds (atomically: split items share a tile).  An empty
- * group's item (overwrite mode) writes its zeros the same way.  Element-wise
- * stores: db need only be element-aligned. */
+/* DBIAS, at the end of a k0 = 0 work item: the n8 accumulators hold, in
+ * each of their 8 columns, the item's sum for row n of the A boxes; lanes
+ * with lane % 4 == 0 own columns 0-1, so they write rows
+ * n0 + row_off + 64 mi + 16 wq + lane / 4 (dd[mi][0]) and 8 below it
+ * (dd[mi][2]) of db, in f32 or the output type; accumulate adds
+ * (atomically: split items share a tile).  An empty group's item
+ * (overwrite mode) writes its zeros the same way.  Element-wise stores: db
+ * need only be element-aligned. */
 KDEV void kiln_dbias_write(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_wtile &T,
-                           float (&ds)[MI][2], int row_off)
+                           const float (&dd)[MI][4], int row_off)
 {
     const int lane = threadIdx.x & 31, wq = (threadIdx.x & 127) >> 5;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            ds[mi][e] += __shfl_xor_sync(0xffffffffu, ds[mi][e], 8);
-            ds[mi][e] += __shfl_xor_sync(0xffffffffu, ds[mi][e], 16);
-        }
-    if (lane >= 8) return;
+    if (lane & 3) return;
     const bool f32 = args.dbias_f32 || OUT_T == 2;
     const int esz = f32 ? 4 : 2;
     char *db = args.dbias_ptrs ? (char *)args.dbias_ptrs[T.g]
                                : (char *)args.dbias + (long long)T.g * args.ld_dbias * esz;
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-        const int n = T.n0 + row_off + 64 * mi + 16 * wq + 2 * lane;
-        if (n >= P.wn) continue;   /* N is a multiple of 8: n + 1 < N too */
-        if (f32) {
-            float *q = (float *)(db + (long long)n * 4);
-            if (ACCUMULATE) {
-                atomicAdd(q, ds[mi][0]);
-                atomicAdd(q + 1, ds[mi][1]);
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int n = T.n0 + row_off + 64 * mi + 16 * wq + (lane >> 2) + 8 * h;
+            const float v = dd[mi][2 * h];
+            if (n >= P.wn) continue;
+            if (f32) {
+                float *q = (float *)(db + (long long)n * 4);
+                if (ACCUMULATE) atomicAdd(q, v);
+                else *q = v;
             } else {
-                q[0] = ds[mi][0];
-                q[1] = ds[mi][1];
+                const kiln_u32 w = kiln_pack2(v, 0.0f);
+                *(unsigned short *)(db + (long long)n * 2) = (unsigned short)(w & 0xFFFFu);
             }
-        } else {
-            const kiln_u32 w = kiln_pack2(ds[mi][0], ds[mi][1]);
-            unsigned short *q = (unsigned short *)(db + (long long)n * 2);
-            q[0] = (unsigned short)(w & 0xFFFFu);
-            q[1] = (unsigned short)(w >> 16);
         }
-    }
 }
 
 /* ---------------------------------------------------------- main loop */
 
 /* The main loop of one work item, as in sm90_gemm.cuh's, with the tail of
  * the group masked.  Returns false for an item of no k-blocks (an empty
- * group in overwrite mode), whose accumulators hold nothing.  dsum (DBIAS,
- * k0 = 0): also add each stage's valid dY rows into ds. */
+ * group in overwrite mode), whose accumulators hold nothing.  DS (DBIAS,
+ * k0 = 0): also sum each stage's dY rows into dd (kiln_kblock_mma); a
+ * template argument, as a branch per k-block made ptxas serialise the
+ * wgmma (C7520). */
+template <bool DS>
 KDEV bool kiln_mainloop(const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
                         const kiln_wtile &T, float (&acc)[MI][ACC_N], int cw, int lane,
-                        bool dsum, float (&ds)[MI][2])
+                        float (&dd)[MI][4])
 {
     const int abox0 = PINGPONG ? 0 : cw * MI;
+    const kiln_u32 ones = kiln_ones_addr(m);
     int prev = -1;
     for (int kb = T.kb0; kb < T.kb1; ++kb) {
         kiln_mbar_wait(m.full(r.s), r.ph);
@@ -301,15 +294,9 @@ KDEV bool kiln_mainloop(const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
          * provably warp-uniform, so the wgmma stay off a divergent path. */
         const int nk16 = __shfl_sync(0xffffffffu, valid < BK ? (valid + 15) >> 4 : BK / 16, 0);
         if (valid < nk16 * 16) kiln_mask_tail(m, r.s, valid, nk16 * 16, cw);
-        /* one straight wgmma sequence per step count: a branch between the
-         * wgmma of a k-block makes ptxas inject warpgroup.arrive (C7519) */
         const bool first = kb == T.kb0;
-        if (nk16 == BK / 16) kiln_kblock_mma<BK / 16>(acc, sa, sb, abox0, first);
-        else if (nk16 == 1) kiln_kblock_mma<1>(acc, sa, sb, abox0, first);
-        else if (nk16 == 2) kiln_kblock_mma<2>(acc, sa, sb, abox0, first);
-        else kiln_kblock_mma<3>(acc, sa, sb, abox0, first);
+        kiln_kblock_mma_n<DS>(nk16, acc, dd, sa, sb, ones, abox0, first);
         kiln_wg_commit();
-        if (DBIAS && dsum) kiln_dbias_sum(m, r.s, abox0, valid, ds);
         if (prev >= 0) {
             kiln_wg_wait<1>();
             kiln_release<1>(m, prev, lane, 0);
@@ -456,11 +443,18 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
         turn.wait();
         /* DBIAS: the item of column tile 0 also sums db (one per n rows) */
         const bool dsum = DBIAS && T.k0 == 0 && (args.dbias || args.dbias_ptrs);
-        float ds[MI][2];
+        float dd[MI][4];
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) ds[mi][0] = ds[mi][1] = 0.f;
-        const bool any = kiln_mainloop(m, r, turn, T, acc, cw, lane, dsum, ds);
-        if (DBIAS && dsum) kiln_dbias_write(args, P, T, ds, row_off);
+        for (int mi = 0; mi < MI; ++mi) dd[mi][0] = dd[mi][1] = dd[mi][2] = dd[mi][3] = 0.f;
+        const bool any = DBIAS && dsum ? kiln_mainloop<true>(m, r, turn, T, acc, cw, lane, dd)
+                                       : kiln_mainloop<false>(m, r, turn, T, acc, cw, lane, dd);
+        if (DBIAS && dsum) {
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) kiln_fence_reg(dd[mi][i]);
+            kiln_dbias_write(args, P, T, dd, row_off);
+        }
         /* after the main loop: nothing more lives across it */
         char *dg = DISCRETE ? (char *)args.d_ptrs[T.g]
                             : (char *)args.d + (long long)T.g * P.wn * args.ldd * OSZ;
@@ -510,6 +504,7 @@ KILN_SM90_KERNEL
      * overwrite: it still gets its tiles, which write zeros */
     kiln_pdl_wait();               /* before the first read of args.sizes */
     kiln_pdl_launch_dependents();
+    kiln_fill_ones(m);   /* the schedule's barriers order it before any wgmma */
     P.items = kiln_build_schedule(args, m, P.cap, [&](int gs, int ge) {
         const int nkb = (ge - gs + BK - 1) / BK;
         return (ACCUMULATE && nkb == 0) ? 0 : P.tm * P.tk * kiln_splits(nkb);

@@ -42,19 +42,22 @@ return function(spec, arch, mode)
   local tma_st = not accumulate and output == "dense"
   local barriers = 2 * stages + 2
   local limit = common.smem_limit[arch]
+  -- wgrad.dbias: a 1 KiB tile of ones in shared memory, the B operand of
+  -- the wgmma that sums dY's stage rows into db on the tensor cores
+  local ones = w.dbias and 1024 or 0
   local stg_bufs = 0
-  local smem = common.smem(k, common.staging_warp, barriers)
+  local smem = common.smem(k, common.staging_warp, barriers, ones)
   if tma_red then
-    stg_bufs = common.smem(k, 4096, barriers) <= limit and 2 or 1
-    smem = common.smem(k, 2048 * stg_bufs, barriers)
+    stg_bufs = common.smem(k, 4096, barriers, ones) <= limit and 2 or 1
+    smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   elseif tma_st then
     local mi = (k.pingpong and bm or bm // consumers) // 64
     local boxes = mi * bn * (out_t == 2 and 4 or 2) // 128   -- a warp's share of a tile
     stg_bufs = 1
-    while stg_bufs < boxes and common.smem(k, 2048 * (stg_bufs + 1), barriers) <= limit do
+    while stg_bufs < boxes and common.smem(k, 2048 * (stg_bufs + 1), barriers, ones) <= limit do
       stg_bufs = stg_bufs + 1
     end
-    smem = common.smem(k, 2048 * stg_bufs, barriers)
+    smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   end
   common.check_smem(k, smem, arch)
   if mode == "check" then return {smem = smem} end
@@ -63,7 +66,11 @@ return function(spec, arch, mode)
 
   -- wgmma m64n<bn>k16, fp32 accumulators, A and B both MN-major.
   local ity = spec.types.a == "bf16" and "bf16" or "f16"
-  local wgmma = include("sm90_wgmma")(bn, ity, 1, 1)
+  -- And m64n8k16 of dY's A boxes (MN-major) against the ones tile, for
+  -- wgrad.dbias (emitted always: the device code names it in a discarded
+  -- `if constexpr` branch).
+  local wgmma = include("sm90_wgmma")(bn, ity, 1, 1) .. "\n" ..
+                include("sm90_wgmma")(8, ity, 1, 0, "kiln_wgmma_n8")
 
   local pre = common.preamble("sm90_wgrad", entry, k, {
     string.format("constexpr int PINGPONG = %d;", b(k.pingpong)),
