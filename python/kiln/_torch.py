@@ -128,6 +128,14 @@ def _is_fake(t):
     return isinstance(t, torch._subclasses.fake_tensor.FakeTensor) or t.device.type == "meta"
 
 
+def _check_per_group(name, t, G, N, device):
+    """A [G,N] per-group operand (the bias, the bias gradient) on `device`."""
+    _check_tensor(name, t, 2)
+    _check_device(name, t, device)
+    if tuple(t.shape) != (G, N):
+        _fail(f"{name} is {tuple(t.shape)}; kiln needs [G,N] = [{G},{N}]")
+
+
 def _row_ld(name, t, cols, dtype, need):
     """The leading dimension of a row-major 2-d view: stride(-1) must be 1,
     stride(-2) at least cols and 16-byte aligned."""
@@ -231,10 +239,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
         pl.out_shape = (T, N)
         pl.ld_bias = 0
         if bias is not None:
-            _check_tensor("bias", bias, 2)
-            _check_device("bias", bias, device)
-            if tuple(bias.shape) != (G, N):
-                _fail(f"bias is {tuple(bias.shape)}; kiln needs [G,N] = [{G},{N}]")
+            _check_per_group("bias", bias, G, N, device)
             pl.ld_bias = _row_ld("bias", bias, N, pl.out_dtype, "row-major [G,N] rows")
         if row_scale is not None:
             _check_tensor("row_scale", row_scale, 1)
@@ -264,10 +269,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
         pl.out_shape = (G, N, K)
         pl.ld_bias = 0
         if dbias is not None:
-            _check_tensor("dbias", dbias, 2)
-            _check_device("dbias", dbias, device)
-            if tuple(dbias.shape) != (G, N):
-                _fail(f"dbias is {tuple(dbias.shape)}; kiln needs [G,N] = [{G},{N}]")
+            _check_per_group("dbias", dbias, G, N, device)
             if dbias.dtype not in (torch.float32, pl.out_dtype):
                 _fail(f"dbias is {dbias.dtype}; kiln writes it in float32 or the output type "
                       f"({pl.out_dtype})", TypeError)
