@@ -177,6 +177,35 @@ typedef enum kiln_wgrad_output {
     KILN_WGRAD_DISCRETE = 1  /* d_out_ptrs[g] is an [N,K] tensor, ldd apart rows */
 } kiln_wgrad_output;
 
+/* fp8 scaling recipes (a_type/b_type E4M3 or E5M2).  The inputs are the
+ * quantized values q with dequantization scales s (x = q·s); the product is
+ * that of the dequantized operands, and the epilogue (kiln_epilogue) then
+ * applies to it as for 16-bit inputs.  "Rows" are the op's row operand A
+ * (X for fprop, dY for dgrad), "columns" its output columns n_out (N for
+ * fprop, K for dgrad), k_red its reduction (K for fprop, N for dgrad).
+ * fp32 scales, all on the device. */
+typedef enum kiln_fp8_recipe {
+    KILN_FP8_NONE = 0,   /* 16-bit inputs: no scales */
+    KILN_FP8_TENSOR = 1, /* scale_a [1]: the whole of A; scale_b [G]: one per group */
+    KILN_FP8_ROW = 2,    /* scale_a [capacity]: one per row of A; scale_b [G, n_out]:
+                            one per group and output column (torch._scaled_grouped_mm) */
+    KILN_FP8_BLOCK = 3   /* 1x128 and 128x128 (DeepSeek-V3): scale_a [ceil(k_red/128),
+                            ld_scale_a], one per row and 128 of the reduction, k-block
+                            major (a k-block's rows are contiguous); scale_b
+                            [G, ceil(n_out/128), ceil(k_red/128)] */
+} kiln_fp8_recipe;
+
+typedef struct kiln_fp8 {
+    kiln_fp8_recipe recipe;
+    const float *d_scale_a;
+    const float *d_scale_b;
+    int64_t ld_scale_a;  /* BLOCK: elements between k-blocks of scale_a; 0: capacity */
+    /* dgrad: the weights transposed, [G, K, N] of b_type (8-bit wgmma reads
+     * K-major operands only, so dgrad cannot read [G, N, K]); d_b is then
+     * unused.  kiln_quantize writes it beside the [G, N, K] copy. */
+    const void *d_bt;
+} kiln_fp8;
+
 typedef struct kiln_epilogue {
     const void *d_bias;      /* [G,N_out] of the output type, or NULL */
     int64_t ld_bias;         /* elements between groups; 0: N_out */
@@ -232,6 +261,7 @@ typedef struct kiln_problem {
     kiln_dtype dbias_type; /* F32 (kiln_problem_init's default) or out_type */
 
     kiln_epilogue epilogue;/* fprop/dgrad only; zero-init plus alpha = 1 */
+    kiln_fp8 fp8;          /* fprop/dgrad with 8-bit inputs: the scaling recipe */
 
     int32_t *d_overflow;   /* optional device int: set to 1 when Σm > capacity
                               (rows past capacity are then not computed) */
@@ -276,6 +306,59 @@ KILN_API kiln_status kiln_wgrad(kiln_context *ctx, const kiln_problem *problem, 
  * KILN_OK also when the call would go to cuBLASLt (nothing is loaded then,
  * and cuBLASLt cannot be captured). */
 KILN_API kiln_status kiln_prepare(kiln_context *ctx, const kiln_problem *problem);
+
+/* ------------------------------------------------------------------------ */
+/* fp8 quantizers                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* What kiln_quantize produces: the e4m3 / e5m2 operands and the scales of
+ * the kiln_fp8 recipes.  For each scaled set of values x (a row, a 1x128
+ * piece, a 128x128 block, a group) with amax = max |x|:
+ *   s = amax / FMAX   (FMAX 448 for e4m3, 57344 for e5m2; s = 1 when amax is 0)
+ *   q = x / s rounded to nearest even, saturated to ±FMAX
+ * so that x ≈ q·s, the dequantization the recipes take. */
+typedef enum kiln_quant_kind {
+    /* activations in [capacity, cols] → q [capacity, cols], one scale per row:
+     * scale [capacity] (KILN_FP8_ROW's scale_a) */
+    KILN_QUANT_ROWS = 0,
+    /* activations, one scale per row and 128 columns: scale
+     * [ceil(cols/128), ld_scale], k-block major (KILN_FP8_BLOCK's scale_a) */
+    KILN_QUANT_ROWS_1X128 = 1,
+    /* weights in [G, rows, cols] → q [G, rows, cols] and its transpose
+     * q_t [G, cols, rows] in one pass, one scale per 128x128 block: scale
+     * [G, ceil(rows/128), ceil(cols/128)] and scale_t [G, ceil(cols/128),
+     * ceil(rows/128)] (KILN_FP8_BLOCK's scale_b for fprop and for dgrad) */
+    KILN_QUANT_WEIGHTS_128X128 = 2,
+    /* weights, one scale per group: scale [G] (and scale_t, the same values) */
+    KILN_QUANT_WEIGHTS_TENSOR = 3
+} kiln_quant_kind;
+
+typedef struct kiln_quant {
+    size_t struct_size;     /* sizeof(kiln_quant), set by kiln_quant_init */
+    kiln_quant_kind kind;
+    kiln_dtype in_type;     /* BF16 or F16 */
+    kiln_dtype out_type;    /* E4M3 or E5M2 */
+    int32_t groups;         /* weights: G.  Rows kinds: entries of d_sizes */
+    int64_t rows, cols;     /* rows kinds: capacity and columns; weights: one group's
+                               [rows, cols] (N, K); cols a multiple of 16 */
+    /* Rows kinds: only the valid rows [0, Σm) are read and written (the
+     * sizes as in kiln_problem, read on the device: graph-safe); NULL: all
+     * `rows` rows. */
+    const int32_t *d_sizes;
+    kiln_sizes_kind sizes_kind;
+    const void *d_in;  int64_t ld_in;    /* 0: dense rows */
+    void *d_out;       int64_t ld_out;   /* 0: dense rows */
+    float *d_scale;    int64_t ld_scale; /* ROWS_1X128: elements between k-blocks; 0: rows */
+    void *d_out_t;                       /* weights, optional: the transposed copy */
+    float *d_scale_t;                    /* with d_out_t: its scales */
+} kiln_quant;
+
+/* Fills *q with defaults: struct_size, kind, BF16 in, E4M3 out, 0/NULL. */
+KILN_API void kiln_quant_init(kiln_quant *q, kiln_quant_kind kind);
+
+/* Quantizes on `stream`; asynchronous, allocates nothing, reads no sizes on
+ * the host (may be captured in a CUDA graph). */
+KILN_API kiln_status kiln_quantize(kiln_context *ctx, const kiln_quant *q, void *stream);
 
 /* What served the last successful kiln_gemm on ctx. */
 typedef struct kiln_call_report {

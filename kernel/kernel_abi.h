@@ -23,7 +23,7 @@
 #define KILN_KERNEL_ABI_H
 
 /* Bump when the struct below changes: it is part of every cache key. */
-#define KILN_KERNEL_ABI_VERSION 2
+#define KILN_KERNEL_ABI_VERSION 3
 
 typedef struct kiln_kernel_args {
     const void *a;                 /* row operand A */
@@ -56,6 +56,11 @@ typedef struct kiln_kernel_args {
     long long ld_dbias;            /* elements between groups of dbias */
     int dbias_f32;                 /* 1: db is f32; 0: the output type */
     int pad1;
+    /* fp8 dequantization scales (kernels built with an fp8 recipe; kiln.h's
+     * kiln_fp8 says what each recipe reads) */
+    const float *scale_a;
+    const float *scale_b;
+    long long ld_scale_a;          /* block recipe: elements between k-blocks */
 } kiln_kernel_args;
 
 /* A CUtensorMap: 128 opaque bytes, 64-byte aligned. */
