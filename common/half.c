@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* half.c — bf16/fp16 <-> float by bit manipulation (no libm, no FPU
+/* half.c — bf16/fp16/fp8 <-> float by bit manipulation (no libm, no FPU
  * rounding mode dependence), round to nearest even. */
 #include <string.h>
 
@@ -67,4 +67,49 @@ float kiln_f16_to_f32(uint16_t h)
         return float_of(sign | ((uint32_t)(127 - 15 + 1 - e) << 23) | ((man & 0x3ffu) << 13));
     }
     return float_of(sign | ((uint32_t)(exp - 15 + 127) << 23) | (man << 13));
+}
+
+/* fp8 with man_bits mantissa bits and exponent bias `bias`; max_pat is the
+ * largest finite pattern without its sign (saturation). */
+static uint8_t f32_to_fp8(float f, uint32_t man_bits, int32_t bias, uint8_t max_pat)
+{
+    uint32_t u = bits_of(f);
+    uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint8_t)(sign | 0x7fu); /* NaN in both */
+    uint32_t man = u & 0x7fffffu, r;
+    int32_t fexp = (int32_t)((u >> 23) & 0xff), exp = fexp - 127 + bias;
+    if (fexp == 0xff) return (uint8_t)(sign | max_pat); /* satfinite: ±inf → ±largest */
+    if (exp <= 0) { /* fp8 subnormal (or zero): multiples of 2^(1 - bias - man_bits) */
+        uint32_t shift = (uint32_t)(23 - (int32_t)man_bits + 1 - exp);
+        r = fexp == 0 || shift > 25 ? 0 : shift_rne(man | 0x800000u, shift);
+    } else {
+        r = shift_rne(((uint32_t)exp << 23) | man, 23 - man_bits);
+    }
+    return (uint8_t)(sign | (r > max_pat ? max_pat : r));
+}
+
+static float fp8_to_f32(uint8_t h, uint32_t man_bits, int32_t bias)
+{
+    uint32_t sign = (uint32_t)(h & 0x80u) << 24, m = h & ((1u << man_bits) - 1);
+    int32_t e = (h & 0x7f) >> man_bits;
+    if (e == 0) /* m · 2^(1 - bias - man_bits): exact in float */
+        return float_of(sign | bits_of((float)m * float_of((uint32_t)(1 - bias - (int32_t)man_bits + 127) << 23)));
+    return float_of(sign | ((uint32_t)(e - bias + 127) << 23) | (m << (23 - man_bits)));
+}
+
+uint8_t kiln_f32_to_e4m3(float f) { return f32_to_fp8(f, 3, 7, 0x7e); }
+
+float kiln_e4m3_to_f32(uint8_t h)
+{
+    if ((h & 0x7f) == 0x7f) return float_of(((uint32_t)(h & 0x80u) << 24) | 0x7fc00000u);
+    return fp8_to_f32(h, 3, 7);
+}
+
+uint8_t kiln_f32_to_e5m2(float f) { return f32_to_fp8(f, 2, 15, 0x7b); }
+
+float kiln_e5m2_to_f32(uint8_t h)
+{
+    if ((h & 0x7c) == 0x7c) /* exponent 31: infinity or NaN, as in IEEE */
+        return float_of(((uint32_t)(h & 0x80u) << 24) | 0x7f800000u | ((uint32_t)(h & 3u) << 21));
+    return fp8_to_f32(h, 2, 15);
 }

@@ -200,6 +200,10 @@ typedef struct kiln_fp8 {
     const float *d_scale_a;
     const float *d_scale_b;
     int64_t ld_scale_a;  /* BLOCK: elements between k-blocks of scale_a; 0: capacity */
+    /* 1: sums promoted to fp32 every 128 of the reduction (a kernel built
+     * with fp8.accumulate: promote); 0: the tensor cores' fast accumulation
+     * is enough (torch's use_fast_accum).  BLOCK always promotes. */
+    int promote;
     /* dgrad: the weights transposed, [G, K, N] of b_type (8-bit wgmma reads
      * K-major operands only, so dgrad cannot read [G, N, K]); d_b is then
      * unused.  kiln_quantize writes it beside the [G, N, K] copy. */
@@ -242,7 +246,7 @@ typedef struct kiln_problem {
     const void *d_a;  int64_t lda;            /* 0: dense rows */
     /* fprop/dgrad: W [G,N,K] contiguous (d_b) or G pointers (d_b_ptrs);
      * wgrad: X [cap,K] in d_b. */
-    const void *d_b;  int64_t ldb;            /* 0: dense rows */
+    const void *d_b;  int64_t ldb;            /* 0: dense rows (fp8 dgrad: rows of fp8.d_bt) */
     const void *const *d_b_ptrs;              /* device array of G pointers */
     /* fprop: Y [cap,N]; dgrad: dX [cap,K]; wgrad: dW [G,N,K] (dense) */
     void *d_out;      int64_t ldd;            /* 0: dense rows */

@@ -28,6 +28,12 @@ static const kiln_knob_choice alpha_choices[] = {
     {"scalar", KILN_ALPHA_SCALAR}, {"per_group", KILN_ALPHA_PER_GROUP}, {NULL, 0}};
 static const kiln_knob_choice output_choices[] = {
     {"dense", KILN_WGRAD_DENSE}, {"discrete", KILN_WGRAD_DISCRETE}, {NULL, 0}};
+static const kiln_knob_choice recipe_choices[] = {{"none", KILN_FP8_NONE},
+                                                  {"tensor", KILN_FP8_TENSOR},
+                                                  {"row", KILN_FP8_ROW},
+                                                  {"block", KILN_FP8_BLOCK},
+                                                  {NULL, 0}};
+static const kiln_knob_choice fp8_accum_choices[] = {{"fast", 0}, {"promote", 1}, {NULL, 0}};
 static const kiln_knob_choice raster_choices[] = {{"group", 0}, {"m", 1}, {"n", 2}, {NULL, 0}};
 static const kiln_knob_choice schedule_choices[] = {
     {"auto", 0}, {"cooperative", 1}, {"pingpong", 2}, {NULL, 0}};
@@ -70,6 +76,9 @@ const kiln_knob kiln_knobs[] = {
     {"wgrad.accumulate", KILN_KNOB_BOOL,    M(accumulate),  NULL,             "accumulate", 0, "acc",   0, 1, KILN_KNOB_SIG_WGRAD},
     {"wgrad.dbias",      KILN_KNOB_BOOL,    M(dbias),       NULL,             "dbias",      0, "dbias", 0, 1, 0},
     {"wgrad.split",      KILN_KNOB_INT,     M(split),       NULL,             "split",      0, "sp",    1, 16, 0},
+    {"fp8",              KILN_KNOB_MAP,     NONE,           NULL,             NULL,         0, NULL,    0, 0, 0},
+    {"fp8.recipe",       KILN_KNOB_ENUM,    M(fp8_recipe),  recipe_choices,   "fp8_recipe", 0, "f8",    0, 0, KILN_KNOB_SIG_FWD},
+    {"fp8.accumulate",   KILN_KNOB_ENUM,    M(fp8_promote), fp8_accum_choices, "fp8_accumulate", 0, "",  0, 0, KILN_KNOB_SIG_FWD},
     {"raster",           KILN_KNOB_STRING,  M(raster),      raster_choices,   "raster",     0, "r",     0, 0, 0},
     {"schedule",         KILN_KNOB_STRING,  M(schedule),    schedule_choices, "schedule",   0, "",      0, 0, 0},
     {"sweep",            KILN_KNOB_SWEEP,   NONE,           NULL,             NULL,         0, NULL,    0, 0, 0},

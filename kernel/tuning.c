@@ -126,6 +126,8 @@ static void needs_of(const kiln_problem *p, kiln_kernel_desc *d)
         return;
     }
     const kiln_epilogue *e = &p->epilogue;
+    d->fp8_recipe = p->fp8.recipe;
+    d->fp8_promote = p->fp8.promote != 0 || p->fp8.recipe == KILN_FP8_BLOCK;
     if (p->d_b_ptrs) d->weights = KILN_WEIGHTS_ANY;
     if (e->d_bias) d->epilogue.bias = KILN_BIAS_PER_GROUP;
     d->epilogue.row_scale = e->d_row_scale != NULL;

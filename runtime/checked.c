@@ -62,9 +62,39 @@ static void add_array(span *s, int *n, const char *name, const void *ptr, int64_
     snprintf(x->shape, sizeof x->shape, "%lld %s", (long long)count, of);
 }
 
+/* The fp8 recipe's scales and dgrad's transposed weights (kiln.h, kiln_fp8). */
+static void fp8_spans(const kiln_problem *p, span *s, int *n)
+{
+    const kiln_fp8 *f = &p->fp8;
+    int64_t out_cols = kiln_problem_out_cols(p), k_red = kiln_problem_a_cols(p);
+    int64_t kb = (k_red + 127) / 128, nb = (out_cols + 127) / 128;
+    int64_t ld = f->ld_scale_a ? f->ld_scale_a : p->capacity;
+    switch (f->recipe) {
+    case KILN_FP8_TENSOR:
+        add_array(s, n, "fp8.d_scale_a", f->d_scale_a, 1, "fp32 scale", 4);
+        add_array(s, n, "fp8.d_scale_b", f->d_scale_b, p->groups, "fp32 scales (groups)", 4);
+        break;
+    case KILN_FP8_ROW:
+        add_array(s, n, "fp8.d_scale_a", f->d_scale_a, p->capacity, "fp32 scales (capacity)", 4);
+        add_matrix(s, n, "fp8.d_scale_b", f->d_scale_b, p->groups, "groups", out_cols, 0,
+                   KILN_DTYPE_F32);
+        break;
+    case KILN_FP8_BLOCK:
+        add_matrix(s, n, "fp8.d_scale_a", f->d_scale_a, kb, "k-blocks", p->capacity, ld,
+                   KILN_DTYPE_F32);
+        add_array(s, n, "fp8.d_scale_b", f->d_scale_b, (int64_t)p->groups * nb * kb,
+                  "fp32 scales (groups x n-blocks x k-blocks)", 4);
+        break;
+    default: break;
+    }
+    if (p->op == KILN_OP_DGRAD)
+        add_matrix(s, n, "fp8.d_bt", f->d_bt, (int64_t)p->groups * p->k, "groups*k", p->n, p->ldb,
+                   p->b_type);
+}
+
 /* Every device pointer of p, with what the call may read or write through
  * it; kiln.h's shapes, the leading dimensions as launch.c applies them. */
-static int problem_spans(const kiln_problem *p, span s[12])
+static int problem_spans(const kiln_problem *p, span s[16])
 {
     int n = 0;
     int64_t gn = (int64_t)p->groups * p->n, out_cols = kiln_problem_out_cols(p);
@@ -97,6 +127,7 @@ static int problem_spans(const kiln_problem *p, span s[12])
         if (e->beta != 0.0f)
             add_matrix(s, &n, "epilogue.d_c", e->d_c, p->capacity, "capacity", out_cols, e->ldc,
                        p->out_type);
+        fp8_spans(p, s, &n);
     }
     return n;
 }
@@ -143,7 +174,7 @@ kiln_status kiln_check_problem_memory(const kiln_driver *d, const kiln_problem *
     if (!d->cuPointerGetAttributes)
         return kiln_error_set(err, KILN_ERROR_DRIVER, "checked mode: the driver table has no "
                                                       "cuPointerGetAttributes");
-    span s[12];
+    span s[16];
     int n = problem_spans(p, s);
     for (int i = 0; i < n; i++) {
         kiln_status st = check_span(d, &s[i], err);

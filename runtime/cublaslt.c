@@ -262,6 +262,10 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
     if (p->d_dbias || p->d_dbias_ptrs)
         return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
                               "cuBLASLt cannot compute the bias gradient (problem->d_dbias)");
+    if (p->fp8.recipe != KILN_FP8_NONE)
+        return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
+                              "kiln's cuBLASLt path takes 16-bit inputs only (problem->a_type %s)",
+                              kiln_dtype_name(p->a_type));
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     kiln_status st = kiln_driver_check(drv, drv->cuStreamIsCapturing(stream, &cap),
                                        "cuStreamIsCapturing", err);

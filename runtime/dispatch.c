@@ -29,6 +29,9 @@ void kiln_dispatch_describe(const kiln_problem *p, const char *arch, char *out, 
         if (p->accumulate) ADD("accumulate");
         if (p->d_dbias || p->d_dbias_ptrs) ADD(p->d_dbias ? "dbias" : "dbias per expert");
     } else {
+        static const char *const recipe[] = {"", "fp8 per tensor", "fp8 row-wise", "fp8 1x128/128x128"};
+        if (p->fp8.recipe > KILN_FP8_NONE && p->fp8.recipe <= KILN_FP8_BLOCK) ADD(recipe[p->fp8.recipe]);
+        if (p->fp8.promote) ADD("fp32 promotion");
         if (p->d_b_ptrs) ADD("pointer-array weights");
         const kiln_epilogue *e = &p->epilogue;
         if (e->d_bias) ADD("bias");
@@ -90,6 +93,11 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
             return NO("%s writes dW through a tensor map (dense only)", nm);
         return 1;
     }
+    static const char *const recipes[] = {"none", "tensor", "row", "block"};
+    if (d->fp8_recipe != p->fp8.recipe)
+        return NO("%s takes fp8 recipe %s", nm, recipes[d->fp8_recipe & 3]);
+    if ((p->fp8.promote || p->fp8.recipe == KILN_FP8_BLOCK) && !d->fp8_promote)
+        return NO("%s accumulates fp8 fast (the call asks for promotion)", nm);
     if (p->d_b_ptrs && (d->weights != KILN_WEIGHTS_ANY || (l && l->tmap[1].used)))
         return NO("%s needs contiguous weights", nm);
     const kiln_epilogue *e = &p->epilogue;
@@ -121,6 +129,7 @@ static int unused_features(const kiln_kernel_desc *d, const kiln_problem *p)
     n += d->epilogue.row_scale && !e->d_row_scale;
     n += d->epilogue.alpha == KILN_ALPHA_PER_GROUP && !e->d_alpha;
     n += d->epilogue.beta && e->beta == 0.0f;
+    n += d->fp8_promote && !p->fp8.promote && p->fp8.recipe != KILN_FP8_BLOCK;
     return n;
 }
 
@@ -213,6 +222,7 @@ static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t 
     const kiln_problem *p = in->problem;
     if (!p->host_sizes) return NO("no host sizes for cuBLASLt");
     if (p->d_dbias || p->d_dbias_ptrs) return NO("cuBLASLt cannot compute the bias gradient");
+    if (p->fp8.recipe != KILN_FP8_NONE) return NO("kiln's cuBLASLt path takes 16-bit inputs only");
     /* cuBLASLt computes 16-bit inputs into the same type or into f32 only. */
     if (p->out_type != p->a_type && p->out_type != KILN_DTYPE_F32)
         return NO("cuBLASLt has no %s→%s product", kiln_dtype_name(p->a_type),

@@ -22,7 +22,13 @@ void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args 
     a->overflow = p->d_overflow;
     a->capacity = p->capacity;
     a->lda = p->lda ? p->lda : kiln_problem_a_cols(p);
-    a->ldb = p->ldb ? p->ldb : p->k;
+    /* fp8 dgrad reads the transposed weights [G,K,N] (rows of N) */
+    const int fp8_dgrad = p->op == KILN_OP_DGRAD && p->fp8.recipe != KILN_FP8_NONE;
+    if (fp8_dgrad) a->b = p->fp8.d_bt;
+    a->ldb = p->ldb ? p->ldb : fp8_dgrad ? p->n : p->k;
+    a->scale_a = p->fp8.d_scale_a;
+    a->scale_b = p->fp8.d_scale_b;
+    a->ld_scale_a = p->fp8.ld_scale_a ? p->fp8.ld_scale_a : p->capacity;
     a->ldd = p->ldd ? p->ldd : out_cols;
     a->n = p->n;
     a->k = p->k;
@@ -94,6 +100,8 @@ static CUtensorMapDataType tmap_type(kiln_dtype t)
     switch (t) {
     case KILN_DTYPE_F16: return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     case KILN_DTYPE_F32: return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    case KILN_DTYPE_E4M3:
+    case KILN_DTYPE_E5M2: return CU_TENSOR_MAP_DATA_TYPE_UINT8; /* TMA moves bytes */
     default: return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     }
 }
@@ -157,6 +165,10 @@ static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
         if (p->op == KILN_OP_WGRAD)
             st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
                            p->capacity, a->ldb, err);
+        else if (p->op == KILN_OP_DGRAD && p->fp8.recipe != KILN_FP8_NONE)
+            /* fp8 dgrad: W transposed, one [G*K, N] matrix */
+            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, a->b, p->n,
+                           (int64_t)p->groups * p->k, a->ldb, err);
         else /* contiguous weights viewed as one [G*N, K] matrix */
             st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
                            (int64_t)p->groups * p->n, a->ldb, err);

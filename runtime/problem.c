@@ -148,6 +148,60 @@ static kiln_status check_dbias(const kiln_problem *p, kiln_error *err)
     return KILN_OK;
 }
 
+static int is_8bit(kiln_dtype t) { return t == KILN_DTYPE_E4M3 || t == KILN_DTYPE_E5M2; }
+
+/* The fp8 recipe (kiln.h, kiln_fp8): required with 8-bit inputs, refused
+ * without them.  Scales are fp32; the row recipe's per-column scales are
+ * read as 16-byte vectors. */
+static kiln_status check_fp8(const kiln_problem *p, kiln_error *err)
+{
+    const kiln_fp8 *f = &p->fp8;
+    if ((unsigned)f->recipe > KILN_FP8_BLOCK)
+        return BAD("problem->fp8.recipe = %d is not a kiln_fp8_recipe", (int)f->recipe);
+    if (!is_8bit(p->a_type)) {
+        if (f->recipe != KILN_FP8_NONE)
+            return BAD("problem->fp8.recipe is set, but the inputs are %s (fp8 recipes are for "
+                       "e4m3/e5m2 inputs)", kiln_dtype_name(p->a_type));
+        if (f->d_scale_a || f->d_scale_b || f->d_bt || f->ld_scale_a || f->promote)
+            return BAD("problem->fp8 has %s set, but the inputs are %s (fp8 fields are for "
+                       "e4m3/e5m2 inputs)",
+                       f->d_scale_a ? "d_scale_a" : f->d_scale_b ? "d_scale_b" : f->d_bt ? "d_bt"
+                       : f->ld_scale_a ? "ld_scale_a" : "promote",
+                       kiln_dtype_name(p->a_type));
+        return KILN_OK;
+    }
+    if (p->op == KILN_OP_WGRAD)
+        return BAD("problem->a_type is %s, but fp8 wgrad is not built (fp8 serves fprop and "
+                   "dgrad; take wgrad in bf16)", kiln_dtype_name(p->a_type));
+    if (f->recipe == KILN_FP8_NONE)
+        return BAD("problem->fp8.recipe is KILN_FP8_NONE, but the inputs are %s (give the "
+                   "scaling recipe and its scales)", kiln_dtype_name(p->a_type));
+    if (p->d_b_ptrs)
+        return BAD("problem->d_b_ptrs is set, but fp8 weights must be one contiguous tensor");
+    kiln_status st;
+    if ((st = check_ptr(f->d_scale_a, "fp8.d_scale_a", 4, "fp32 scales", err))) return st;
+    if ((st = check_ptr(f->d_scale_b, "fp8.d_scale_b", f->recipe == KILN_FP8_ROW ? 16 : 4,
+                        f->recipe == KILN_FP8_ROW ? "per-column scales are read as 16-byte vectors"
+                                                  : "fp32 scales", err)))
+        return st;
+    if (f->ld_scale_a && f->recipe != KILN_FP8_BLOCK)
+        return BAD("problem->fp8.ld_scale_a = %lld is set, but only the block recipe reads it",
+                   (long long)f->ld_scale_a);
+    if (f->ld_scale_a < 0 || (f->ld_scale_a && f->ld_scale_a < p->capacity))
+        return BAD("problem->fp8.ld_scale_a = %lld is smaller than problem->capacity = %lld "
+                   "(scale_a holds capacity rows per k-block)",
+                   (long long)f->ld_scale_a, (long long)p->capacity);
+    if (p->op == KILN_OP_DGRAD) {
+        if ((st = check_ptr(f->d_bt, "fp8.d_bt", KILN_OPERAND_ALIGN,
+                            "fp8 dgrad reads the transposed weights [G,K,N] with TMA", err)))
+            return st;
+    } else if (f->d_bt) {
+        return BAD("problem->fp8.d_bt is set, but op is fprop (the transposed weights are "
+                   "dgrad's)");
+    }
+    return KILN_OK;
+}
+
 static kiln_status check_epilogue(const kiln_problem *p, kiln_error *err)
 {
     const kiln_epilogue *e = &p->epilogue;
@@ -211,15 +265,16 @@ kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err)
         return BAD("problem->b_type = %d is not a kiln_dtype", (int)p->b_type);
     if ((unsigned)p->out_type > KILN_DTYPE_E5M2)
         return BAD("problem->out_type = %d is not a kiln_dtype", (int)p->out_type);
-    if (!is_16bit(p->a_type))
-        return BAD("problem->a_type %s is not supported (bf16 or fp16 inputs; fp8 comes later)",
+    if (!is_16bit(p->a_type) && !is_8bit(p->a_type))
+        return BAD("problem->a_type %s is not supported (bf16, fp16, e4m3 or e5m2 inputs)",
                    kiln_dtype_name(p->a_type));
-    if (!is_16bit(p->b_type))
-        return BAD("problem->b_type %s is not supported (bf16 or fp16 inputs; fp8 comes later)",
+    if (!is_16bit(p->b_type) && !is_8bit(p->b_type))
+        return BAD("problem->b_type %s is not supported (bf16, fp16, e4m3 or e5m2 inputs)",
                    kiln_dtype_name(p->b_type));
-    if (p->a_type != p->b_type)
+    /* 8-bit inputs may mix e4m3 and e5m2 (wgmma takes either for each). */
+    if (is_16bit(p->a_type) ? p->a_type != p->b_type : !is_8bit(p->b_type))
         return BAD("problem->a_type %s and problem->b_type %s differ (mixed inputs are not "
-                   "supported)",
+                   "supported, but for e4m3 with e5m2)",
                    kiln_dtype_name(p->a_type), kiln_dtype_name(p->b_type));
     if (!is_16bit(p->out_type) && p->out_type != KILN_DTYPE_F32)
         return BAD("problem->out_type %s is not supported (bf16, fp16 or f32)",
@@ -231,12 +286,13 @@ kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err)
                    KILN_MAX_GROUPS);
     if (p->n <= 0) return BAD("problem->n = %lld must be positive", (long long)p->n);
     if (p->k <= 0) return BAD("problem->k = %lld must be positive", (long long)p->k);
-    if (p->n % 8)
-        return BAD("problem->n = %lld is not a multiple of 8 (16-byte rows for %s)",
-                   (long long)p->n, kiln_dtype_name(p->a_type));
-    if (p->k % 8)
-        return BAD("problem->k = %lld is not a multiple of 8 (16-byte rows for %s)",
-                   (long long)p->k, kiln_dtype_name(p->a_type));
+    const int per16 = 16 / kiln_dtype_size(p->a_type);
+    if (p->n % per16)
+        return BAD("problem->n = %lld is not a multiple of %d (16-byte rows for %s)",
+                   (long long)p->n, per16, kiln_dtype_name(p->a_type));
+    if (p->k % per16)
+        return BAD("problem->k = %lld is not a multiple of %d (16-byte rows for %s)",
+                   (long long)p->k, per16, kiln_dtype_name(p->a_type));
     if (p->n > INT32_MAX || p->k > INT32_MAX)
         return BAD("problem->n or problem->k exceeds 2^31-1");
     if (p->capacity < 0) return BAD("problem->capacity = %lld is negative", (long long)p->capacity);
@@ -253,6 +309,8 @@ kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err)
     if (p->d_overflow && (st = check_ptr(p->d_overflow, "d_overflow", 4, "an int32", err)))
         return st;
 
+    if ((st = check_fp8(p, err))) return st;
+
     /* Operands. */
     const char *vec = "kiln's kernels read 16-byte vectors and use TMA";
     if ((st = check_ptr(p->d_a, "d_a", KILN_OPERAND_ALIGN, vec, err))) return st;
@@ -267,13 +325,20 @@ kiln_status kiln_validate_problem(const kiln_problem *p, kiln_error *err)
     } else {
         if (p->d_b && p->d_b_ptrs)
             return BAD("problem->d_b and problem->d_b_ptrs are both set (give one weight layout)");
-        if (p->d_b_ptrs) {
+        if (is_8bit(p->b_type) && p->op == KILN_OP_DGRAD) {
+            /* fp8 dgrad reads fp8.d_bt (checked above) */
+        } else if (p->d_b_ptrs) {
             if ((st = check_ptr(p->d_b_ptrs, "d_b_ptrs", 8, "device pointers", err))) return st;
         } else if ((st = check_ptr(p->d_b, "d_b", KILN_OPERAND_ALIGN, vec, err))) {
             return st;
         }
     }
-    if ((st = check_ld(p->ldb, p->k, p->b_type, "ldb", "K", err))) return st;
+    if (is_8bit(p->b_type) && p->op == KILN_OP_DGRAD) {
+        if ((st = check_ld(p->ldb, p->n, p->b_type, "ldb", "N, the rows of fp8.d_bt", err)))
+            return st;
+    } else if ((st = check_ld(p->ldb, p->k, p->b_type, "ldb", "K", err))) {
+        return st;
+    }
 
     /* Output. */
     if ((unsigned)p->wgrad_output > KILN_WGRAD_DISCRETE)

@@ -33,8 +33,8 @@ local function element(which)
   local t = spec.types[which]
   local s = type_struct[t]
   if not s then
-    fail("types." .. which, "types.%s = %s is not supported (bf16, fp16 or f32; no template " ..
-         "builds fp8 yet)", which, tostring(t))
+    fail("types." .. which, "types.%s = %s is not supported by family simple (bf16, fp16 or " ..
+         "f32; fp8 is built by family sm90)", which, tostring(t))
   end
   return s
 end
@@ -42,6 +42,10 @@ end
 local op_enum = { fprop = "KS_OP_FPROP", dgrad = "KS_OP_DGRAD", wgrad = "KS_OP_WGRAD" }
 local op = op_enum[spec.op]
 local ta, tb, to = element("a"), element("b"), element("out")
+if spec.fp8.recipe ~= "none" or spec.fp8.accumulate ~= "fast" then
+  fail(spec.fp8.recipe ~= "none" and "fp8.recipe" or "fp8.accumulate",
+       "family simple has no fp8 inputs, so no fp8 knobs (fp8 is built by family sm90)")
+end
 if spec.types.a ~= spec.types.b then
   fail("types.b", "types.a and types.b must be the same 16-bit type (got %s and %s)",
        spec.types.a, spec.types.b)

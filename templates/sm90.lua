@@ -21,7 +21,10 @@ local cm, cn = spec.cluster.m, spec.cluster.n
 if cm * cn > 2 then
   fail("cluster", "cluster %dx%d has %d CTAs; at most 2 for now", cm, cn, cm * cn)
 end
-if cm == 2 and op == "dgrad" and (bn // 64) % 2 ~= 0 then
+-- B is K-major for fprop and for fp8 dgrad (which reads the transposed
+-- weights [G,K,N]); MN-major for 16-bit dgrad.
+local b_kmajor = op == "fprop" or k.esize == 1
+if cm == 2 and not b_kmajor and (bn // 64) % 2 ~= 0 then
   fail("cluster.m", "dgrad with cluster m: 2 needs tile.n 128 or 256 (got %d)", bn)
 end
 if cn == 2 and (bm // 2) % 8 ~= 0 then
@@ -42,8 +45,10 @@ local entry = common.entry(spec)
 
 -- wgmma wrapper for m64n<bn>k16 with fp32 accumulators; dgrad reads B
 -- MN-major (the weight transposed).
-local ity = spec.types.a == "bf16" and "bf16" or "f16"
-local wgmma = include("sm90_wgmma")(bn, ity, 0, op == "dgrad" and 1 or 0)
+local ity = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.a]
+local ity_b = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.b]
+local wgmma = include("sm90_wgmma")(bn, ity, 0, b_kmajor and 0 or 1, nil, ity_b)
+local recipe = ({none = 0, tensor = 1, row = 2, block = 3})[spec.fp8.recipe]
 
 local pre = common.preamble("sm90", entry, k, {
   string.format("constexpr int OP = %d;  /* 0 fprop, 1 dgrad */", op == "dgrad" and 1 or 0),
@@ -55,17 +60,21 @@ local pre = common.preamble("sm90", entry, k, {
   string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 16;", k.raster, common.max_groups),
   string.format("constexpr int PINGPONG = %d;", b(k.pingpong)),
   string.format("constexpr int CM = %d, CN = %d;", cm, cn),
+  string.format("constexpr int FP8_RECIPE = %d, FP8_PROMOTE = %d;  /* kiln_fp8_recipe */",
+                recipe, b(k.promote)),
 }, smem, wgmma)
 
 local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_gemm.cuh")
 
 -- launched as a 1-D cluster of m*n CTAs along x
 local launch = common.launch(entry, k, smem, {m = cm, n = cn}, {
-  -- A: {inner = K (fprop) or N (dgrad), outer = capacity}
-  a = {box_inner = 64, box_outer = cn == 2 and bm // 2 or bm, swizzle = 128},
-  -- B: W as {inner = K, outer = G*N}; fprop loads {64, BN} boxes,
-  -- dgrad BN/64 boxes of {64 (K, the output dim), BK (N, the reduction)}
-  b = {box_inner = 64, box_outer = op == "fprop" and (cm == 2 and bn // 2 or bn) or bk, swizzle = 128},
+  -- A: {inner = K (fprop) or N (dgrad), outer = capacity}; a box row is
+  -- one k-block, 128 bytes
+  a = {box_inner = bk, box_outer = cn == 2 and bm // 2 or bm, swizzle = 128},
+  -- B K-major: W as {inner = K, outer = G*N} (fp8 dgrad: W transposed,
+  -- {inner = N, outer = G*K}), {BK, BN} boxes; 16-bit dgrad: BN/64 boxes
+  -- of {64 (K, the output dim), BK (N, the reduction)}
+  b = {box_inner = bk, box_outer = b_kmajor and (cm == 2 and bn // 2 or bn) or bk, swizzle = 128},
 })
 
 return source, launch

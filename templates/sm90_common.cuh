@@ -16,7 +16,7 @@
  *
  * Self-contained: no includes.  The templates (sm90.lua, sm90_wgrad.lua)
  * paste common/kernel_abi.h and a preamble, then this file, then the
- * kernel's own file.  The preamble defines BM BN BK STAGES CONSUMERS
+ * kernel's own file.  The preamble defines BM BN BK STAGES CONSUMERS IN_ESZ
  * PINGPONG OUT_T RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES.
  */
 
@@ -33,7 +33,9 @@ constexpr int NWARPS = NT / 32;
 constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  /* rows per consumer warpgroup */
 constexpr int MI = WG_M / 64;                  /* m64 sub-tiles per consumer */
 constexpr int ACC_N = BN / 2;                  /* fp32 accumulators per thread per sub-tile */
-constexpr int BOX_BYTES = BK * 128;            /* 64 16-bit values x BK rows, 128B-swizzled */
+/* One 128B-swizzled box: 64 rows of one k-block (128 bytes: BK inputs) of
+ * a K-major operand, or BK rows of 64 16-bit values of an MN-major one. */
+constexpr int BOX_BYTES = 64 * 128;
 constexpr int A_BYTES = BM / 64 * BOX_BYTES;
 constexpr int B_BYTES = BN / 64 * BOX_BYTES;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
@@ -45,7 +47,7 @@ constexpr int STG_LD = 40;                     /* staging row pitch in floats (3
 constexpr int STG_SLOT_BYTES = 16 * STG_LD * 4;  /* one warp's padded 16x32 fp32 slot */
 constexpr int SCHED_INTS = 2 * (MAXG + 1) + 64;  /* row starts, item starts, scan scratch */
 
-static_assert(BK == 64, "BK must be 64 (one 128-byte swizzle row of 16-bit elements)");
+static_assert(BK * IN_ESZ == 128, "a k-block must be one 128-byte swizzle row (BK 64 for 16-bit inputs, 128 for 8-bit)");
 static_assert(!PINGPONG || CONSUMERS == 2, "pingpong needs 2 consumer warpgroups");
 static_assert(WG_M % 64 == 0, "rows per consumer warpgroup must be a multiple of 64");
 static_assert(BN % 64 == 0 && BN <= 256, "BN must be 64, 128, 192 or 256");

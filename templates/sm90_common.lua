@@ -22,6 +22,46 @@ function M.fail(key, fmt, ...)
 end
 local fail = M.fail
 
+local fp8_types = { e4m3 = true, e5m2 = true }
+
+-- Input types and the fp8 knobs.  8-bit inputs (fprop, dgrad): wgmma takes
+-- e4m3 or e5m2 for either operand, K-major only, k32 per instruction; the
+-- scales come with a recipe.  Returns the input element size in bytes.
+function M.check_types(spec)
+  local types, f = spec.types, spec.fp8
+  local a8, b8 = fp8_types[types.a], fp8_types[types.b]
+  if not a8 and not b8 then
+    if types.a ~= types.b then
+      fail("types.b", "types.a and types.b must be the same 16-bit type (got %s and %s)",
+           types.a, types.b)
+    end
+    if f.recipe ~= "none" then
+      fail("fp8.recipe", "fp8.recipe %s needs e4m3 or e5m2 inputs (types.a is %s)", f.recipe, types.a)
+    end
+    if f.accumulate ~= "fast" then
+      fail("fp8.accumulate", "fp8.accumulate %s needs e4m3 or e5m2 inputs (types.a is %s)",
+           f.accumulate, types.a)
+    end
+    return 2
+  end
+  if not (a8 and b8) then
+    fail("types.b", "types %s x %s: wgmma has no product of an 8-bit and a 16-bit operand " ..
+         "(give both as e4m3/e5m2, or both as %s)", types.a, types.b, a8 and types.b or types.a)
+  end
+  if spec.op == "wgrad" then
+    fail("types.a", "fp8 wgrad is not built: wgrad reads both operands MN-major, and 8-bit " ..
+         "wgmma takes K-major operands only (take wgrad in bf16 or fp16)")
+  end
+  if f.recipe == "none" then
+    fail("fp8.recipe", "types %s x %s need fp8.recipe: tensor, row or block", types.a, types.b)
+  end
+  if f.recipe == "block" and f.accumulate ~= "promote" then
+    fail("fp8.accumulate", "fp8.recipe block scales every 128 of k in the main loop, so it " ..
+         "promotes: set fp8.accumulate: promote")
+  end
+  return 1
+end
+
 -- The rules both templates share.  Returns the checked shape:
 -- {bm, bn, bk, consumers, stages, schedule, pingpong, raster, esize}.
 function M.check(spec, arch, what)
@@ -30,15 +70,7 @@ function M.check(spec, arch, what)
          tostring(arch))
   end
   local types = spec.types
-  if types.a == "e4m3" or types.a == "e5m2" or types.b == "e4m3" or types.b == "e5m2" then
-    fail("types.a", "types %s x %s: no template builds fp8 yet (use bf16 or fp16)",
-         types.a, types.b)
-  end
-  if types.a ~= types.b then
-    fail("types.b", "types.a and types.b must be the same 16-bit type (got %s and %s)",
-         types.a, types.b)
-  end
-  local esize = 2
+  local esize = M.check_types(spec)
   local tile = spec.tile
   local bm, bn, bk = tile.m, tile.n, tile.k
   local consumers, stages = spec.warpgroups, spec.stages
@@ -80,12 +112,23 @@ function M.check(spec, arch, what)
          "thread; at most 128 (use more warp groups or a smaller tile)",
          bm, bn, consumers, consumers > 1 and "s" or "", regs)
   end
+  local promote = spec.fp8.accumulate == "promote"
+  if promote and regs > 64 then
+    fail("fp8.accumulate", "fp8.accumulate promote keeps two sets of accumulators: tile %dx%d " ..
+         "with %d warp group%s needs 2 x %d registers per thread; at most 2 x 64 (use a " ..
+         "cooperative 128x128 tile)", bm, bn, consumers, consumers > 1 and "s" or "", regs)
+  end
+  if spec.fp8.recipe == "block" and bn % 128 ~= 0 then
+    fail("tile.n", "fp8.recipe block scales the weights in 128x128 blocks: tile.n must be 128 " ..
+         "or 256 (got %d)", bn)
+  end
   if stages < 2 then
     fail("stages", "stages must be from 2 to 8 for family sm90 (got %d)", stages)
   end
   local raster = ({group = 0, m = 1, n = 2})[spec.raster]
   return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
-          schedule = schedule, pingpong = pingpong, raster = raster, esize = esize}
+          schedule = schedule, pingpong = pingpong, raster = raster, esize = esize,
+          promote = promote}
 end
 
 -- Shared memory of a kernel: the ring of A and B stages, per-warp staging
@@ -122,6 +165,7 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
     "#define KILN_ENTRY " .. entry,
     string.format("constexpr int BM = %d, BN = %d, BK = %d, STAGES = %d, CONSUMERS = %d;",
                   k.bm, k.bn, k.bk, k.stages, k.consumers),
+    string.format("constexpr int IN_ESZ = %d;  /* bytes per input element */", k.esize),
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
   pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d;", k.consumers == 2 and 232 or 240)

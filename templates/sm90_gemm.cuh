@@ -11,7 +11,14 @@
  *   CM CN                         cluster shape (1x1, 2x1 or 1x2): the pair
  *                                 shares B (CM=2) or A (CN=2) through TMA
  *                                 multicast; set at launch, 1-D along x
- *   kiln_wgmma(acc, desc_a, desc_b, scale_d)   m64n{BN}k16 for the input type
+ *   FP8_RECIPE FP8_PROMOTE        8-bit inputs: kiln_fp8_recipe (0 none,
+ *                                 1 tensor, 2 row, 3 block) and promotion
+ *   kiln_wgmma(acc, desc_a, desc_b, scale_d)   m64n{BN}k16 for 16-bit inputs,
+ *                                 m64n{BN}k32 for 8-bit ones
+ *
+ * B is K-major for fprop and for 8-bit dgrad (which reads the weights
+ * transposed, [G,K,N]: 8-bit wgmma has no MN-major operands); 16-bit dgrad
+ * reads W [G,N,K] MN-major.
  *
  * Roles: warpgroup 0 is the producer (one thread issues TMA loads into the
  * ring); warpgroups 1..CONSUMERS issue wgmma from shared memory.
@@ -26,13 +33,18 @@ constexpr int CS = CM * CN;                    /* CTAs per cluster */
 typedef kiln_layout<STG_SLOT_BYTES> kiln_gemm_layout;
 
 static_assert(CS == 1 || CS == 2, "cluster must be 1x1, 2x1 or 1x2");
-static_assert(CM == 1 || OP == 0 || (BN / 64) % 2 == 0, "dgrad with cluster m=2 needs BN 128 or 256");
+constexpr bool B_KMAJOR = OP == 0 || IN_ESZ == 1;
+constexpr int KSTEPS = BK * IN_ESZ / 32;       /* wgmma per k-block: k16 (16-bit) or k32 (8-bit) */
+static_assert(CM == 1 || B_KMAJOR || (BN / 64) % 2 == 0, "MN-major dgrad with cluster m=2 needs BN 128 or 256");
+static_assert(FP8_RECIPE == 0 || IN_ESZ == 1, "fp8 recipes are for 8-bit inputs");
+static_assert(FP8_RECIPE != 3 || (FP8_PROMOTE && BN % 128 == 0), "block recipe: promotion, BN 128 or 256");
 
 /* What every role knows of the problem and of this CTA's place in it. */
 struct kiln_gemm {
     int G, cap;
     int n_out;          /* output columns */
-    int wn;             /* weight rows per group */
+    int wn;             /* rows per group of B's map (N; 8-bit dgrad: K) */
+    int nbn;            /* 128-column blocks of the output (block recipe) */
     int tn;             /* units along n */
     int nkb;            /* k-blocks of the reduction */
     int crank, rank_m, rank_n;   /* rank in the cluster, and along m / n */
@@ -75,7 +87,7 @@ KDEV void kiln_load_kblock(const kiln_gemm &P, const kiln_tile &T, kiln_u32 sa, 
                             T.row0 + P.crank * (BM / 2), 3);
     else
         kiln_tma_load_2d(sa, tmap_a, full, kb * BK, T.row0);
-    if (OP == 0) {
+    if (B_KMAJOR) {
         if (CM == 2)
             kiln_tma_load_2d_mc(sb + P.crank * (BN / 2) * 128, tmap_b, full, kb * BK,
                                 T.g * P.wn + T.col0 + P.crank * (BN / 2), 3);
@@ -113,6 +125,23 @@ KDEV void kiln_produce(const kiln_gemm &P, const kiln_smem &m, const kiln_tmap *
 
 /* ---------------------------------------------------------- consumer */
 
+/* One k-block's wgmma into acc: KSTEPS steps of 32 bytes along k (16 k16
+ * values, or 32 k32 ones), each MI sub-tiles of 64 rows.  `keep`: add to
+ * acc (else the first step overwrites it). */
+KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, bool keep)
+{
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+        kiln_u64 db = B_KMAJOR ? kiln_desc(sb + kk * 32, 16, 1024)
+                               : kiln_desc(sb + kk * 16 * 128, MN_LBO, MN_SBO);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            kiln_u64 da = kiln_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
+            kiln_wgmma(acc[mi], da, db, keep || kk != 0);
+        }
+    }
+}
+
 /* The main loop of one tile: wgmma over every k-block, one group kept in
  * flight, each slot released once the group after it is issued.  Hands the
  * tensor cores over (pingpong) as soon as the last group is issued. */
@@ -125,16 +154,7 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
         const kiln_u32 sa = m.stage(r.s) + row_off * 128;
         const kiln_u32 sb = m.stage(r.s) + A_BYTES;
         kiln_wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-            kiln_u64 db = OP == 0 ? kiln_desc(sb + kk * 32, 16, 1024)
-                                  : kiln_desc(sb + kk * 16 * 128, MN_LBO, MN_SBO);
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                kiln_u64 da = kiln_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
-                kiln_wgmma(acc[mi], da, db, (kb | kk) != 0);
-            }
-        }
+        kiln_kblock_mma(acc, sa, sb, kb != 0);
         kiln_wg_commit();
         if (prev >= 0) {
             kiln_wg_wait<1>();
@@ -149,6 +169,70 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
     kiln_fence_acc(acc);
 }
 
+/* fp8 with promotion (FP8_PROMOTE): each k-block's products go to `part`,
+ * which is added to acc in fp32 once the block's wgmma are done, so the
+ * tensor cores' reduced-precision accumulation spans 128 of k only (as
+ * DeepGEMM does).  The block recipe scales each block's sums there by the
+ * row's 1x128 scale of A and the 128x128 scale of B; its scales are loaded
+ * before the wait, so the loads overlap the wgmma.  Cooperative tiles hide
+ * the wait: the other warp group's wgmma run meanwhile. */
+KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P,
+                                const kiln_tile &T, const kiln_smem &m, kiln_ring &r,
+                                const kiln_turn &turn, float (&acc)[MI][ACC_N], int row_off,
+                                int wrow0, int lane)
+{
+    float part[MI][ACC_N];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int i = 0; i < ACC_N; ++i) acc[mi][i] = 0.0f;
+    /* block recipe: this thread's rows (lane/4 and +8 of each sub-tile; a
+     * row past capacity reads the last row's scale, and is never stored)
+     * and its column blocks (BN 256: columns 128.. are the second) */
+    int srow[MI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            srow[mi][h] = min(wrow0 + mi * 64 + (lane >> 2) + 8 * h, max(P.cap - 1, 0));
+    const int cb0 = min(T.col0 / 128, P.nbn - 1);
+    const float *sbg = args.scale_b + ((long long)T.g * P.nbn + cb0) * P.nkb;
+    const int sb_next = cb0 + 1 < P.nbn ? P.nkb : 0;   /* BN 256: the second block's offset */
+    for (int kb = 0; kb < P.nkb; ++kb) {
+        kiln_mbar_wait(m.full(r.s), r.ph);
+        kiln_wg_fence();
+        kiln_kblock_mma(part, m.stage(r.s) + row_off * 128, m.stage(r.s) + A_BYTES, false);
+        kiln_wg_commit();
+        float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f;
+        if (FP8_RECIPE == 3) {
+            const float *sak = args.scale_a + (long long)kb * args.ld_scale_a;
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) sa[mi][h] = sak[srow[mi][h]];
+            sb0 = sbg[kb];
+            if (BN > 128) sb1 = sbg[sb_next + kb];
+        }
+        if (kb + 1 == P.nkb) turn.pass();
+        kiln_wg_wait<0>();
+        kiln_release<CS>(m, r.s, lane, P.crank);
+        kiln_fence_acc(part);
+        r.next();
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int i = 0; i < ACC_N; ++i) {
+                if (FP8_RECIPE == 3) {
+                    /* i/4 is the 8-column group, (i/2)&1 the row half */
+                    const float s = sa[mi][(i >> 1) & 1] * (i / 4 < 16 ? sb0 : sb1);
+                    acc[mi][i] = fmaf(part[mi][i], s, acc[mi][i]);
+                } else {
+                    acc[mi][i] += part[mi][i];
+                }
+            }
+    }
+}
+
 /* D[r,n] = s[r]·α_g·acc + s_bias[r]·bias[g,n] + β·C[r,n]; each term compiled
  * in from the spec and skipped at run time when its pointer is null. */
 KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
@@ -156,6 +240,12 @@ KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const 
 {
     float alpha = args.alpha;
     if (EPI_ALPHA_PER_GROUP && args.alpha_ptr) alpha = args.alpha_ptr[T.g];
+    /* fp8 dequantization of the product (kiln.h, kiln_fp8): the tensor
+     * recipe's two scales fold into α; the row recipe's are per row and
+     * column; the block recipe's were applied in the main loop. */
+    if (FP8_RECIPE == 1) alpha *= args.scale_a[0] * args.scale_b[T.g];
+    const float *fsa = FP8_RECIPE == 2 ? args.scale_a : (const float *)0;
+    const float *fsb = FP8_RECIPE == 2 ? args.scale_b + (long long)T.g * P.n_out : (const float *)0;
     const float *rs = EPI_ROW_SCALE ? args.row_scale : (const float *)0;
     const bool use_bias = EPI_BIAS && args.bias;
     const bool use_c = EPI_BETA && args.c && args.beta != 0.0f;
@@ -169,8 +259,15 @@ KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const 
             sacc *= rsv;
             if (scale_bias) sb = rsv;
         }
+        if (FP8_RECIPE == 2) {
+            const float4 s0 = *(const float4 *)(fsb + gcol), s1 = *(const float4 *)(fsb + gcol + 4);
+            const float sr = sacc * fsa[grow];
+            v[0] *= sr * s0.x; v[1] *= sr * s0.y; v[2] *= sr * s0.z; v[3] *= sr * s0.w;
+            v[4] *= sr * s1.x; v[5] *= sr * s1.y; v[6] *= sr * s1.z; v[7] *= sr * s1.w;
+        } else {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) v[e] *= sacc;
+            for (int e = 0; e < 8; ++e) v[e] *= sacc;
+        }
         if (use_bias) {
             float b[8];
             kiln_load8((const char *)args.bias + ((long long)T.g * args.ld_bias + gcol) * OSZ, b);
@@ -205,8 +302,10 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         }
         const kiln_tile T = kiln_decode(P, m, t);
         turn.wait();
-        kiln_mainloop(P, m, r, turn, acc, row_off, lane);
-        kiln_epilogue(args, P, T, acc, stg, T.row0 + row_off + wq * 16);
+        const int wrow0 = T.row0 + row_off + wq * 16;
+        if (FP8_PROMOTE) kiln_mainloop_promote(args, P, T, m, r, turn, acc, row_off, wrow0, lane);
+        else kiln_mainloop(P, m, r, turn, acc, row_off, lane);
+        kiln_epilogue(args, P, T, acc, stg, wrow0);
     }
 }
 
@@ -223,7 +322,8 @@ KILN_SM90_KERNEL
     P.cap = kiln_capacity(args);
     P.n_out = (int)(OP == 0 ? args.n : args.k);
     const int k_red = (int)(OP == 0 ? args.k : args.n);
-    P.wn = (int)args.n;
+    P.wn = B_KMAJOR ? P.n_out : (int)args.n;
+    P.nbn = (P.n_out + 127) / 128;
     P.tn = ((P.n_out + BN - 1) / BN + CN - 1) / CN;
     P.crank = CS > 1 ? (int)(blockIdx.x % CS) : 0;   /* 1-D clusters along x */
     P.rank_m = CM > 1 ? P.crank : 0;

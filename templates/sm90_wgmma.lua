@@ -4,9 +4,13 @@
 -- wgmma.mma_async m64n<bn>k16 with fp32 accumulators in registers.
 -- tnsp_a / tnsp_b (0 or 1): the operand is MN-major in shared memory (dgrad's
 -- B; both of wgrad's operands).  Returns a function (bn, ity, tnsp_a, tnsp_b,
--- name): name (default kiln_wgmma) lets a template emit a second shape.
+-- name, ity_b): name (default kiln_wgmma) lets a template emit a second
+-- shape.  8-bit types (ity e4m3/e5m2, ity_b the B operand's, default ity)
+-- give m64n<bn>k32, which has no transpose operands (K-major only).
 
-return function(bn, ity, tnsp_a, tnsp_b, name)
+local fp8 = { e4m3 = true, e5m2 = true }
+
+return function(bn, ity, tnsp_a, tnsp_b, name, ity_b)
   local nacc = bn // 2
   local regs, cons = {}, {}
   for i = 0, nacc - 1 do
@@ -20,10 +24,12 @@ return function(bn, ity, tnsp_a, tnsp_b, name)
     "{",
     "    asm volatile(\"{ .reg .pred p;\\n\"",
     string.format("                 \"setp.ne.b32 p, %%%d, 0;\\n\"", nacc + 2),
-    string.format("                 \"wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s \"", bn, ity, ity),
+    string.format("                 \"wgmma.mma_async.sync.aligned.m64n%dk%d.f32.%s.%s \"", bn,
+                  fp8[ity] and 32 or 16, ity, ity_b or ity),
     "                 \"{" .. table.concat(regs, ", ") .. "}, \"",
-    string.format("                 \"%%%d, %%%d, p, 1, 1, %d, %d;\\n}\"", nacc, nacc + 1,
-                  tnsp_a, tnsp_b),
+    fp8[ity] and string.format("                 \"%%%d, %%%d, p, 1, 1;\\n}\"", nacc, nacc + 1)
+      or string.format("                 \"%%%d, %%%d, p, 1, 1, %d, %d;\\n}\"", nacc, nacc + 1,
+                       tnsp_a, tnsp_b),
     "                 : " .. table.concat(cons, ", "),
     "                 : \"l\"(da), \"l\"(db), \"r\"(scale_d));",
     "}",

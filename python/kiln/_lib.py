@@ -21,7 +21,8 @@ STATUS_NAMES = {
     6: "KILN_ERROR_DRIVER", 7: "KILN_ERROR_CUBLAS", 8: "KILN_ERROR_UNSUPPORTED",
     9: "KILN_ERROR_OUT_OF_MEMORY", 10: "KILN_ERROR_IO", 11: "KILN_ERROR_INTERNAL",
 }
-DTYPE_BF16, DTYPE_F16, DTYPE_F32 = 0, 1, 2
+DTYPE_BF16, DTYPE_F16, DTYPE_F32, DTYPE_E4M3, DTYPE_E5M2 = 0, 1, 2, 3, 4
+FP8_NONE, FP8_TENSOR, FP8_ROW, FP8_BLOCK = 0, 1, 2, 3
 OP_FPROP, OP_DGRAD, OP_WGRAD = 0, 1, 2
 SIZES_COUNTS, SIZES_OFFSETS = 0, 1
 WGRAD_DENSE, WGRAD_DISCRETE = 0, 1
@@ -72,6 +73,17 @@ class Epilogue(ctypes.Structure):
     ]
 
 
+class Fp8(ctypes.Structure):
+    _fields_ = [
+        ("recipe", ctypes.c_int),
+        ("d_scale_a", ctypes.c_void_p),
+        ("d_scale_b", ctypes.c_void_p),
+        ("ld_scale_a", ctypes.c_int64),
+        ("promote", ctypes.c_int),
+        ("d_bt", ctypes.c_void_p),
+    ]
+
+
 class Problem(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -101,6 +113,7 @@ class Problem(ctypes.Structure):
         ("ld_dbias", ctypes.c_int64),
         ("dbias_type", ctypes.c_int),
         ("epilogue", Epilogue),
+        ("fp8", Fp8),
         ("d_overflow", ctypes.c_void_p),
     ]
 

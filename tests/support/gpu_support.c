@@ -87,6 +87,8 @@ void kts_store(void *buf, size_t i, kiln_dtype t, float v)
 {
     if (t == KILN_DTYPE_F32) ((float *)buf)[i] = v;
     else if (t == KILN_DTYPE_BF16) ((uint16_t *)buf)[i] = kiln_f32_to_bf16(v);
+    else if (t == KILN_DTYPE_E4M3) ((uint8_t *)buf)[i] = kiln_f32_to_e4m3(v);
+    else if (t == KILN_DTYPE_E5M2) ((uint8_t *)buf)[i] = kiln_f32_to_e5m2(v);
     else ((uint16_t *)buf)[i] = kiln_f32_to_f16(v);
 }
 
@@ -95,6 +97,8 @@ float kts_load(const void *buf, size_t i, kiln_dtype t)
     if (t == KILN_DTYPE_F32) return ((const float *)buf)[i];
     if (t == KILN_DTYPE_BF16) return kiln_bf16_to_f32(((const uint16_t *)buf)[i]);
     if (t == KILN_DTYPE_F16) return kiln_f16_to_f32(((const uint16_t *)buf)[i]);
+    if (t == KILN_DTYPE_E4M3) return kiln_e4m3_to_f32(((const uint8_t *)buf)[i]);
+    if (t == KILN_DTYPE_E5M2) return kiln_e5m2_to_f32(((const uint8_t *)buf)[i]);
     return NAN;
 }
 

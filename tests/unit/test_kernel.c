@@ -54,7 +54,7 @@ static void spec_text(const kiln_knob *k, const char *value, char *out, size_t s
         snprintf(epilogue, sizeof epilogue, "epilogue: {bias: per_group, scale: per_row, "
                                             "scale_bias: %s}\n", value);
     else if (!strncmp(key, "epilogue.", 9) || !strncmp(key, "tile.", 5) ||
-             !strncmp(key, "cluster.", 8))
+             !strncmp(key, "cluster.", 8) || !strncmp(key, "fp8.", 4))
         snprintf(block, sizeof block, "%.*s: {%s: %s}\n", (int)(strchr(key, '.') - key), key,
                  strchr(key, '.') + 1, value);
     else if (!strncmp(key, "wgrad.", 6))

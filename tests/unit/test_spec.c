@@ -87,6 +87,18 @@ static void parse_kept(const char *text, kiln_spec_list *list, int count, int dr
 
 /* ------------------------------------------------------------------------ */
 
+/* kiln_spec_validate refuses d on arch at `key` with a message holding `what`. */
+static void expect_refused(const kiln_kernel_desc *d, const char *arch, const char *key,
+                           const char *what)
+{
+    kiln_error err;
+    const char *k = NULL;
+    kiln_error_clear(&err);
+    assert_int_equal(kiln_spec_validate(d, arch, &err, &k), KILN_ERROR_INVALID_SPEC);
+    if (!k || strcmp(k, key) || !strstr(err.msg, what))
+        fail_msg("want %s: ...%s..., got %s: %s", key, what, k ? k : "(none)", err.msg);
+}
+
 static void test_bad_corpus(void **state)
 {
     (void)state;
@@ -541,17 +553,49 @@ static void test_validate_direct(void **state)
     d.stages = 4;
     assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
 
-    /* No template builds fp8 yet: bad input naming the types. */
+    /* fp8: the sm90 template's rules, each naming its key. */
     d.a_type = d.b_type = KILN_DTYPE_E4M3;
     d.tile_k = 128;
-    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_ERROR_INVALID_SPEC);
-    assert_string_equal(key, "types.a");
-    assert_non_null(strstr(err.msg, "no template builds fp8 yet"));
+    d.tile_n = 128;
+    expect_refused(&d, "sm_90a", "fp8.recipe", "need fp8.recipe: tensor, row or block");
+    d.fp8_recipe = KILN_FP8_ROW;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+    d.b_type = KILN_DTYPE_E5M2; /* wgmma mixes the two 8-bit types */
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+    d.b_type = KILN_DTYPE_BF16;
+    expect_refused(&d, "sm_90a", "types.b", "no product of an 8-bit and a 16-bit operand");
+    d.b_type = KILN_DTYPE_E4M3;
+    d.tile_k = 64;
+    expect_refused(&d, "sm_90a", "tile.k", "tile.k must be 128 for e4m3");
+    d.tile_k = 128;
+    d.fp8_recipe = KILN_FP8_BLOCK;
+    expect_refused(&d, "sm_90a", "fp8.accumulate", "so it promotes");
+    d.fp8_promote = 1;
+    expect_refused(&d, "sm_90a", "fp8.accumulate", "two sets of accumulators"); /* pingpong 128x128 */
+    snprintf(d.schedule, sizeof d.schedule, "cooperative");
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+    d.tile_n = 64;
+    d.tile_m = 128;
+    expect_refused(&d, "sm_90a", "tile.n", "tile.n must be 128 or 256 (got 64)");
+    d.tile_n = 128;
+    d.op = KILN_OP_WGRAD;
+    d.weights = KILN_WEIGHTS_ANY;
+    d.out_type = KILN_DTYPE_F32;
+    expect_refused(&d, "sm_90a", "types.a", "fp8 wgrad is not built");
+    d.op = KILN_OP_FPROP;
+    d.out_type = KILN_DTYPE_BF16;
+    d.a_type = d.b_type = KILN_DTYPE_BF16;
+    d.tile_k = 64;
+    expect_refused(&d, "sm_90a", "fp8.recipe", "fp8.recipe block needs e4m3 or e5m2 inputs");
+    d.fp8_recipe = KILN_FP8_NONE;
+    expect_refused(&d, "sm_90a", "fp8.accumulate", "needs e4m3 or e5m2 inputs");
+    d.a_type = d.b_type = KILN_DTYPE_E4M3;
+    d.tile_k = 128;
+    d.fp8_recipe = KILN_FP8_ROW;
+    d.fp8_promote = 0;
     snprintf(d.family, sizeof d.family, "simple");
     d.weights = KILN_WEIGHTS_ANY;
-    assert_int_equal(kiln_spec_validate(&d, "sm_80", &err, &key), KILN_ERROR_INVALID_SPEC);
-    assert_string_equal(key, "types.a");
-    assert_non_null(strstr(err.msg, "no template builds fp8 yet"));
+    expect_refused(&d, "sm_80", "types.a", "fp8 is built by family sm90");
 
     kiln_desc_init(&d);
     snprintf(d.name, sizeof d.name, "w");

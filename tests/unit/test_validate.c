@@ -203,16 +203,98 @@ static void test_leading_dims(void **state)
     expect_bad(&p, "problem->epilogue.ldc = 8 is smaller than the row");
 }
 
+/* An fp8 problem that validates: row-wise scales; dgrad reads fp8.d_bt. */
+static void fp8_problem(kiln_problem *p, kiln_op op, kiln_fp8_recipe recipe)
+{
+    base_problem(p, op);
+    p->a_type = p->b_type = KILN_DTYPE_E4M3;
+    p->fp8.recipe = recipe;
+    p->fp8.d_scale_a = FAKE(0x500000);
+    p->fp8.d_scale_b = FAKE(0x600000);
+    if (op == KILN_OP_DGRAD) p->fp8.d_bt = FAKE(0x700000);
+}
+
+/* Every fp8 field is named when it is missing, misplaced or misaligned. */
+static void test_fp8(void **state)
+{
+    (void)state;
+    kiln_problem p;
+    for (int r = KILN_FP8_TENSOR; r <= KILN_FP8_BLOCK; r++) {
+        fp8_problem(&p, KILN_OP_FPROP, (kiln_fp8_recipe)r);
+        expect_ok(&p);
+        fp8_problem(&p, KILN_OP_DGRAD, (kiln_fp8_recipe)r);
+        expect_ok(&p);
+    }
+    fp8_problem(&p, KILN_OP_DGRAD, KILN_FP8_ROW);
+    p.b_type = KILN_DTYPE_E5M2; /* e4m3 x e5m2 is a wgmma product */
+    expect_ok(&p);
+    p.d_b = NULL; /* dgrad reads only the transposed copy */
+    expect_ok(&p);
+    p.fp8.d_bt = NULL;
+    expect_bad(&p, "problem->fp8.d_bt is NULL");
+    fp8_problem(&p, KILN_OP_DGRAD, KILN_FP8_ROW);
+    p.fp8.d_bt = FAKE(0x700008);
+    expect_bad(&p, "problem->fp8.d_bt (0x700008) is not 16-byte aligned");
+    fp8_problem(&p, KILN_OP_DGRAD, KILN_FP8_ROW);
+    p.ldb = 48; /* rows of d_bt hold N = 64 */
+    expect_bad(&p, "problem->ldb = 48 is smaller than the row (N, the rows of fp8.d_bt = 64)");
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW);
+    p.fp8.d_bt = FAKE(0x700000);
+    expect_bad(&p, "problem->fp8.d_bt is set, but op is fprop");
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW);
+    p.fp8.d_scale_a = NULL;
+    expect_bad(&p, "problem->fp8.d_scale_a is NULL");
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW);
+    p.fp8.d_scale_b = FAKE(0x600004);
+    expect_bad(&p, "problem->fp8.d_scale_b (0x600004) is not 16-byte aligned");
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_TENSOR);
+    p.fp8.d_scale_b = FAKE(0x600004); /* scalar reads: 4-byte alignment is enough */
+    expect_ok(&p);
+    p.fp8.ld_scale_a = 128;
+    expect_bad(&p, "problem->fp8.ld_scale_a = 128 is set, but only the block recipe reads it");
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_BLOCK);
+    p.fp8.ld_scale_a = 99;
+    expect_bad(&p, "problem->fp8.ld_scale_a = 99 is smaller than problem->capacity = 100");
+    p.fp8.ld_scale_a = 128;
+    expect_ok(&p);
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW);
+    p.fp8.recipe = (kiln_fp8_recipe)7;
+    expect_bad(&p, "problem->fp8.recipe = 7 is not a kiln_fp8_recipe");
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW);
+    p.k = 40; /* 16-byte rows need multiples of 16 one-byte elements */
+    expect_bad(&p, "problem->k = 40 is not a multiple of 16 (16-byte rows for e4m3)");
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW);
+    p.d_b = NULL;
+    p.d_b_ptrs = FAKE(0x800000);
+    expect_bad(&p, "fp8 weights must be one contiguous tensor");
+    fp8_problem(&p, KILN_OP_WGRAD, KILN_FP8_ROW);
+    p.out_type = KILN_DTYPE_F32;
+    expect_bad(&p, "fp8 wgrad is not built");
+    /* fp8 fields on 16-bit problems */
+    base_problem(&p, KILN_OP_FPROP);
+    p.fp8.recipe = KILN_FP8_ROW;
+    expect_bad(&p, "problem->fp8.recipe is set, but the inputs are bf16");
+    base_problem(&p, KILN_OP_DGRAD);
+    p.fp8.d_bt = FAKE(0x700000);
+    expect_bad(&p, "problem->fp8 has d_bt set, but the inputs are bf16");
+    base_problem(&p, KILN_OP_FPROP);
+    p.fp8.promote = 1;
+    expect_bad(&p, "problem->fp8 has promote set");
+}
+
 static void test_types(void **state)
 {
     (void)state;
     kiln_problem p;
     base_problem(&p, KILN_OP_FPROP);
     p.a_type = p.b_type = KILN_DTYPE_E4M3;
-    expect_bad(&p, "problem->a_type e4m3 is not supported");
+    expect_bad(&p, "problem->fp8.recipe is KILN_FP8_NONE, but the inputs are e4m3");
     base_problem(&p, KILN_OP_FPROP);
     p.b_type = KILN_DTYPE_F16;
     expect_bad(&p, "mixed inputs");
+    base_problem(&p, KILN_OP_FPROP);
+    p.b_type = KILN_DTYPE_E4M3;
+    expect_bad(&p, "problem->a_type bf16 and problem->b_type e4m3 differ");
     base_problem(&p, KILN_OP_FPROP);
     p.a_type = p.b_type = KILN_DTYPE_F32;
     expect_bad(&p, "problem->a_type f32 is not supported");
@@ -909,4 +991,5 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_default_bundle_path),
     cmocka_unit_test(test_dispatch_tuned_step),
     cmocka_unit_test(test_checked_mode_pointers),
-    cmocka_unit_test(test_checked_mode_env))
+    cmocka_unit_test(test_checked_mode_env),
+    cmocka_unit_test(test_fp8))

@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""kiln's fp8 grouped GEMMs against torch._scaled_grouped_mm, in one process.
+
+For each case of bench/cases.tsv (the group sizes come from
+`kiln_bench --sizes`, as for every other benchmark) and each row below:
+
+  fprop row   kiln (fp8.recipe row, fast accumulation) vs torch with
+              use_fast_accum=True (the stronger peer); A [T,K] e4m3 with a
+              scale per row, W [G,N,K] e4m3 with a scale per (group, column)
+  fprop row+p kiln with fp32 promotion vs torch without fast accumulation
+  fprop block kiln 1x128 / 128x128 block scales with promotion (DeepGEMM's
+              recipe; torch has no grouped peer for it: TFLOP/s only)
+  dgrad row   kiln dgrad (dY [T,N] e4m3, W transposed [G,K,N] e4m3) vs torch
+              on the same operands
+  dgrad block kiln dgrad with block scales
+
+Both sides take the same quantized tensors; outputs are compared before
+timing (relative Frobenius error, both against a bf16 product of the
+dequantized operands).  Timing: 5 warm-ups, then the median of --reps
+CUDA-event timings of one call.  The fp8 ceiling is torch._scaled_mm on
+8192^3 (fast accumulation, per-tensor scales) measured in the same process;
+each row gives kiln's fraction of it.  Prints one table; --json writes the
+rows.
+"""
+import argparse
+import ctypes
+import json
+import os
+import pathlib
+import statistics
+import sys
+
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
+from kiln import _lib  # noqa: E402
+import torch_peer  # noqa: E402  (load_cases: the benchmark's sizes)
+
+FP8 = torch.float8_e4m3fn
+FMAX = 448.0
+
+
+def quant_rows(x):
+    """x [R, C] → (e4m3, scale [R]) with s = amax / 448 per row (1 when 0)."""
+    amax = x.abs().amax(dim=1).float()
+    s = torch.where(amax > 0, amax / FMAX, torch.ones_like(amax))
+    return (x.float() / s[:, None]).clamp(-FMAX, FMAX).to(FP8), s.contiguous()
+
+
+def quant_blocks_1x128(x):
+    """x [R, C] → (e4m3, scale [ceil(C/128), R]) per row and 128 columns
+    (k-block major, kiln.h's KILN_FP8_BLOCK scale_a)."""
+    R, C = x.shape
+    nb = (C + 127) // 128
+    xp = torch.nn.functional.pad(x.float(), (0, nb * 128 - C)).view(R, nb, 128)
+    amax = xp.abs().amax(dim=2)
+    s = torch.where(amax > 0, amax / FMAX, torch.ones_like(amax))
+    q = (xp / s[:, :, None]).clamp(-FMAX, FMAX).view(R, nb * 128)[:, :C].to(FP8)
+    return q.contiguous(), s.t().contiguous()
+
+
+def quant_blocks_128x128(w):
+    """w [G, R, C] → (e4m3, scale [G, ceil(R/128), ceil(C/128)])."""
+    G, R, C = w.shape
+    rb, cb = (R + 127) // 128, (C + 127) // 128
+    wp = torch.nn.functional.pad(w.float(), (0, cb * 128 - C, 0, rb * 128 - R))
+    wp = wp.view(G, rb, 128, cb, 128)
+    amax = wp.abs().amax(dim=(2, 4))
+    s = torch.where(amax > 0, amax / FMAX, torch.ones_like(amax))
+    q = (wp / s[:, :, None, :, None]).clamp(-FMAX, FMAX).view(G, rb * 128, cb * 128)
+    return q[:, :R, :C].to(FP8).contiguous(), s.contiguous()
+
+
+def deq_rows(q, s):
+    return q.float() * s[:, None]
+
+
+def timed(fn, reps):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def rel_err(got, ref):
+    got, ref = got.float(), ref.float()
+    return (torch.linalg.norm(got - ref) / torch.linalg.norm(ref).clamp_min(1e-30)).item()
+
+
+def peer(fn, ref, reps, what):
+    """torch's time for fn, after checking its result; None (printed) when
+    torch refuses the case."""
+    try:
+        err = rel_err(fn(), ref)
+    except RuntimeError as e:
+        print(f"  {what}: torch refused: {str(e).splitlines()[0][:160]}")
+        return None
+    if err > 2e-2:
+        print(f"  {what}: torch's relative error {err:.2e}")
+    return timed(fn, reps)
+
+
+class Kiln:
+    def __init__(self):
+        self.ctx = _lib.Context(allowed_backends=1)
+
+    def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0):
+        p = _lib.new_problem(op)
+        p.a_type = p.b_type = _lib.DTYPE_E4M3
+        p.out_type = _lib.DTYPE_BF16
+        p.groups, p.n, p.k, p.capacity = G, n, k, a.shape[0]
+        p.d_sizes, p.sizes_kind = offs.data_ptr(), _lib.SIZES_OFFSETS
+        p.d_a, p.d_out = a.data_ptr(), out.data_ptr()
+        if op == _lib.OP_FPROP:
+            p.d_b = b.data_ptr()
+        else:
+            p.fp8.d_bt = b.data_ptr()
+        p.fp8.recipe, p.fp8.promote = recipe, promote
+        p.fp8.d_scale_a, p.fp8.d_scale_b = sa.data_ptr(), sb.data_ptr()
+        p.fp8.ld_scale_a = ld_sa
+        stream = torch.cuda.current_stream().cuda_stream
+        self.ctx.prepare(p)
+        return lambda: self.ctx.gemm(p, stream)
+
+    def kernel(self):
+        return self.ctx.last_call()["kernel"]
+
+
+def ceiling(reps):
+    n = 8192
+    a = torch.randn(n, n, device="cuda").to(FP8)
+    b = torch.randn(n, n, device="cuda").to(FP8).t()
+    one = torch.ones((), device="cuda")
+    ms = timed(lambda: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16,
+                                        use_fast_accum=True), reps)
+    return 2 * n ** 3 / ms / 1e9
+
+
+def run_case(kl, name, K, N, sizes, reps, ceil, rows):
+    G, T = len(sizes), sum(sizes)
+    dev = "cuda"
+    offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
+    x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(G, N, K, device=dev, dtype=torch.bfloat16) * 0.05
+    dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
+    flops = 2.0 * T * N * K
+
+    def row(op, what, kms, tms, err):
+        tf = flops / kms / 1e9
+        rows.append({"case": name, "op": op, "what": what, "kiln_ms": kms, "torch_ms": tms,
+                     "ratio": (tms / kms) if tms else None, "tflops": tf,
+                     "of_ceiling": tf / ceil, "err": err, "kernel": kl.kernel()})
+        print(f"  {name:16s} {op:5s} {what:9s} kiln {kms:8.4f} ms"
+              + (f"  torch {tms:8.4f} ms  x{tms / kms:5.3f}" if tms else " " * 31)
+              + f"  {tf:7.1f} TFLOP/s  {tf / ceil:5.3f} of ceiling  err {err:.1e}  {kl.kernel()}",
+              flush=True)
+
+    # fprop, row-wise
+    xq, xs = quant_rows(x)
+    wq, ws = quant_rows(w.view(G * N, K))
+    wq, ws = wq.view(G, N, K), ws.view(G, N)
+    ref = torch.cat([deq_rows(xq[a:b], xs[a:b]) @ deq_rows(wq[g], ws[g]).t()
+                     for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+    y = torch.empty(T, N, device=dev, dtype=torch.bfloat16)
+    for promote, what in ((0, "row"), (1, "row+p")):
+        fn = kl.run(_lib.OP_FPROP, _lib.FP8_ROW, promote, xq, wq, y, xs, ws, offs, G, N, K)
+        fn()
+        torch.cuda.synchronize()
+        err = rel_err(y, ref)
+        tfn = lambda: torch._scaled_grouped_mm(xq, wq.transpose(-2, -1), xs, ws, offs=offs,
+                                               out_dtype=torch.bfloat16,
+                                               use_fast_accum=not promote)
+        tms = peer(tfn, ref, reps, f"{name} fprop {what}")
+        if err > 2e-2:
+            print(f"  {name} fprop {what}: kiln's relative error {err:.2e}")
+        row("fprop", what, timed(fn, reps), tms, err)
+
+    # fprop, blocks
+    xb, xbs = quant_blocks_1x128(x)
+    wb, wbs = quant_blocks_128x128(w)
+    fn = kl.run(_lib.OP_FPROP, _lib.FP8_BLOCK, 1, xb, wb, y, xbs, wbs, offs, G, N, K)
+    fn()
+    torch.cuda.synchronize()
+    ref_b = x.float()  # the quantization error is small against the product's size
+    refb = torch.cat([ref_b[a:b] @ w[g].float().t()
+                      for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+    row("fprop", "block", timed(fn, reps), None, rel_err(y, refb))
+
+    # dgrad, row-wise: dX = dY · W, W transposed [G, K, N] quantized per (g, k)
+    dq, ds = quant_rows(dy)
+    wt = w.transpose(1, 2).contiguous()
+    wtq, wts = quant_rows(wt.view(G * K, N))
+    wtq, wts = wtq.view(G, K, N), wts.view(G, K)
+    dx = torch.empty(T, K, device=dev, dtype=torch.bfloat16)
+    refd = torch.cat([deq_rows(dq[a:b], ds[a:b]) @ deq_rows(wtq[g], wts[g]).t()
+                      for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+    fn = kl.run(_lib.OP_DGRAD, _lib.FP8_ROW, 0, dq, wtq, dx, ds, wts, offs, G, N, K)
+    fn()
+    torch.cuda.synchronize()
+    err = rel_err(dx, refd)
+    tfn = lambda: torch._scaled_grouped_mm(dq, wtq.transpose(-2, -1), ds, wts, offs=offs,
+                                           out_dtype=torch.bfloat16, use_fast_accum=True)
+    row("dgrad", "row", timed(fn, reps), peer(tfn, refd, reps, f"{name} dgrad row"), err)
+
+    # dgrad, blocks
+    db, dbs = quant_blocks_1x128(dy)
+    wtb, wtbs = quant_blocks_128x128(wt)
+    fn = kl.run(_lib.OP_DGRAD, _lib.FP8_BLOCK, 1, db, wtb, dx, dbs, wtbs, offs, G, N, K)
+    fn()
+    torch.cuda.synchronize()
+    refdb = torch.cat([dy[a:b].float() @ w[g].float()
+                       for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+    row("dgrad", "block", timed(fn, reps), None, rel_err(dx, refdb))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", default=str(ROOT / "build" / "bench" / "kiln_bench"))
+    ap.add_argument("--cases", default=str(ROOT / "bench" / "cases.tsv"))
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    only = set(filter(None, a.only.split(",")))
+    torch.manual_seed(0)
+    kl = Kiln()
+    ceil = ceiling(a.reps)
+    print(f"fp8 ceiling: torch._scaled_mm 8192^3, fast accumulation: {ceil:.1f} TFLOP/s", flush=True)
+    rows = []
+    for name, K, N, sizes in torch_peer.load_cases(a.bench, a.cases):
+        if only and name not in only:
+            continue
+        run_case(kl, name, K, N, sizes, a.reps, ceil, rows)
+    ratios = [r["ratio"] for r in rows if r["ratio"] and r["what"] == "row"]
+    fr = [r["ratio"] for r in rows if r["ratio"] and r["op"] == "fprop" and r["what"] == "row"]
+    if fr:
+        g = 1.0
+        for x in fr:
+            g *= x
+        print(f"fprop row-wise vs torch (fast): geomean x{g ** (1 / len(fr)):.3f}, "
+              f"min x{min(fr):.3f} over {len(fr)} cases")
+    if ratios:
+        print(f"all row-wise rows: min x{min(ratios):.3f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"ceiling_tflops": ceil, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_gpu_fp8.c — the sm90 fp8 fprop and dgrad kernels (kiln.h, kiln_fp8)
+ * against a reference computed in double from the dequantized inputs.
+ *
+ * Every recipe (per tensor, row-wise, 1x128/128x128 blocks), fast and
+ * promoted accumulation, e4m3 and e5m2 x e4m3, on sizes off every tile
+ * (n_out 320, k_red 400: a partial 128-column tile and a partial k-block),
+ * empty and one-row groups, a group holding every row, many small groups,
+ * capacity past Σm; graph capture replayed after the counts changed in
+ * place.  Each case checks every output element, that the rows past Σm
+ * keep their poison, and that the kernel that ran is the recipe's.
+ *
+ * Tolerance, per element: |got - ref| <= 2^-8 |ref| + t·S, where S is the
+ * sum of |a·b| times the scales (the size of what was summed).  2^-8 is the
+ * bf16 output's rounding (2^-9) with room for the fp32 epilogue.  t is the
+ * accumulation's: the tensor cores add 8-bit products into an accumulator
+ * that keeps fewer bits than fp32 (DeepSeek-V3 reports about 14), so fast
+ * accumulation gets t = 2^-10 over sums of up to 400 terms; promoted sums
+ * are fp32 every 128 of k, t = 2^-12.  A wrong scale (all are random in
+ * [0.5, 2)), row, group or k-block gives errors of the order of S.
+ * Exits 77 (skipped) without a driver or GPU. */
+#include "testutil.h"
+
+#include "gpu_util.h"
+
+static kiln_context *g_ctx;
+static int g_failures;
+
+#define FAIL_CASE(...) GPU_CASE_FAIL(g_failures, __VA_ARGS__)
+
+/* One kernel variant: the call's recipe and types, and the kernel it must
+ * reach (a substring of its name). */
+typedef struct f8variant {
+    kiln_op op;
+    kiln_fp8_recipe recipe;
+    int promote;
+    kiln_dtype a, b;
+    const char *kernel;
+} f8variant;
+
+/* A random finite fp8 value of magnitude in [1/8, 4): random sign,
+ * exponent and mantissa (not zeros, not one narrow pattern). */
+static uint8_t rand_fp8(kiln_dtype t)
+{
+    const int sign = rng_int(0, 1) << 7;
+    if (t == KILN_DTYPE_E4M3) return (uint8_t)(sign | rng_int(4, 8) << 3 | rng_int(0, 7));
+    return (uint8_t)(sign | rng_int(12, 16) << 2 | rng_int(0, 3));
+}
+
+static float rand_scale(void) { return 0.5f + (float)rng_int(0, 1023) / 1024.0f * 1.5f; }
+
+/* Host copies of one problem's operands and scales (B is [G, n_out, k_red]
+ * row-major for both ops: W for fprop, W transposed for dgrad). */
+typedef struct f8data {
+    int G;
+    int64_t cap, n_out, k_red, ld_sa;
+    int nbn, nkb;
+    uint8_t *a, *b;
+    float *sa, *sb;
+    size_t sa_n, sb_n;
+} f8data;
+
+static void f8data_make(f8data *d, const f8variant *v, int G, int64_t cap, int64_t n_out,
+                        int64_t k_red)
+{
+    d->G = G;
+    d->cap = cap;
+    d->n_out = n_out;
+    d->k_red = k_red;
+    d->nbn = (int)((n_out + 127) / 128);
+    d->nkb = (int)((k_red + 127) / 128);
+    d->ld_sa = cap + 8; /* block recipe: a pitch past capacity */
+    d->a = xmalloc((size_t)(cap * k_red));
+    d->b = xmalloc((size_t)(G * n_out * k_red));
+    for (int64_t i = 0; i < cap * k_red; i++) d->a[i] = rand_fp8(v->a);
+    for (int64_t i = 0; i < G * n_out * k_red; i++) d->b[i] = rand_fp8(v->b);
+    switch (v->recipe) {
+    case KILN_FP8_TENSOR: d->sa_n = 1; d->sb_n = (size_t)G; break;
+    case KILN_FP8_ROW: d->sa_n = (size_t)cap; d->sb_n = (size_t)(G * n_out); break;
+    default: d->sa_n = (size_t)(d->nkb * d->ld_sa); d->sb_n = (size_t)(G * d->nbn * d->nkb); break;
+    }
+    d->sa = xmalloc(d->sa_n * sizeof(float));
+    d->sb = xmalloc(d->sb_n * sizeof(float));
+    for (size_t i = 0; i < d->sa_n; i++) d->sa[i] = rand_scale();
+    for (size_t i = 0; i < d->sb_n; i++) d->sb[i] = rand_scale();
+}
+
+static void f8data_free(f8data *d)
+{
+    free(d->a);
+    free(d->b);
+    free(d->sa);
+    free(d->sb);
+}
+
+/* The exact product of the dequantized operands at row r (of group g),
+ * column c; *mag gets the sum of the magnitudes of its terms. */
+static double f8ref(const f8data *d, const f8variant *v, int g, int64_t r, int64_t c, double *mag)
+{
+    const uint8_t *ar = d->a + r * d->k_red, *bc = d->b + ((int64_t)g * d->n_out + c) * d->k_red;
+    double sum = 0, abs_sum = 0;
+    for (int kb = 0; kb < d->nkb; kb++) {
+        double s = 0, sa_abs = 0;
+        for (int64_t j = kb * 128; j < d->k_red && j < (kb + 1) * 128; j++) {
+            double x = (double)kts_load(ar, (size_t)j, v->a) * kts_load(bc, (size_t)j, v->b);
+            s += x;
+            sa_abs += fabs(x);
+        }
+        double scale = 1.0;
+        if (v->recipe == KILN_FP8_TENSOR) scale = (double)d->sa[0] * d->sb[g];
+        else if (v->recipe == KILN_FP8_ROW) scale = (double)d->sa[r] * d->sb[g * d->n_out + c];
+        else scale = (double)d->sa[kb * d->ld_sa + r] * d->sb[((int64_t)g * d->nbn + c / 128) * d->nkb + kb];
+        sum += scale * s;
+        abs_sum += scale * sa_abs;
+    }
+    *mag = abs_sum;
+    return sum;
+}
+
+/* Device copies and the problem for d. */
+typedef struct f8dev {
+    CUdeviceptr a, b, sa, sb, out, sizes;
+    size_t obytes;
+} f8dev;
+
+static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_problem *p,
+                       const f8variant *v)
+{
+    x->a = dev_alloc((size_t)(d->cap * d->k_red));
+    x->b = dev_alloc((size_t)(d->G * d->n_out * d->k_red));
+    x->sa = dev_alloc(d->sa_n * sizeof(float));
+    x->sb = dev_alloc(d->sb_n * sizeof(float));
+    x->obytes = (size_t)(d->cap * d->n_out * 2);
+    x->out = dev_alloc(x->obytes);
+    x->sizes = dev_alloc(sizeof(int32_t) * (size_t)d->G);
+    upload(x->a, d->a, (size_t)(d->cap * d->k_red));
+    upload(x->b, d->b, (size_t)(d->G * d->n_out * d->k_red));
+    upload(x->sa, d->sa, d->sa_n * sizeof(float));
+    upload(x->sb, d->sb, d->sb_n * sizeof(float));
+    upload(x->sizes, counts, sizeof(int32_t) * (size_t)d->G);
+    poison(x->out, x->obytes);
+    const int dgrad = v->op == KILN_OP_DGRAD;
+    /* fprop: n = n_out, k = k_red; dgrad: n = k_red (dY's columns), k = n_out */
+    kts_problem_init(p, v->op, d->G, dgrad ? d->k_red : d->n_out, dgrad ? d->n_out : d->k_red,
+                     d->cap, x->sizes, x->a, dgrad ? 0 : x->b, x->out);
+    p->a_type = v->a;
+    p->b_type = v->b;
+    p->out_type = KILN_DTYPE_BF16;
+    p->fp8.recipe = v->recipe;
+    p->fp8.promote = v->promote;
+    p->fp8.d_scale_a = (const float *)(uintptr_t)x->sa;
+    p->fp8.d_scale_b = (const float *)(uintptr_t)x->sb;
+    if (v->recipe == KILN_FP8_BLOCK) p->fp8.ld_scale_a = d->ld_sa;
+    if (dgrad) p->fp8.d_bt = (const void *)(uintptr_t)x->b;
+}
+
+static void f8dev_free(f8dev *x)
+{
+    dev_free(x->a);
+    dev_free(x->b);
+    dev_free(x->sa);
+    dev_free(x->sb);
+    dev_free(x->out);
+    dev_free(x->sizes);
+}
+
+/* Checks the output in x against d for counts: every valid element within
+ * the tolerance, every row past Σm still poison. */
+static void f8check(const f8data *d, const f8dev *x, const f8variant *v, const int32_t *counts,
+                    const char *label)
+{
+    uint16_t *out = xmalloc(x->obytes);
+    download(out, x->out, x->obytes);
+    const double t = v->promote || v->recipe == KILN_FP8_BLOCK ? 0x1p-12 : 0x1p-10;
+    int64_t r0 = 0;
+    size_t bad = 0;
+    double worst = 0;
+    for (int g = 0; g < d->G; g++) {
+        for (int64_t i = 0; i < counts[g] && r0 + i < d->cap; i++) {
+            const int64_t r = r0 + i;
+            for (int64_t c = 0; c < d->n_out; c++) {
+                double mag, ref = f8ref(d, v, g, r, c, &mag);
+                double got = kiln_bf16_to_f32(out[r * d->n_out + c]);
+                double err = fabs(got - ref), tol = 0x1p-8 * fabs(ref) + t * mag;
+                if (!(err <= tol)) {
+                    if (bad++ < 3)
+                        FAIL_CASE("%s: group %d row %lld col %lld: got %.6g, want %.6g (tol %.3g)",
+                                  label, g, (long long)r, (long long)c, got, ref, tol);
+                }
+                if (mag > 0 && err / mag > worst) worst = err / mag;
+            }
+        }
+        r0 += counts[g];
+    }
+    if (bad > 3) FAIL_CASE("%s: %zu elements out of tolerance in all", label, bad);
+    if (r0 > d->cap) r0 = d->cap;
+    int64_t first = kts_first_unpoisoned(out, (size_t)(r0 * d->n_out * 2), x->obytes);
+    if (first >= 0)
+        FAIL_CASE("%s: byte %lld past the %lld valid rows was written", label, (long long)first,
+                  (long long)r0);
+    printf("  %-58s ok=%d  worst |err|/S %.2e\n", label, bad == 0 && first < 0, worst);
+    free(out);
+}
+
+static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t cap,
+                     int64_t n_out, int64_t k_red, const char *what)
+{
+    char label[160];
+    snprintf(label, sizeof label, "%s %s%s %s x %s: %s", kiln_op_name(v->op),
+             v->recipe == KILN_FP8_TENSOR ? "tensor" : v->recipe == KILN_FP8_ROW ? "row" : "block",
+             v->promote ? " promote" : "", kiln_dtype_name(v->a), kiln_dtype_name(v->b), what);
+    f8data d;
+    f8data_make(&d, v, G, cap, n_out, k_red);
+    f8dev x;
+    kiln_problem p;
+    f8dev_make(&x, &d, counts, &p, v);
+    kiln_status st = kiln_gemm(g_ctx, &p, NULL);
+    if (st != KILN_OK) {
+        FAIL_CASE("%s: kiln_gemm: %s: %s", label, kiln_status_name(st), kiln_last_error(g_ctx));
+    } else {
+        CU(g_drv.cuCtxSynchronize());
+        kiln_call_report rep;
+        assert_int_equal(kiln_last_call(g_ctx, &rep), KILN_OK);
+        if (!strstr(rep.kernel, v->kernel))
+            FAIL_CASE("%s: ran %s, wanted a %s kernel", label, rep.kernel, v->kernel);
+        f8check(&d, &x, v, counts, label);
+    }
+    f8dev_free(&x);
+    f8data_free(&d);
+}
+
+static const f8variant variants[] = {
+    {KILN_OP_FPROP, KILN_FP8_TENSOR, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_tensor"},
+    {KILN_OP_FPROP, KILN_FP8_ROW, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row"},
+    {KILN_OP_FPROP, KILN_FP8_ROW, 1, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row_promote"},
+    {KILN_OP_FPROP, KILN_FP8_BLOCK, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_block"},
+    {KILN_OP_DGRAD, KILN_FP8_TENSOR, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_tensor"},
+    {KILN_OP_DGRAD, KILN_FP8_ROW, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row"},
+    {KILN_OP_DGRAD, KILN_FP8_ROW, 1, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row_promote"},
+    {KILN_OP_DGRAD, KILN_FP8_BLOCK, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_block"},
+    {KILN_OP_DGRAD, KILN_FP8_ROW, 0, KILN_DTYPE_E5M2, KILN_DTYPE_E4M3, "e5m2_e4m3_row"},
+};
+#define NVAR (sizeof variants / sizeof variants[0])
+
+/* Sizes off every tile: n_out 320 (2.5 tiles of 128), k_red 400 (3 k-blocks
+ * and 16 of a fourth); groups empty, of one row, odd, over a tile. */
+static void test_recipes(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    const int32_t counts[5] = {0, 1, 77, 300, 133};
+    for (size_t i = 0; i < NVAR; i++) run_case(&variants[i], counts, 5, 600, 320, 400, "5 groups");
+    assert_int_equal(g_failures, before);
+}
+
+/* Many small groups (the small-tile kernel for row-wise), and one group
+ * with every row. */
+static void test_group_shapes(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    enum { G = 96 };
+    int32_t small[G];
+    for (int g = 0; g < G; g++) small[g] = g % 7 == 0 ? 0 : rng_int(1, 20);
+    run_case(&variants[1], small, G, 2000, 256, 512, "96 groups of 0-20 rows");
+    run_case(&variants[5], small, G, 2000, 256, 512, "96 groups of 0-20 rows");
+    run_case(&variants[3], small, G, 2000, 256, 512, "96 groups of 0-20 rows");
+    const int32_t all[3] = {0, 700, 0};
+    run_case(&variants[1], all, 3, 700, 384, 256, "one group with every row");
+    run_case(&variants[7], all, 3, 700, 384, 256, "one group with every row");
+    assert_int_equal(g_failures, before);
+}
+
+/* Captured once, replayed after the counts changed in place. */
+static void test_graph_replay(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    const f8variant *v = &variants[3]; /* block: the scales move with the rows */
+    int32_t c1[4] = {10, 50, 0, 100}, c2[4] = {70, 0, 120, 30};
+    f8data d;
+    f8data_make(&d, v, 4, 256, 256, 384);
+    f8dev x;
+    kiln_problem p;
+    f8dev_make(&x, &d, c1, &p, v);
+    CUstream stream;
+    CU(g_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CU(g_drv.cuCtxSynchronize());
+    assert_int_equal(kiln_prepare(g_ctx, &p), KILN_OK);
+    CU(g_drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    kiln_status st = kiln_gemm(g_ctx, &p, stream);
+    CUgraph graph;
+    CU(g_drv.cuStreamEndCapture(stream, &graph));
+    if (st != KILN_OK) fail_msg("kiln_gemm under capture: %s", kiln_last_error(g_ctx));
+    CUgraphExec exec;
+    CU(g_drv.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CU(g_drv.cuGraphLaunch(exec, stream));
+    CU(g_drv.cuStreamSynchronize(stream));
+    f8check(&d, &x, v, c1, "fprop block: graph replay, counts 10,50,0,100");
+    upload(x.sizes, c2, sizeof c2);
+    poison(x.out, x.obytes);
+    CU(g_drv.cuCtxSynchronize());
+    CU(g_drv.cuGraphLaunch(exec, stream));
+    CU(g_drv.cuStreamSynchronize(stream));
+    f8check(&d, &x, v, c2, "fprop block: graph replay, counts changed to 70,0,120,30");
+    g_drv.cuGraphExecDestroy(exec);
+    g_drv.cuGraphDestroy(graph);
+    g_drv.cuStreamDestroy(stream);
+    f8dev_free(&x);
+    f8data_free(&d);
+    assert_int_equal(g_failures, before);
+}
+
+int main(void)
+{
+    int rc = gpu_setup();
+    if (rc) return rc;
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    o.allowed_backends = KILN_ALLOW_GENERATED;
+    if (kiln_context_create(&o, &g_ctx) != KILN_OK) {
+        printf("FAIL: kiln_context_create: %s\n", kiln_last_error(g_ctx));
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recipes),
+        cmocka_unit_test(test_group_shapes),
+        cmocka_unit_test(test_graph_replay),
+    };
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    kiln_context_destroy(g_ctx);
+    return rc;
+}
