@@ -32,6 +32,19 @@ static kiln_status read_backend_env(kiln_context *ctx, kiln_error *err)
     return KILN_OK;
 }
 
+/* KILN_KERNEL=NAME: only that generated kernel serves calls (benchmarks
+ * and tuning by hand compare kernels on one shape with it). */
+static kiln_status read_kernel_env(kiln_context *ctx, kiln_error *err)
+{
+    const char *v = getenv("KILN_KERNEL");
+    if (!v || !*v) return KILN_OK;
+    if (strlen(v) >= sizeof ctx->only_kernel)
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "KILN_KERNEL=%.40s...: longer than a kernel name", v);
+    snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "%s", v);
+    return KILN_OK;
+}
+
 /* A 0/1 switch from the environment: *on = 1 for "1", 0 for "0", unchanged
  * when unset or empty; anything else is refused. */
 static kiln_status read_switch_env(const char *name, int *on, kiln_error *err)
@@ -131,7 +144,7 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     if (read_backend_env(ctx, &err)) return fail(ctx, &err);
     ctx->checked = opts.checked != 0;
     if (kiln_checked_from_env(&ctx->checked, &err)) return fail(ctx, &err);
-    if (read_launch_env(ctx, &err)) return fail(ctx, &err);
+    if (read_launch_env(ctx, &err) || read_kernel_env(ctx, &err)) return fail(ctx, &err);
     if (kiln_kernels_open_catalog(&ctx->kernels, &err)) return fail(ctx, &err);
     if (kiln_driver_load(&ctx->drv, &err)) return fail(ctx, &err);
     ctx->driver_ok = 1;
@@ -212,7 +225,8 @@ static kiln_status dispatch_and_load(kiln_context *ctx, const kiln_problem *p,
                               ctx->allowed,
                               ctx->forced_by[0] ? ctx->forced_by : NULL,
                               ks->tuning,
-                              ks->tuned_unavailable};
+                              ks->tuned_unavailable,
+                              ctx->only_kernel[0] ? ctx->only_kernel : NULL};
     for (;;) {
         *k = NULL;
         kiln_status st = kiln_dispatch(&in, c, err);

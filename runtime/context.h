@@ -25,6 +25,7 @@ struct kiln_context {
     kiln_rt_log log;
     unsigned allowed;             /* KILN_ALLOW_* after KILN_BACKEND */
     char forced_by[64];           /* "KILN_BACKEND=cublaslt", or "" */
+    char only_kernel[96];         /* $KILN_KERNEL, or "" (dispatch.h) */
     int checked;                  /* checked mode (checked.h) */
 
     kiln_driver drv;

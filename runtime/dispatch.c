@@ -159,7 +159,7 @@ static int better(const kiln_dispatch_kernel *ka, const kiln_dispatch_kernel *kb
  * to load. */
 static int should_use_tuned(const kiln_dispatch_input *in, kiln_dispatch_choice *out)
 {
-    if (!in->tuning || !(in->allowed & KILN_ALLOW_GENERATED)) return 0;
+    if (!in->tuning || !(in->allowed & KILN_ALLOW_GENERATED) || in->only_kernel) return 0;
     kiln_tuning_key key;
     kiln_tuning_key_from_problem(in->problem, in->arch, &key);
     const kiln_tuning_entry *e = kiln_tuning_lookup(in->tuning, &key);
@@ -192,6 +192,7 @@ static long should_use_generated(const kiln_dispatch_input *in, char *why, size_
     int same_op = 0;
     for (size_t i = 0; i < in->n_kernels; i++) {
         char w[200];
+        if (in->only_kernel && strcmp(in->kernels[i].desc->name, in->only_kernel)) continue;
         if (!kiln_should_use_kernel(&in->kernels[i], in->arch, p, w, sizeof w)) {
             /* Keep the reason of the closest candidate: same op first. */
             int op_match = in->kernels[i].desc->op == p->op;
@@ -208,6 +209,9 @@ static long should_use_generated(const kiln_dispatch_input *in, char *why, size_
         kiln_dispatch_describe(p, in->arch, call, sizeof call);
         if (first_why[0])
             snprintf(why, why_size, "no generated kernel for %s (closest: %s)", call, first_why);
+        else if (in->only_kernel)
+            snprintf(why, why_size, "no generated kernel for %s (none is named KILN_KERNEL=%s)",
+                     call, in->only_kernel);
         else
             snprintf(why, why_size, "no generated kernel for %s (the catalog is empty)", call);
     }

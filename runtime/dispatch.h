@@ -38,6 +38,9 @@ typedef struct kiln_dispatch_input {
     const kiln_tuning_table *tuning;/* merged tuning tables, or NULL */
     const unsigned char *tuned_unavailable; /* per table entry: 1 once it failed to
                                        load (then the heuristic serves its key) */
+    const char *only_kernel;        /* $KILN_KERNEL: only the generated kernel of this
+                                       name may serve (to compare kernels on one
+                                       shape), or NULL */
 } kiln_dispatch_input;
 
 typedef struct kiln_dispatch_choice {

@@ -16,9 +16,11 @@
 #   8. an old build's kiln_bench and bundle ($KILN_AB_OLD/{kiln_bench,
 #      kiln-sm_90a.kbundle}) against this one, alternating, for the
 #      "no case slower" check of a refactor;
-#   9. the layer benchmark (GroupedLinear vs torch._grouped_mm).
+#   9. the layer benchmark (GroupedLinear vs torch._grouped_mm);
+#  10. the fp8 benchmark (python/bench/fp8_bench.py: kiln's fp8 kernels vs
+#      torch._scaled_grouped_mm in one process).
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
-# sweeps,python,ab,layer.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
+# sweeps,python,ab,layer,fp8.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
 # fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias).  A short table comes last.  Logs
 # go to $OUT (or /tmp/kiln-gpu).
 #
@@ -33,7 +35,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 cd "$here"
 bundle=$build/kiln-sm_90a.kbundle
 summary=()
-parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer},
+parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer,fp8},
 want() { case $parts in *,$1,*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 
@@ -179,6 +181,14 @@ if want layer; then
   summary+=("layer benchmark: exit $?")
 fi
 
+if want fp8; then
+  echo "== 10. fp8 benchmark: kiln vs torch._scaled_grouped_mm"
+  KILN_BUILD_DIR=$build PYTHONPATH=$here/python PYTHONUNBUFFERED=1 timeout "${KILN_FP8_TIMEOUT:-200}" \
+    python3 python/bench/fp8_bench.py --bench "$build/bench/kiln_bench" --cases bench/cases.tsv \
+    ${KILN_FP8_ONLY:+--only $KILN_FP8_ONLY} --json "$out/fp8.json" > "$out/fp8.log" 2>&1
+  summary+=("fp8 benchmark: exit $?")
+fi
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
@@ -191,4 +201,5 @@ if want bench; then
 fi
 [ -f "$out/ab_table.txt" ] && { echo "---- old vs new build, same call ----"; cat "$out/ab_table.txt"; }
 [ -f "$out/layer.log" ] && { echo "---- layer step ----"; tail -n 25 "$out/layer.log"; }
+[ -f "$out/fp8.log" ] && { echo "---- fp8 vs torch._scaled_grouped_mm ----"; tail -n 60 "$out/fp8.log"; }
 exit 0

@@ -96,7 +96,7 @@ static kiln_status run(const kiln_problem *p, unsigned allowed, kiln_dispatch_ch
 {
     kiln_dispatch_input in = {p,         "sm_90a",      cas.ks.candidates,
                               cas.ks.n_candidates,      allowed,
-                              NULL,      cas.ks.tuning, cas.ks.tuned_unavailable};
+                              NULL,      cas.ks.tuning, cas.ks.tuned_unavailable, NULL};
     kiln_error_clear(err);
     return kiln_dispatch(&in, c, err);
 }

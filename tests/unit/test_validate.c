@@ -472,9 +472,63 @@ static kiln_kernel_desc *add_kernel(fake_catalog *c, const char *name, kiln_op o
 static kiln_status run_dispatch(fake_catalog *c, const kiln_problem *p, unsigned allowed,
                                 kiln_dispatch_choice *out, kiln_error *err)
 {
-    kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, allowed, NULL, NULL, NULL};
+    kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, allowed, NULL, NULL, NULL, NULL};
     kiln_error_clear(err);
     return kiln_dispatch(&in, out, err);
+}
+
+/* fp8 calls reach the kernel of their recipe; promotion when asked (and
+ * always for blocks); KILN_KERNEL's name limits the choice to one kernel. */
+static void test_dispatch_fp8_and_only_kernel(void **state)
+{
+    (void)state;
+    fake_catalog c = {0};
+    add_kernel(&c, "bf16", KILN_OP_FPROP, "sm90", 128, 128);
+    static const struct { const char *name; kiln_fp8_recipe r; int promote; } f8[] = {
+        {"row", KILN_FP8_ROW, 0}, {"row_promote", KILN_FP8_ROW, 1},
+        {"tensor", KILN_FP8_TENSOR, 0}, {"block", KILN_FP8_BLOCK, 1}};
+    for (int i = 0; i < 4; i++) {
+        kiln_kernel_desc *d = add_kernel(&c, f8[i].name, KILN_OP_FPROP, "sm90", 128, 128);
+        d->a_type = d->b_type = KILN_DTYPE_E4M3;
+        d->fp8_recipe = f8[i].r;
+        d->fp8_promote = f8[i].promote;
+    }
+    kiln_problem p;
+    kiln_dispatch_choice ch;
+    kiln_error err;
+    const char *want[] = {"row", "row_promote", "tensor", "block"};
+    for (int i = 0; i < 4; i++) {
+        fp8_problem(&p, KILN_OP_FPROP, f8[i].r);
+        p.fp8.promote = f8[i].promote && f8[i].r != KILN_FP8_BLOCK;
+        assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+        assert_string_equal(c.d[ch.kernel].name, want[i]);
+        kiln_test_has(ch.reason, want[i]);
+    }
+    /* a 16-bit call never reaches an fp8 kernel, nor the reverse */
+    base_problem(&p, KILN_OP_FPROP);
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "bf16");
+    c.n = 1;
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW);
+    const int32_t hs[4] = {1, 2, 3, 4};
+    p.host_sizes = hs; /* else cuBLASLt is out for want of host sizes */
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    kiln_test_has(err.msg, "bf16 takes bf16", "cuBLASLt path takes 16-bit inputs only");
+    c.n = 5;
+
+    /* only_kernel: the row call may take row_promote when named, and
+     * nothing else */
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW);
+    kiln_dispatch_input in = {&p, "sm_90a", c.k, c.n, KILN_ALLOW_ALL, NULL, NULL, NULL,
+                              "row_promote"};
+    assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_OK);
+    assert_string_equal(c.d[ch.kernel].name, "row_promote");
+    in.only_kernel = "block";
+    assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    kiln_test_has(err.msg, "takes fp8 recipe block");
+    in.only_kernel = "nonesuch";
+    assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    kiln_test_has(err.msg, "none is named KILN_KERNEL=nonesuch");
 }
 
 static void full_epilogue(kiln_kernel_desc *d)
@@ -601,7 +655,7 @@ static void test_dispatch_refusals(void **state)
 
     /* Other arch. */
     kiln_dispatch_input in = {&p, "sm_80", c.k, c.n, KILN_ALLOW_GENERATED, "KILN_BACKEND=generated",
-                              NULL, NULL};
+                              NULL, NULL, NULL};
     assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_ERROR_UNSUPPORTED);
     kiln_test_has(err.msg, "built for sm_90a", "not allowed by KILN_BACKEND=generated");
 
@@ -785,7 +839,7 @@ static void test_dispatch_tuned_step(void **state)
     if (kiln_tuning_table_add(t, &e, &err) != KILN_OK) fail_msg("%s", err.msg);
 
     unsigned char unavailable[1] = {0};
-    kiln_dispatch_input in = {&p, "sm_90a", c.k, c.n, KILN_ALLOW_ALL, NULL, t, unavailable};
+    kiln_dispatch_input in = {&p, "sm_90a", c.k, c.n, KILN_ALLOW_ALL, NULL, t, unavailable, NULL};
     kiln_dispatch_choice ch;
     assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_OK);
     assert_int_equal(ch.backend, KILN_BACKEND_GENERATED);
@@ -992,4 +1046,5 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_dispatch_tuned_step),
     cmocka_unit_test(test_checked_mode_pointers),
     cmocka_unit_test(test_checked_mode_env),
-    cmocka_unit_test(test_fp8))
+    cmocka_unit_test(test_fp8),
+    cmocka_unit_test(test_dispatch_fp8_and_only_kernel))
