@@ -68,7 +68,7 @@ const kiln_knob kiln_knobs[] = {
     {"wgrad",            KILN_KNOB_MAP,     NONE,           NULL,             NULL,         0, NULL,    0, 0, 0},
     {"wgrad.output",     KILN_KNOB_ENUM,    M(wgrad_output), output_choices,  "wgrad_output", 0, "",    0, 0, KILN_KNOB_SIG_WGRAD},
     {"wgrad.accumulate", KILN_KNOB_BOOL,    M(accumulate),  NULL,             "accumulate", 0, "acc",   0, 1, KILN_KNOB_SIG_WGRAD},
-    {"wgrad.dbias",      KILN_KNOB_BOOL,    M(dbias),       NULL,             "dbias",      0, "dbias", 0, 1, 0},
+    {"wgrad.dbias",      KILN_KNOB_BOOL,    M(dbias),       NULL,             "dbias",      0, "dbias", 0, 1, KILN_KNOB_SIG_WGRAD},
     {"wgrad.split",      KILN_KNOB_INT,     M(split),       NULL,             "split",      0, "sp",    1, 16, 0},
     {"raster",           KILN_KNOB_STRING,  M(raster),      raster_choices,   "raster",     0, "r",     0, 0, 0},
     {"schedule",         KILN_KNOB_STRING,  M(schedule),    schedule_choices, "schedule",   0, "",      0, 0, 0},
