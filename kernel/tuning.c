@@ -802,9 +802,13 @@ const kiln_tuning_entry *kiln_tuning_lookup_nearest(const kiln_tuning_table *t,
             k->b_type != key->b_type || k->out_type != key->out_type ||
             strcmp(k->epilogue, key->epilogue))
             continue;
-        /* Tokens per group decides the tile shape most; then N and K; then G. */
-        int d = 8 * abs(k->shape.t - key->shape.t) + 2 * abs(k->shape.n - key->shape.n) +
-                2 * abs(k->shape.k - key->shape.k) + abs(k->shape.g - key->shape.g);
+        /* The call a key stands for is its class's representative sizes;
+         * nearness is kiln_shape_class_distance's, in hundredths of an octave. */
+        int64_t g = kiln_shape_class_rep('g', key->shape.g);
+        double dd = kiln_shape_class_distance(&k->shape, g, g * kiln_shape_class_rep('t', key->shape.t),
+                                              kiln_shape_class_rep('n', key->shape.n),
+                                              kiln_shape_class_rep('k', key->shape.k));
+        int d = (int)lround(100 * dd);
         if (!best || d < best_d) {
             best = &t->items[i];
             best_d = d;

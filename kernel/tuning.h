@@ -173,8 +173,10 @@ const kiln_tuning_entry *kiln_tuning_table_at(const kiln_tuning_table *t, size_t
 const kiln_tuning_entry *kiln_tuning_lookup(const kiln_tuning_table *t, const kiln_tuning_key *key);
 
 /* The entry with the same arch, op, types and signature whose shape class
- * is closest (tokens per group weigh most, then N and K, then G); NULL if
- * none.  *distance (may be NULL) is 0 for an exact hit. */
+ * is closest (kiln_shape_class_distance from the key's class's
+ * representative sizes); NULL if none.  *distance (may be NULL) is that in
+ * hundredths of an octave, 0 for an exact hit.  The dispatcher does the
+ * same from the call's own sizes, among the entries that serve it. */
 const kiln_tuning_entry *kiln_tuning_lookup_nearest(const kiln_tuning_table *t,
                                                     const kiln_tuning_key *key, int *distance);
 

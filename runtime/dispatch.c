@@ -354,7 +354,7 @@ kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatc
             return KILN_OK;
     }
     char why_gen[512], why_lt[128];
-    candidate best;
+    candidate best = {.kernel = -1, .tuned = -1};
     int n = 0;
     if (should_use_generated(in, o, &best, &n, why_gen, sizeof why_gen)) {
         out->backend = KILN_BACKEND_GENERATED;
