@@ -52,10 +52,11 @@ static void tiling_of(const kiln_kernel_desc *d, const kiln_problem *p, tiling *
     }
 }
 
-/* Clocks of one tile: the slowest of tensor, shared-memory and L2/HBM
- * time, plus the epilogue's store where nothing overlaps it. */
+/* Clocks of one tile: the slowest of its tensor time, its shared-memory
+ * reads, its operand reads from L2, and its share of the call's HBM
+ * traffic, plus the epilogue's store where nothing overlaps it. */
 static double tile_clk(const kiln_kernel_desc *d, const kiln_problem *p, const tiling *t,
-                       double m_tiles, double *efficiency)
+                       double m_tiles, double n_tiles, double hbm_rate, double *efficiency)
 {
     double in = (double)kiln_dtype_size(p->a_type), out = (double)kiln_dtype_size(p->out_type);
     double mma_rate = MMA_FLOP_PER_CLK_16 * (in == 1 ? 2 : 1);
@@ -64,17 +65,20 @@ static double tile_clk(const kiln_kernel_desc *d, const kiln_problem *p, const t
     /* wgmma is m64: each 64-row slab reads the B tile from shared memory. */
     double slabs = t->bm > 64 ? t->bm / 64 : 1;
     double smem = in * red * (t->bm + slabs * t->bn) / SMEM_BYTES_PER_CLK;
-    /* Operand bytes from memory: A's valid rows only (TMA fills rows past
-     * the end without reading); B from L2 when another m tile of the group
-     * reads it too, else streamed from HBM once (decode). */
+    /* A's valid rows only: TMA fills rows past a group's end without
+     * reading memory. */
     double a_rows = p->op == KILN_OP_WGRAD ? t->bm : dmin(t->bm, t->rows);
-    double b_rate = m_tiles > 1 || p->op == KILN_OP_WGRAD ? L2_BYTES_PER_CLK : HBM_BYTES_PER_CLK;
-    double mem = in * red * a_rows / L2_BYTES_PER_CLK + in * red * t->bn / b_rate;
-    double body = dmax(mma, dmax(smem, mem));
+    double a_bytes = in * red * a_rows, b_bytes = in * red * t->bn;
+    double l2 = (a_bytes + b_bytes) / L2_BYTES_PER_CLK;
+    /* Each byte comes from HBM once: the A tile is shared by the group's n
+     * tiles, the B tile by its m tiles (decode: one m tile, every weight
+     * byte streamed for this tile alone). */
+    double hbm = (a_bytes / n_tiles + b_bytes / m_tiles) / hbm_rate;
+    double body = dmax(dmax(mma, smem), dmax(l2, hbm));
     *efficiency = body > 0 ? mma / body : 1;
     double epi = 0;
     if (!strcmp(d->schedule, "cooperative") || p->op == KILN_OP_WGRAD)
-        epi = a_rows * t->bn * out / HBM_BYTES_PER_CLK;
+        epi = a_rows * t->bn * out / hbm_rate;
     return body + epi + TILE_OVERHEAD_CLK;
 }
 
@@ -118,7 +122,12 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
     out->waves = tiles / slots;
     double full = cdiv(tiles, slots);
     out->wave_efficiency = out->waves / full;
-    double clk = full * tile_clk(d, p, &t, m_tiles, &out->tile_efficiency) * per_sm;
+    /* HBM is shared by the SMs that have work: a call of fewer tiles than
+     * SMs gives each a larger share, up to what one SM takes in (its L2
+     * rate). */
+    double active = dmin(tiles, slots);
+    double hbm_rate = dmin(L2_BYTES_PER_CLK, HBM_BYTES_PER_CLK * sms / active);
+    double clk = full * tile_clk(d, p, &t, m_tiles, n_tiles, hbm_rate, &out->tile_efficiency) * per_sm;
     double floor_clk = compulsory_bytes(p) / (HBM_BYTES_PER_CLK * sms);
     out->us = dmax(clk, floor_clk) / CLOCK_HZ * 1e6;
 }

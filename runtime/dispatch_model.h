@@ -17,9 +17,11 @@
  *     out tiles round-robin); the last, partial wave costs a whole one.
  *   - a tile's time: the largest of its tensor-core time (2·BM·BN·red /
  *     FLOP per clock per SM), its shared-memory reads (every m64 slab of
- *     wgmma reads the B tile again) and its L2 reads ((rows + BN)·red
- *     operand bytes at an SM's share of L2 bandwidth), plus the epilogue's
- *     store where the schedule does not overlap it (cooperative).
+ *     wgmma reads the B tile again), its L2 reads ((rows + BN)·red operand
+ *     bytes at an SM's share of L2 bandwidth) and its share of HBM (the A
+ *     tile once per group's n tiles, the B tile once per its m tiles: a
+ *     decode tile streams its weights alone), plus the epilogue's store
+ *     where the schedule does not overlap it (cooperative).
  *   - a floor: the call's compulsory HBM bytes (A, B, D once) over the
  *     device's bandwidth.
  * Constants are H100/H200's (sm_90a); the ranking, not the absolute time,
