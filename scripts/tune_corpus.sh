@@ -6,6 +6,7 @@
 # measurements the dispatch report reads (docs/dispatch.md).
 #
 #   scripts/tune_corpus.sh [BUILD_DIR] [--fake] [--compile-only] [--no-write]
+#                          [--only REGEX]
 #
 # The candidates are the catalog's kind of kernel, not a sweep: per op the
 # plain sm90 points of specs/sweeps/{fprop,dgrad}_sm90_plain.yaml with
@@ -27,6 +28,13 @@
 # prints, per case and op, the dispatched kernel's time and the model
 # alone's against the best measured (CPU only).
 #
+# Cost: ~1750 (variant, shape) cells, ~1-2 min of GPU time at these
+# settings, but `kiln tune` fills every shape's inputs on the host (~180 G
+# bf16 values for fprop and dgrad over the corpus, several minutes on one
+# core).  A run killed at a time limit resumes from the journal: run the
+# script again.  --only REGEX tunes the shapes whose names match (grep -E),
+# e.g. a first pass without the largest weights.
+#
 # --fake: the fake timer (no GPU; CI and dry runs).  --compile-only: only
 # compile the candidates into the cache ($KILN_CACHE_DIR), e.g. on a CPU
 # machine with the same NVRTC before a GPU run.  Timing settings (each
@@ -34,9 +42,11 @@
 # KILN_TUNE_BUDGET_MS=300.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-build=build fake=0 compile_only=0 write=1
-for a in "$@"; do
+build=build fake=0 compile_only=0 write=1 only=.
+while [ $# -gt 0 ]; do
+  a=$1; shift
   case $a in
+    --only) only=${1:?--only needs a REGEX}; shift ;;
     --fake) fake=1; write=0 ;;
     --compile-only) compile_only=1 ;;
     --no-write) write=0 ;;
@@ -84,7 +94,8 @@ fi
 
 # One shapes file: the corpus and the benchmark cases (their classes keep
 # entries too).  Names are unique across the two.
-{ cat bench/corpus.tsv; grep -v '^#' bench/cases.tsv; } > "$out/shapes.tsv"
+{ grep -v '^#' bench/corpus.tsv; grep -v '^#' bench/cases.tsv; } | grep -E "^[^[:space:]]*($only)" \
+  > "$out/shapes.tsv" || { echo "tune_corpus.sh: no shape matches --only $only" >&2; exit 2; }
 
 export KILN_TUNE_RUNS=${KILN_TUNE_RUNS:-10} KILN_TUNE_WARMUP=${KILN_TUNE_WARMUP:-3}
 export KILN_TUNE_BUDGET_MS=${KILN_TUNE_BUDGET_MS:-300}
