@@ -16,7 +16,11 @@
  *   model       the model alone over the catalog's defaults, no tables
  *               (what KILN_TUNING=off does today);
  *   model_all   the model alone over every catalog kernel, the tables'
- *               winners included (the tables' rules skipped).
+ *               winners included (the tables' rules skipped);
+ *   unseen      the cascade with the tables less every entry of the case's
+ *               own class: how dispatch does on a shape no table holds
+ *               (the nearest class, else the model), as the corpus's own
+ *               classes are all measured once it is tuned.
  * A choice whose kernel the run did not time prints "-" and is left out of
  * the summary.
  */
@@ -174,6 +178,25 @@ static const char *choose(const report_catalog *rc, size_t n_kernels, const kiln
     return rc->d[ch->kernel].name;
 }
 
+/* t less the entries of key's class (same arch, op, types, signature,
+ * shape class); NULL when out of memory. */
+static kiln_tuning_table *without_class(const kiln_tuning_table *t, const kiln_tuning_key *key)
+{
+    kiln_tuning_table *out = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_tuning_table_create(&out, &err) != KILN_OK) return NULL;
+    for (size_t i = 0; i < kiln_tuning_table_count(t); i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
+        if (!kiln_tuning_key_compare(&e->key, key)) continue;
+        if (kiln_tuning_table_add(out, e, &err) != KILN_OK) {
+            kiln_tuning_table_destroy(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 /* Ratio statistics of one column. */
 typedef struct column {
     double log_sum, worst;
@@ -226,9 +249,9 @@ int kiln_bench_dispatch_report(const char *csv_path, const kiln_tune_shape *case
            "model <= 1.08 are the goals\n",
            csv_path, n_cells, table_path ? table_path : "built-in", kiln_tuning_table_count(t),
            rc.n, rc.n_defaults);
-    printf("%-26s %-5s %8s %7s %7s %7s  %-8s %s\n", "case", "op", "best_ms", "disp", "model",
-           "mod_all", "rule", "best / dispatched / model");
-    column cd = {0}, cm = {0}, ca = {0};
+    printf("%-26s %-5s %8s %7s %7s %7s %7s  %-8s %-8s %s\n", "case", "op", "best_ms", "disp",
+           "model", "mod_all", "unseen", "rule", "unseen", "best / dispatched / model / unseen");
+    column cd = {0}, cm = {0}, ca = {0}, cu = {0};
     for (size_t ci = 0; ci < n_cases; ci++)
         for (int op = 0; op < 2; op++) {
             const kiln_tune_shape *c = &cases[ci];
@@ -243,19 +266,28 @@ int kiln_bench_dispatch_report(const char *csv_path, const kiln_tune_shape *case
             p.capacity = kiln_tune_shape_total(c);
             /* Non-NULL markers: dispatch reads only whether a pointer is given. */
             p.d_sizes = p.d_a = p.d_b = p.d_out = (void *)(uintptr_t)0x1000;
-            kiln_dispatch_choice chd, chm, cha;
+            kiln_dispatch_choice chd, chm, cha, chu;
+            kiln_tuning_key key;
+            kiln_tuning_key_from_problem(&p, "sm_90a", &key);
+            kiln_tuning_table *rest = without_class(t, &key);
             const char *kd = choose(&rc, rc.n_defaults, t, 0, &p, &chd);
             const char *km = choose(&rc, rc.n_defaults, NULL, 0, &p, &chm);
             const char *ka = choose(&rc, rc.n, NULL, 0, &p, &cha);
+            const char *ku = rest ? choose(&rc, rc.n_defaults, rest, 0, &p, &chu) : "";
             printf("%-26s %-5s %8.4f", c->name, opn, best->ms);
             put_ratio(ms_of(cells, n_cells, c->name, opn, kd), best->ms, &cd, 1.03);
             put_ratio(ms_of(cells, n_cells, c->name, opn, km), best->ms, &cm, 1.08);
             put_ratio(ms_of(cells, n_cells, c->name, opn, ka), best->ms, &ca, 1.08);
-            printf("  %-8s %s / %s / %s\n", rule_names[chd.rule], best->variant, kd, km);
+            put_ratio(ms_of(cells, n_cells, c->name, opn, ku), best->ms, &cu, 1.08);
+            printf("  %-8s %-8s %s / %s / %s / %s\n", rule_names[chd.rule],
+                   rest ? rule_names[chu.rule] : "-", best->variant, kd, km, ku);
+            /* The choices name kernels of rest's entries: print first. */
+            kiln_tuning_table_destroy(rest);
         }
-    column *cols[3] = {&cd, &cm, &ca};
-    const char *names[3] = {"dispatch (tables)", "model alone (defaults)", "model alone (catalog)"};
-    for (int i = 0; i < 3; i++)
+    column *cols[4] = {&cd, &cm, &ca, &cu};
+    const char *names[4] = {"dispatch (tables)", "model alone (defaults)", "model alone (catalog)",
+                            "unseen class"};
+    for (int i = 0; i < 4; i++)
         if (cols[i]->n)
             printf("%-24s geomean %.3f, worst %.3f, %d of %d within %s\n", names[i],
                    exp(cols[i]->log_sum / cols[i]->n), cols[i]->worst, cols[i]->within,
