@@ -19,6 +19,7 @@
  *                   wgrad_acc_dbias] [--only a,b]
  *                   [--reps N] [--json FILE] [--peer FILE] [--untuned]
  *        kiln_bench --sizes [--cases FILE]
+ *        kiln_bench --dispatch-report TUNE.csv [--cases FILE] [--table FILE]
  *
  * The cases file is read, and each case's group sizes made, by `kiln
  * tune`'s code (cli/tune.c).  --sizes prints them, one case a line:
@@ -33,6 +34,11 @@
  * backend; printed as the section "Host time of one kiln_gemm call".
  * KILN_BENCH_HOST=0 leaves it out (a few seconds less).
  *
+ * --dispatch-report needs no GPU either: per case, the kernel the dispatcher
+ * picks (built-in catalog and table, or --table FILE) and the model alone's,
+ * priced by a `kiln tune --csv` run over the same cases against the best
+ * kernel it measured (dispatch_report.c; scripts/tune_corpus.sh makes one).
+ *
  * --untuned also times kiln with every tuning table ignored (KILN_TUNING=off),
  * alternating with the tuned context call by call, so the two compare
  * without drift between runs.
@@ -44,6 +50,7 @@
 #include <time.h>
 
 #include "gpu_support.h"
+#include "dispatch_report.h"
 #include "half.h"
 #include "tune.h"
 
@@ -614,7 +621,7 @@ static kiln_context *make_context(unsigned allowed, int tuning_off)
 int main(int argc, char **argv)
 {
     const char *cases_path = "bench/cases.tsv", *only = NULL;
-    const char *json_path = NULL, *peer_path = NULL;
+    const char *json_path = NULL, *peer_path = NULL, *report_csv = NULL, *table_path = NULL;
     int untuned = 0, sizes_only = 0;
     static bench b = {.ops = "fprop,dgrad,wgrad,wgrad_acc", .first_row = 1};
     for (int i = 1; i < argc; i++) {
@@ -626,9 +633,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer_path = argv[++i];
         else if (!strcmp(argv[i], "--untuned")) untuned = 1;
         else if (!strcmp(argv[i], "--sizes")) sizes_only = 1;
+        else if (!strcmp(argv[i], "--dispatch-report") && i + 1 < argc) report_csv = argv[++i];
+        else if (!strcmp(argv[i], "--table") && i + 1 < argc) table_path = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--cases FILE] [--ops LIST] [--only LIST] [--reps N] "
-                            "[--json FILE] [--peer FILE] [--untuned] | --sizes [--cases FILE]\n",
+                            "[--json FILE] [--peer FILE] [--untuned] | --sizes [--cases FILE] | "
+                            "--dispatch-report TUNE.csv [--cases FILE] [--table FILE]\n",
                     argv[0]);
             return 2;
         }
@@ -641,6 +651,11 @@ int main(int argc, char **argv)
     if (kiln_tune_shapes_load(cases_path, &cases, &n_cases, &err) != KILN_OK) {
         fprintf(stderr, "kiln_bench: %s\n", err.msg);
         return 2;
+    }
+    if (report_csv) {
+        int rc = kiln_bench_dispatch_report(report_csv, cases, n_cases, table_path);
+        free(cases);
+        return rc;
     }
     if (sizes_only) {
         int rc = print_sizes(cases, n_cases);

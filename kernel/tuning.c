@@ -46,6 +46,33 @@ int64_t kiln_shape_class_bound(char axis, int i)
     return -1;
 }
 
+int64_t kiln_shape_class_rep(char axis, int i)
+{
+    int n = axis == 't' ? KILN_SHAPE_T_BUCKETS : axis == 'g' ? KILN_SHAPE_G_BUCKETS
+                                                            : KILN_SHAPE_NK_BUCKETS;
+    if (i < 0 || i >= n) return -1;
+    int64_t b = kiln_shape_class_bound(axis, i);
+    return b > 0 ? b : 2 * kiln_shape_class_bound(axis, n - 2);
+}
+
+/* |log2(v / rep)|, v clamped to >= 1. */
+static double log2_gap(int64_t v, int64_t rep)
+{
+    return fabs(log2((double)(v > 0 ? v : 1) / (double)rep));
+}
+
+double kiln_shape_class_distance(const kiln_shape_class *c, int64_t groups, int64_t capacity,
+                                 int64_t n, int64_t k)
+{
+    if (groups < 1) groups = 1;
+    if (capacity < 0) capacity = 0;
+    int64_t tpg = (capacity + groups - 1) / groups;
+    return 1.0 * log2_gap(tpg, kiln_shape_class_rep('t', c->t)) +
+           0.5 * log2_gap(n, kiln_shape_class_rep('n', c->n)) +
+           0.5 * log2_gap(k, kiln_shape_class_rep('k', c->k)) +
+           0.25 * log2_gap(groups, kiln_shape_class_rep('g', c->g));
+}
+
 static int put_part(char *out, size_t size, size_t used, char axis, int i, int last)
 {
     int64_t b = kiln_shape_class_bound(axis, i);
@@ -123,6 +150,11 @@ static void needs_of(const kiln_problem *p, kiln_kernel_desc *d)
     if (p->op == KILN_OP_WGRAD) {
         d->wgrad_output = p->wgrad_output;
         d->accumulate = p->accumulate != 0;
+        /* A call with a bias gradient needs a kernel that computes it: its
+         * own signature term, so a table entry for plain wgrad (whose
+         * kernel may lack dbias) never stands for it, and a tuned dbias
+         * twin can. */
+        d->dbias = p->d_dbias != NULL || p->d_dbias_ptrs != NULL;
         return;
     }
     const kiln_epilogue *e = &p->epilogue;
@@ -772,9 +804,13 @@ const kiln_tuning_entry *kiln_tuning_lookup_nearest(const kiln_tuning_table *t,
             k->b_type != key->b_type || k->out_type != key->out_type ||
             strcmp(k->epilogue, key->epilogue))
             continue;
-        /* Tokens per group decides the tile shape most; then N and K; then G. */
-        int d = 8 * abs(k->shape.t - key->shape.t) + 2 * abs(k->shape.n - key->shape.n) +
-                2 * abs(k->shape.k - key->shape.k) + abs(k->shape.g - key->shape.g);
+        /* The call a key stands for is its class's representative sizes;
+         * nearness is kiln_shape_class_distance's, in hundredths of an octave. */
+        int64_t g = kiln_shape_class_rep('g', key->shape.g);
+        double dd = kiln_shape_class_distance(&k->shape, g, g * kiln_shape_class_rep('t', key->shape.t),
+                                              kiln_shape_class_rep('n', key->shape.n),
+                                              kiln_shape_class_rep('k', key->shape.k));
+        int d = (int)lround(100 * dd);
         if (!best || d < best_d) {
             best = &t->items[i];
             best_d = d;

@@ -61,15 +61,33 @@ int kiln_shape_class_parse(const char *s, kiln_shape_class *out);
  * (unbounded) bucket; for docs, tests and plots. */
 int64_t kiln_shape_class_bound(char axis, int i);
 
+/* The value a class stands for on an axis: its upper bound (the sizes
+ * that get measured are round numbers, which sit on the inclusive upper
+ * bounds: 1024 tokens, N 4096), and twice the last bound for the unbounded
+ * bucket; -1 for a bad index. */
+int64_t kiln_shape_class_rep(char axis, int i);
+
+/* How far a call (groups, capacity, N, K, as kiln_shape_class_of takes
+ * them) lies from what class c was measured on, in octaves: the sum over
+ * the axes of |log2(value / rep)|, weighted by how much each axis moves
+ * the best kernel — tokens per group 1 (the m tile and its padded rows),
+ * N and K 0.5 (the n tile, the wave count, the K loop), groups 0.25 (a
+ * multiplier of the tile count only).  Continuous in the call's sizes, so
+ * a call one row past a bucket edge is as near its neighbour's class as
+ * the call one row before it. */
+double kiln_shape_class_distance(const kiln_shape_class *c, int64_t groups, int64_t capacity,
+                                 int64_t n, int64_t k);
+
 /* ---- keys --------------------------------------------------------------- */
 
 /* The epilogue signature names what a call asks for beyond D = A·B, as
  * '+'-joined terms, or "plain" when nothing.  The terms are the text keys of
  * the knobs marked for signatures in knobs.c, in its order:
  *   fprop, dgrad: weights bias row_scale scale_bias alpha beta
- *   wgrad:        wgrad_output accumulate
+ *   wgrad:        wgrad_output accumulate dbias
  * (weights: weights as a device array of pointers; alpha: per-group α;
- * wgrad_output: discrete output; scale_bias only with bias and row_scale). */
+ * wgrad_output: discrete output; dbias: the bias gradient, d_dbias or
+ * d_dbias_ptrs; scale_bias only with bias and row_scale). */
 typedef struct kiln_tuning_key {
     char arch[KILN_ARCH_MAX];    /* "sm_90a" */
     kiln_op op;
@@ -155,8 +173,10 @@ const kiln_tuning_entry *kiln_tuning_table_at(const kiln_tuning_table *t, size_t
 const kiln_tuning_entry *kiln_tuning_lookup(const kiln_tuning_table *t, const kiln_tuning_key *key);
 
 /* The entry with the same arch, op, types and signature whose shape class
- * is closest (tokens per group weigh most, then N and K, then G); NULL if
- * none.  *distance (may be NULL) is 0 for an exact hit. */
+ * is closest (kiln_shape_class_distance from the key's class's
+ * representative sizes); NULL if none.  *distance (may be NULL) is that in
+ * hundredths of an octave, 0 for an exact hit.  The dispatcher does the
+ * same from the call's own sizes, among the entries that serve it. */
 const kiln_tuning_entry *kiln_tuning_lookup_nearest(const kiln_tuning_table *t,
                                                     const kiln_tuning_key *key, int *distance);
 

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* dispatch.c — the backend cascade: tuned ▸ generated ▸ cuBLASLt. */
+/* dispatch.c — the backend cascade: exact table ▸ nearest class ▸ model ▸
+ * cuBLASLt (see dispatch.h). */
 #include <stdio.h>
 #include <string.h>
 
 #include "dispatch.h"
+#include "dispatch_model.h"
 #include "problem.h"
 
 int kiln_dispatch_shape_class(const kiln_problem *p)
@@ -133,18 +135,12 @@ static int unused_features(const kiln_kernel_desc *d, const kiln_problem *p)
     return n;
 }
 
-/* 1 if ka is a better choice than kb for p: the template's own preference
- * (its launch table's), then fewer unused epilogue terms, then the tile. */
-static int better(const kiln_dispatch_kernel *ka, const kiln_dispatch_kernel *kb, const kiln_problem *p)
+/* The tile rule, for kernels the model cannot tell apart: few tokens per
+ * group take small M tiles (fewer padded rows), many take large tiles. */
+static int tile_rule(const kiln_kernel_desc *a, const kiln_kernel_desc *b, const kiln_problem *p)
 {
-    const kiln_kernel_desc *a = ka->desc, *b = kb->desc;
-    int fa = ka->launch ? ka->launch->preference : 0, fb = kb->launch ? kb->launch->preference : 0;
-    if (fa != fb) return fa > fb;
-    int ua = unused_features(a, p), ub = unused_features(b, p);
-    if (ua != ub) return ua < ub;
     long long ta = (long long)a->tile_m * a->tile_n, tb = (long long)b->tile_m * b->tile_n;
     if (kiln_dispatch_shape_class(p) == 0) {
-        /* Few tokens per group: small M tiles waste fewer padded rows. */
         if (a->tile_m != b->tile_m) return a->tile_m < b->tile_m;
         if (ta != tb) return ta < tb;
     } else {
@@ -154,40 +150,130 @@ static int better(const kiln_dispatch_kernel *ka, const kiln_dispatch_kernel *kb
     return 0;
 }
 
+/* One kernel the model ranks: a catalog default (kernel >= 0) or a tuning
+ * table entry's (tuned >= 0). */
+typedef struct candidate {
+    kiln_dispatch_kernel k;
+    long kernel, tuned;
+    kiln_dispatch_estimate est;
+} candidate;
+
+/* Estimates within this fraction of each other are a tie: the model is not
+ * that precise, and the tile rule then decides the same way every time. */
+#define MODEL_TIE 0.01
+
+/* 1 if a ranks before b for p: the template's own preference (its launch
+ * table's), then fewer unused epilogue terms, then the model's estimate,
+ * then the tile rule. */
+static int ranks_before(const candidate *a, const candidate *b, const kiln_problem *p)
+{
+    int fa = a->k.launch ? a->k.launch->preference : 0, fb = b->k.launch ? b->k.launch->preference : 0;
+    if (fa != fb) return fa > fb;
+    int ua = unused_features(a->k.desc, p), ub = unused_features(b->k.desc, p);
+    if (ua != ub) return ua < ub;
+    if (a->est.us < b->est.us * (1 - MODEL_TIE)) return 1;
+    if (b->est.us < a->est.us * (1 - MODEL_TIE)) return 0;
+    return tile_rule(a->k.desc, b->k.desc, p);
+}
+
+/* 1 if table entry i may stand for a call: loaded (or not tried) and
+ * serving it as its own description says. */
+static int entry_serves(const kiln_dispatch_input *in, size_t i, kiln_dispatch_kernel *k)
+{
+    const kiln_tuning_entry *e = kiln_tuning_table_at(in->tuning, i);
+    if (in->tuned_unavailable && in->tuned_unavailable[i]) return 0;
+    *k = (kiln_dispatch_kernel){e->key.arch, &e->kdesc, &e->launch};
+    char why[200];
+    return kiln_should_use_kernel(k, in->arch, in->problem, why, sizeof why);
+}
+
+static int tables_usable(const kiln_dispatch_input *in)
+{
+    return in->tuning && kiln_tuning_table_count(in->tuning) &&
+           (in->allowed & KILN_ALLOW_GENERATED);
+}
+
 /* The tables' entry for the call's key, if it serves the call (checked
  * against the entry's own description like any kernel) and has not failed
  * to load. */
-static int should_use_tuned(const kiln_dispatch_input *in, kiln_dispatch_choice *out)
+static int should_use_tuned(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                            const kiln_tuning_key *key, kiln_dispatch_choice *out)
 {
-    if (!in->tuning || !(in->allowed & KILN_ALLOW_GENERATED) || in->only_kernel) return 0;
-    kiln_tuning_key key;
-    kiln_tuning_key_from_problem(in->problem, in->arch, &key);
-    const kiln_tuning_entry *e = kiln_tuning_lookup(in->tuning, &key);
+    if (!tables_usable(in) || (o->skip & KILN_DISPATCH_SKIP_EXACT) || in->only_kernel) return 0;
+    const kiln_tuning_entry *e = kiln_tuning_lookup(in->tuning, key);
     if (!e) return 0;
     long i = (long)(e - kiln_tuning_table_at(in->tuning, 0));
-    if (in->tuned_unavailable && in->tuned_unavailable[i]) return 0;
-    char why[200];
-    kiln_dispatch_kernel k = {e->key.arch, &e->kdesc, &e->launch};
-    if (!kiln_should_use_kernel(&k, in->arch, in->problem, why, sizeof why)) return 0;
+    kiln_dispatch_kernel k;
+    if (!entry_serves(in, (size_t)i, &k)) return 0;
     char cls[32];
-    kiln_shape_class_name(&key.shape, cls, sizeof cls);
+    kiln_shape_class_name(&key->shape, cls, sizeof cls);
     out->backend = KILN_BACKEND_GENERATED;
     out->tuned = i;
+    out->rule = KILN_DISPATCH_BY_EXACT;
     snprintf(out->reason, sizeof out->reason,
-             "tuned kernel %s for %s (measured %.3f ms; runner-up %s)", e->kernel, cls,
-             e->median_ms, e->runnerup[0] ? e->runnerup : "none");
+             "exact table: tuned kernel %s for %s (measured %.3f ms; runner-up %s)", e->kernel,
+             cls, e->median_ms, e->runnerup[0] ? e->runnerup : "none");
     return 1;
 }
 
-static long should_use_generated(const kiln_dispatch_input *in, char *why, size_t why_size)
+static int same_call_kind(const kiln_tuning_key *a, const kiln_tuning_key *b)
+{
+    return !strcmp(a->arch, b->arch) && a->op == b->op && a->a_type == b->a_type &&
+           a->b_type == b->b_type && a->out_type == b->out_type && !strcmp(a->epilogue, b->epilogue);
+}
+
+/* The entry of the nearest measured class (same arch, op, types and
+ * epilogue signature) that serves the call, if it lies within
+ * KILN_DISPATCH_NEAREST_MAX.  *nearest gets the distance of the nearest
+ * class (served or not; -1 when there is none) for the model's reason. */
+static int should_use_nearest(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                              const kiln_tuning_key *key, kiln_dispatch_choice *out,
+                              double *nearest)
+{
+    *nearest = -1;
+    if (!tables_usable(in) || in->only_kernel) return 0;
+    const kiln_problem *p = in->problem;
+    long best = -1;
+    double best_d = 0;
+    for (size_t i = 0; i < kiln_tuning_table_count(in->tuning); i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(in->tuning, i);
+        if (!same_call_kind(&e->key, key)) continue;
+        kiln_dispatch_kernel k;
+        if (!entry_serves(in, i, &k)) continue;
+        double d = kiln_shape_class_distance(&e->key.shape, p->groups, p->capacity, p->n, p->k);
+        if (best < 0 || d < best_d) {
+            best = (long)i;
+            best_d = d;
+        }
+    }
+    *nearest = best < 0 ? -1 : best_d;
+    if (best < 0 || best_d > KILN_DISPATCH_NEAREST_MAX || (o->skip & KILN_DISPATCH_SKIP_NEAREST))
+        return 0;
+    const kiln_tuning_entry *e = kiln_tuning_table_at(in->tuning, (size_t)best);
+    char cls[32], own[32];
+    kiln_shape_class_name(&e->key.shape, cls, sizeof cls);
+    kiln_shape_class_name(&key->shape, own, sizeof own);
+    out->backend = KILN_BACKEND_GENERATED;
+    out->tuned = best;
+    out->rule = KILN_DISPATCH_BY_NEAREST;
+    snprintf(out->reason, sizeof out->reason,
+             "nearest class %s (%.2f octaves from the call; the table has no %s): kernel %s "
+             "(measured %.3f ms there)", cls, best_d, own, e->kernel, e->median_ms);
+    return 1;
+}
+
+/* The model's first among the catalog's defaults and the tables' kernels
+ * that serve the call; -1 if none (why says so). */
+static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                                candidate *best, int *n_served, char *why, size_t why_size)
 {
     const kiln_problem *p = in->problem;
+    *n_served = 0;
     if (!(in->allowed & KILN_ALLOW_GENERATED)) {
         snprintf(why, why_size, "generated kernels are not allowed%s%s", in->forced_by ? " by " : "",
                  in->forced_by ? in->forced_by : "");
-        return -1;
+        return 0;
     }
-    long best = -1;
     char first_why[200] = "";
     int same_op = 0;
     for (size_t i = 0; i < in->n_kernels; i++) {
@@ -202,9 +288,19 @@ static long should_use_generated(const kiln_dispatch_input *in, char *why, size_
             }
             continue;
         }
-        if (best < 0 || better(&in->kernels[i], &in->kernels[best], p)) best = (long)i;
+        candidate c = {.k = in->kernels[i], .kernel = (long)i, .tuned = -1};
+        kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, &c.est);
+        if (!(*n_served)++ || ranks_before(&c, best, p)) *best = c;
     }
-    if (best < 0) {
+    for (size_t i = 0; tables_usable(in) && i < kiln_tuning_table_count(in->tuning); i++) {
+        candidate c = {.kernel = -1, .tuned = (long)i};
+        if (in->only_kernel && strcmp(kiln_tuning_table_at(in->tuning, i)->kernel, in->only_kernel))
+            continue;
+        if (!entry_serves(in, i, &c.k)) continue;
+        kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, &c.est);
+        if (!(*n_served)++ || ranks_before(&c, best, p)) *best = c;
+    }
+    if (!*n_served) {
         char call[256];
         kiln_dispatch_describe(p, in->arch, call, sizeof call);
         if (first_why[0])
@@ -215,7 +311,7 @@ static long should_use_generated(const kiln_dispatch_input *in, char *why, size_
         else
             snprintf(why, why_size, "no generated kernel for %s (the catalog is empty)", call);
     }
-    return best;
+    return *n_served > 0;
 }
 
 static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t why_size)
@@ -234,29 +330,59 @@ static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t 
     return 1;
 }
 
+/* "model score: NAME (tile ...) est ...; first of N kernels (...)". */
+static void model_reason(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                         const candidate *c, int n, double nearest, char *out, size_t size)
+{
+    const kiln_kernel_desc *d = c->k.desc;
+    char tail[96];
+    if (!in->tuning || !kiln_tuning_table_count(in->tuning)) snprintf(tail, sizeof tail, "no tuning table");
+    else if (nearest < 0) snprintf(tail, sizeof tail, "no measured class of this kind");
+    else if (o->skip & KILN_DISPATCH_SKIP_NEAREST) snprintf(tail, sizeof tail, "tables skipped");
+    else snprintf(tail, sizeof tail, "nearest measured class %.2f octaves away", nearest);
+    snprintf(out, size,
+             "model score: %s (%s %dx%dx%d) est %.1f us, %.2f waves at %.0f%%, %.0f%% padded rows, "
+             "tile at %.0f%% of tensor peak; first of %d kernels (%s)",
+             d->name, d->family, d->tile_m, d->tile_n, d->tile_k, c->est.us, c->est.waves,
+             100 * c->est.wave_efficiency, 100 * c->est.padding, 100 * c->est.tile_efficiency, n,
+             tail);
+}
+
 kiln_status kiln_dispatch(const kiln_dispatch_input *in, kiln_dispatch_choice *out,
                           kiln_error *err)
 {
+    return kiln_dispatch_with(in, NULL, out, err);
+}
+
+kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                               kiln_dispatch_choice *out, kiln_error *err)
+{
+    static const kiln_dispatch_options none = {0, 0};
+    if (!o) o = &none;
     memset(out, 0, sizeof *out);
     out->kernel = -1;
     out->tuned = -1;
-    if (should_use_tuned(in, out)) return KILN_OK;
-
+    kiln_tuning_key key;
+    double nearest = -1;
+    if (tables_usable(in)) {
+        kiln_tuning_key_from_problem(in->problem, in->arch, &key);
+        if (should_use_tuned(in, o, &key, out) || should_use_nearest(in, o, &key, out, &nearest))
+            return KILN_OK;
+    }
     char why_gen[512], why_lt[128];
-    long k = should_use_generated(in, why_gen, sizeof why_gen);
-    if (k >= 0) {
-        const kiln_kernel_desc *d = in->kernels[k].desc;
+    candidate best = {.kernel = -1, .tuned = -1};
+    int n = 0;
+    if (should_use_generated(in, o, &best, &n, why_gen, sizeof why_gen)) {
         out->backend = KILN_BACKEND_GENERATED;
-        out->kernel = k;
-        snprintf(out->reason, sizeof out->reason,
-                 "default generated kernel %s (family %s, tile %dx%dx%d) serves the call; shape "
-                 "class %s",
-                 d->name, d->family, d->tile_m, d->tile_n, d->tile_k,
-                 kiln_dispatch_shape_class(in->problem) ? "large" : "small (< 128 rows/group)");
+        out->kernel = best.kernel;
+        out->tuned = best.tuned;
+        out->rule = KILN_DISPATCH_BY_MODEL;
+        model_reason(in, o, &best, n, nearest, out->reason, sizeof out->reason);
         return KILN_OK;
     }
     if (should_use_cublaslt(in, why_lt, sizeof why_lt)) {
         out->backend = KILN_BACKEND_CUBLASLT;
+        out->rule = KILN_DISPATCH_BY_CUBLASLT;
         snprintf(out->reason, sizeof out->reason, "cuBLASLt with host sizes: %s", why_gen);
         return KILN_OK;
     }

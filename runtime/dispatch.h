@@ -4,9 +4,17 @@
  * predicates (ggml-style should_use_*), cuBLASLt last.
  *
  *   the tuning tables' entry for (arch, op, types, epilogue, shape class),
- *     unless it failed to load
- *   ▸ a default generated kernel whose description supports the call
+ *     unless it failed to load                              ("exact table")
+ *   ▸ the entry of the nearest measured class of the same arch, op, types
+ *     and epilogue, within KILN_DISPATCH_NEAREST_MAX octaves of the call
+ *     (kiln_shape_class_distance)                           ("nearest class")
+ *   ▸ the generated kernel the cost model ranks first (dispatch_model.h)
+ *     among the catalog's defaults and the tables' kernels that serve the
+ *     call                                                  ("model")
  *   ▸ cuBLASLt (a per-group loop; needs host sizes; not graph-safe)
+ * The choice's reason names the rule.  No step depends on which bucket a
+ * size falls in beyond the exact lookup, so a call one row past a class
+ * edge keeps its neighbour's kernel instead of falling to a default.
  *
  * Pure: reads only the problem (no device memory), the parsed kernel
  * descriptions and the tables, so it is unit-tested on the CPU.  Loading
@@ -43,10 +51,37 @@ typedef struct kiln_dispatch_input {
                                        shape), or NULL */
 } kiln_dispatch_input;
 
+/* Bits of kiln_dispatch_options.skip.  With both set the tables only add
+ * their kernels to the model's candidates. */
+enum { KILN_DISPATCH_SKIP_EXACT = 1, KILN_DISPATCH_SKIP_NEAREST = 2 };
+
+/* What kiln_dispatch_with takes beyond the input (kiln_dispatch: zeros). */
+typedef struct kiln_dispatch_options {
+    int sms;                        /* the device's SMs for the model; 0: 132 */
+    unsigned skip;                  /* KILN_DISPATCH_SKIP_*: rules not to apply (the
+                                       benchmark's model-alone report, tests) */
+} kiln_dispatch_options;
+
+/* Which rule chose (kiln_dispatch_choice.rule). */
+typedef enum kiln_dispatch_rule {
+    KILN_DISPATCH_BY_EXACT = 1,     /* the tables' entry for the call's key */
+    KILN_DISPATCH_BY_NEAREST,       /* the entry of the nearest measured class */
+    KILN_DISPATCH_BY_MODEL,         /* the cost model's first */
+    KILN_DISPATCH_BY_CUBLASLT,
+} kiln_dispatch_rule;
+
+/* The farthest (kiln_shape_class_distance, octaves) a measured class may
+ * lie from a call and still choose its kernel; beyond, the model chooses.
+ * One and a half: a factor 2.8 in tokens per group, or 2 in N and 2 in K
+ * together, still say more about the call than a model does; a decode
+ * call (8 tokens a group) is 7 octaves from a class measured at 1024. */
+#define KILN_DISPATCH_NEAREST_MAX 1.5
+
 typedef struct kiln_dispatch_choice {
     kiln_backend backend;
     long kernel;                    /* index into kernels, or -1 */
     long tuned;                     /* index of the tuning table entry, or -1 */
+    kiln_dispatch_rule rule;
     char reason[256];
 } kiln_dispatch_choice;
 
@@ -66,6 +101,9 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
  * fp16→f32 wgrad discrete on sm_90a, and no host sizes for cuBLASLt"). */
 kiln_status kiln_dispatch(const kiln_dispatch_input *in, kiln_dispatch_choice *out,
                           kiln_error *err);
+/* The same with options (o may be NULL: kiln_dispatch's zeros). */
+kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                               kiln_dispatch_choice *out, kiln_error *err);
 
 /* "bf16→bf16 fprop (pointer-array weights, bias, row scale) on sm_90a". */
 void kiln_dispatch_describe(const kiln_problem *p, const char *arch, char *out, size_t size);

@@ -2,6 +2,7 @@
 /* test_tuning.c — tuning tables (kernel/tuning.c): shape classes and their
  * boundaries, epilogue signatures, keys of calls, the text round trip,
  * lookups (exact and nearest), and every way a damaged table is refused. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,7 +343,7 @@ static void test_lookup(void **state)
     e = kiln_tuning_lookup_nearest(t, &near, &dist);
     assert_non_null(e);
     assert_string_equal(e->kernel, "k_big"); /* t: 4 is closer to 3 than to 0 */
-    assert_int_equal(dist, 8);
+    assert_int_equal(dist, 100);              /* tmax (2048) is an octave from t1024 */
     near.shape.t = 1;
     e = kiln_tuning_lookup_nearest(t, &near, &dist);
     assert_string_equal(e->kernel, "k_small");
@@ -666,6 +667,62 @@ static void test_table_timer(void **state)
     assert_string_equal(out, "");
 }
 
+/* Issue 11: a wgrad call with a bias gradient has its own signature term,
+ * so an entry for plain wgrad (whose kernel may lack dbias) never stands
+ * for it and a tuned dbias twin can; dense and per-expert db alike. */
+static void test_dbias_signature(void **state)
+{
+    (void)state;
+    char sig[KILN_TUNING_SIG_MAX], why[256];
+    static float dummy[4];
+    kiln_problem p;
+    problem_init(&p, KILN_OP_WGRAD);
+    kiln_tuning_sig_from_problem(&p, sig, sizeof sig);
+    assert_string_equal(sig, "plain");
+    p.d_dbias = dummy;
+    kiln_tuning_sig_from_problem(&p, sig, sizeof sig);
+    assert_string_equal(sig, "dbias");
+    assert_int_equal(kiln_tuning_sig_valid(sig, KILN_OP_WGRAD, why, sizeof why), 1);
+    p.d_dbias = NULL;
+    p.d_dbias_ptrs = (void *const *)dummy;
+    p.accumulate = 1;
+    kiln_tuning_sig_from_problem(&p, sig, sizeof sig);
+    assert_string_equal(sig, "accumulate+dbias");
+    /* Not a term of fprop/dgrad keys. */
+    assert_int_equal(kiln_tuning_sig_valid("dbias", KILN_OP_FPROP, why, sizeof why), 0);
+    kiln_tuning_key a, b;
+    kiln_tuning_key_from_problem(&p, "sm_90a", &a);
+    p.d_dbias_ptrs = NULL;
+    kiln_tuning_key_from_problem(&p, "sm_90a", &b);
+    assert_int_not_equal(kiln_tuning_key_compare(&a, &b), 0);
+}
+
+/* The distance the dispatcher's nearest-class rule uses: zero on a class's
+ * representative sizes, continuous across a bucket edge (a call one row a
+ * group past t1024 is as near t1024 as the call at 1024), and ordered by
+ * how far each axis moves. */
+static void test_class_distance(void **state)
+{
+    (void)state;
+    assert_int_equal(kiln_shape_class_rep('t', 3), 1024);
+    assert_int_equal(kiln_shape_class_rep('t', 4), 2048);
+    assert_int_equal(kiln_shape_class_rep('n', 4), 16384);
+    assert_int_equal(kiln_shape_class_rep('g', 9), -1);
+    kiln_shape_class c;
+    kiln_shape_class_of(32, 32 * 1024, 4096, 4096, &c); /* t1024.g32.n4096.k4096 */
+    assert_true(kiln_shape_class_distance(&c, 32, 32 * 1024, 4096, 4096) == 0.0);
+    double edge = kiln_shape_class_distance(&c, 32, 32 * 1025, 4096, 4096);
+    assert_true(edge > 0 && edge < 0.01);
+    kiln_shape_class past;
+    kiln_shape_class_of(32, 32 * 1025, 4096, 4096, &past); /* its own class is tmax */
+    assert_int_equal(past.t, 4);
+    assert_true(kiln_shape_class_distance(&past, 32, 32 * 1025, 4096, 4096) > 0.9);
+    /* A factor 2 in tokens per group weighs twice a factor 2 in N. */
+    double dt = kiln_shape_class_distance(&c, 32, 32 * 512, 4096, 4096);
+    double dn = kiln_shape_class_distance(&c, 32, 32 * 1024, 2048, 4096);
+    assert_true(fabs(dt - 1.0) < 1e-9 && fabs(dn - 0.5) < 1e-9);
+}
+
 KILN_TEST_MAIN(
     cmocka_unit_test(test_class_boundaries),
     cmocka_unit_test(test_class_parse),
@@ -676,4 +733,6 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_rejections),
     cmocka_unit_test(test_damaged_tables),
     cmocka_unit_test(test_table_messages_printable),
-    cmocka_unit_test(test_table_timer))
+    cmocka_unit_test(test_table_timer),
+    cmocka_unit_test(test_dbias_signature),
+    cmocka_unit_test(test_class_distance))

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tune_corpus.sh — tunes fprop and dgrad (bf16, plain) over the MoE corpus
+# (bench/corpus.tsv) and the benchmark cases (bench/cases.tsv) with
+# `kiln tune`, writes the shipped table (specs/tuning/sm_90a.tuning) and the
+# measurements the dispatch report reads (docs/dispatch.md).
+#
+#   scripts/tune_corpus.sh [BUILD_DIR] [--fake] [--compile-only] [--no-write]
+#                          [--only REGEX]
+#
+# The candidates are the catalog's kind of kernel, not a sweep: per op the
+# plain sm90 points of specs/sweeps/{fprop,dgrad}_sm90_plain.yaml with
+# 128x128 tiles at 6 stages and 64x256, 128x256, 256x128 at 4, each
+# pingpong and cooperative, rasters group and m (the same kernel names and
+# descriptions as those sweeps, so the catalog build finds every winner
+# there), plus the plain sm90 defaults of specs/default, timed so that the
+# report can price whatever the dispatcher picks.
+#
+# Outputs in $OUT (default BUILD_DIR/tune_corpus): corpus.tuning (the new
+# fprop/dgrad entries), corpus.csv (every variant on every shape),
+# corpus.tuning.journal (resume: run the script again after a kill, it
+# re-times nothing), sweeps/ (the reduced sweeps).  Unless --no-write or
+# --fake, specs/tuning/sm_90a.tuning becomes the new entries plus every
+# entry of the old table whose key the run did not produce (wgrad, other
+# epilogues, fp16), and then: rebuild (the catalog embeds the table), and
+#   BUILD_DIR/bench/kiln_bench --dispatch-report OUT/corpus.csv \
+#       --cases OUT/shapes.tsv
+# prints, per case and op, the dispatched kernel's time and the model
+# alone's against the best measured (CPU only).
+#
+# Cost: ~1750 (variant, shape) cells, ~1-2 min of GPU time at these
+# settings, but `kiln tune` fills every shape's inputs on the host (~180 G
+# bf16 values for fprop and dgrad over the corpus, several minutes on one
+# core).  A run killed at a time limit resumes from the journal: run the
+# script again.  --only REGEX tunes the shapes whose names match (grep -E),
+# e.g. a first pass without the largest weights.
+#
+# --fake: the fake timer (no GPU; CI and dry runs).  --compile-only: only
+# compile the candidates into the cache ($KILN_CACHE_DIR), e.g. on a CPU
+# machine with the same NVRTC before a GPU run.  Timing settings (each
+# overridable): KILN_TUNE_RUNS=10, KILN_TUNE_WARMUP=3,
+# KILN_TUNE_BUDGET_MS=300.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=build fake=0 compile_only=0 write=1 only=.
+while [ $# -gt 0 ]; do
+  a=$1; shift
+  case $a in
+    --only) only=${1:?--only needs a REGEX}; shift ;;
+    --fake) fake=1; write=0 ;;
+    --compile-only) compile_only=1 ;;
+    --no-write) write=0 ;;
+    -*) echo "tune_corpus.sh: unknown option $a" >&2; exit 2 ;;
+    *) build=$a ;;
+  esac
+done
+case $build in /*) ;; *) build=$here/$build ;; esac
+kiln=$build/kiln
+[ -x "$kiln" ] || { echo "tune_corpus.sh: no $kiln (build first)" >&2; exit 2; }
+out=${OUT:-$build/tune_corpus}
+mkdir -p "$out/sweeps"
+cd "$here"
+
+# The reduced sweeps: the shipped sweep's base (everything before its
+# sweep: block, so names and descriptions stay the sweep's own) and a
+# smaller grid.  Expressions cannot name the schedule or raster, so those
+# axes keep both values.
+for op in fprop dgrad; do
+  src=specs/sweeps/${op}_sm90_plain.yaml
+  dst=$out/sweeps/${op}_sm90_plain.yaml
+  sed '/^sweep:/,$d' "$src" > "$dst"
+  cat >> "$dst" <<'EOF'
+sweep:
+  tile:
+    - {m: 128, n: 128, k: 64}
+    - {m: 128, n: 256, k: 64}
+    - {m: 64, n: 256, k: 64}
+    - {m: 256, n: 128, k: 64}
+  schedule: [pingpong, cooperative]
+  stages: [4, 6]
+  raster: [group, m]
+constraints:
+  require:
+    - "(tile.m == 128 && tile.n == 128) == (stages == 6)"
+EOF
+done
+specs=("$out/sweeps/fprop_sm90_plain.yaml" "$out/sweeps/dgrad_sm90_plain.yaml"
+       specs/default/sm90_fprop_bf16_128x128.yaml specs/default/sm90_fprop_bf16_64x256.yaml
+       specs/default/sm90_dgrad_bf16_128x128.yaml specs/default/sm90_dgrad_bf16_64x256.yaml)
+
+if [ $compile_only = 1 ]; then
+  exec "$kiln" compile "${specs[@]}"
+fi
+
+# One shapes file: the corpus and the benchmark cases (their classes keep
+# entries too).  Names are unique across the two.
+{ grep -v '^#' bench/corpus.tsv; grep -v '^#' bench/cases.tsv; } | grep -E "^[^[:space:]]*($only)" \
+  > "$out/shapes.tsv" || { echo "tune_corpus.sh: no shape matches --only $only" >&2; exit 2; }
+
+export KILN_TUNE_RUNS=${KILN_TUNE_RUNS:-10} KILN_TUNE_WARMUP=${KILN_TUNE_WARMUP:-3}
+export KILN_TUNE_BUDGET_MS=${KILN_TUNE_BUDGET_MS:-300}
+timer=gpu; [ $fake = 1 ] && timer=fake
+start=$(date +%s)
+rc=0
+"$kiln" tune "${specs[@]}" --shapes "$out/shapes.tsv" --timer $timer \
+  -o "$out/corpus.tuning" --csv > "$out/corpus.csv" || rc=$?
+echo "kiln tune: exit $rc after $(( $(date +%s) - start )) s; $(grep -c ',timed,' "$out/corpus.csv" || true) timed cells in $out/corpus.csv"
+[ $rc = 0 ] || exit $rc
+
+if [ $write = 1 ]; then
+  python3 - "$out/corpus.tuning" specs/tuning/sm_90a.tuning <<'EOF'
+# The new entries plus the old table's whose keys the run did not produce,
+# with the integrity line recomputed (docs/tuning.md: SHA-256 of every line
+# above it, each ended by "\n").  The parser sorts entries by key itself.
+import hashlib, sys
+new_path, old_path = sys.argv[1], sys.argv[2]
+def split(path):
+    head, entries = [], []
+    for line in open(path).read().splitlines():
+        if line.startswith("integrity "): continue
+        (entries if line.startswith("sm_") else head).append(line)
+    return head, entries
+key = lambda l: tuple(l.split()[:7])
+head, entries = split(new_path)
+_, old = split(old_path)
+have = {key(l) for l in entries}
+kept = [l for l in old if key(l) not in have]
+head.append("# merged by scripts/tune_corpus.sh: %d entries from this run (bench/corpus.tsv and "
+            "bench/cases.tsv), %d kept from the previous table" % (len(entries), len(kept)))
+lines = head + entries + kept
+h = hashlib.sha256()
+for l in lines: h.update((l + "\n").encode())
+with open(old_path + ".tmp", "w") as f:
+    f.write("".join(l + "\n" for l in lines))
+    f.write("integrity entries=%d sha256=%s\n" % (len(entries) + len(kept), h.hexdigest()))
+import os; os.replace(old_path + ".tmp", old_path)
+print("wrote %s: %d new entries, %d kept" % (old_path, len(entries), len(kept)))
+EOF
+  echo "next: rebuild ($build), then"
+fi
+echo "  $build/bench/kiln_bench --dispatch-report $out/corpus.csv --cases $out/shapes.tsv"

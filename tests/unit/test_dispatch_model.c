@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_dispatch_model.c — dispatch for shapes the tables do not hold
+ * (runtime/dispatch.c, runtime/dispatch_model.c): the nearest measured
+ * class keeps a neighbour's kernel one row past a bucket edge (no cliff),
+ * the cost model's choice on shapes whose answer is clear, dispatch with
+ * tables off, the dbias signature's own entry, and kernels of other types
+ * (fp8) never chosen for a bf16 call.  Fake catalogs and tables; no GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "dispatch.h"
+#include "dispatch_model.h"
+#include "tuning.h"
+
+#define FAKE(addr) ((void *)(uintptr_t)(addr))
+
+typedef struct catalog {
+    kiln_kernel_desc d[8];
+    kiln_launch_desc l[8];
+    kiln_dispatch_kernel k[8];
+    size_t n;
+} catalog;
+
+/* An sm90 kernel as the template reports it: preference 2, 1024 groups. */
+static kiln_kernel_desc *add(catalog *c, const char *name, kiln_op op, int tm, int tn,
+                             const char *schedule)
+{
+    size_t i = c->n++;
+    kiln_kernel_desc *d = &c->d[i];
+    kiln_desc_init(d);
+    memset(&c->l[i], 0, sizeof c->l[i]);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    snprintf(d->family, sizeof d->family, "sm90");
+    snprintf(d->schedule, sizeof d->schedule, "%s", schedule);
+    d->op = op;
+    d->tile_m = tm;
+    d->tile_n = tn;
+    d->tile_k = 64;
+    d->weights = KILN_WEIGHTS_CONTIGUOUS;
+    if (op == KILN_OP_WGRAD) d->out_type = KILN_DTYPE_BF16;
+    snprintf(c->l[i].entry, sizeof c->l[i].entry, "%s", name);
+    c->l[i].threads = 384;
+    c->l[i].cluster_m = c->l[i].cluster_n = 1;
+    c->l[i].max_groups = 1024;
+    c->l[i].preference = 2;
+    c->l[i].persistent = 1;
+    c->l[i].ctas_per_sm = 1;
+    c->k[i] = (kiln_dispatch_kernel){"sm_90a", d, &c->l[i]};
+    return d;
+}
+
+static void problem(kiln_problem *p, kiln_op op, int groups, int64_t tpg, int64_t n, int64_t k)
+{
+    kiln_problem_init(p, op);
+    p->groups = groups;
+    p->n = n;
+    p->k = k;
+    p->capacity = (int64_t)groups * tpg;
+    p->d_sizes = FAKE(0x100000);
+    p->d_a = FAKE(0x200000);
+    p->d_b = FAKE(0x300000);
+    p->d_out = FAKE(0x400000);
+}
+
+/* Adds an entry naming desc for p's key (its class), measured ms. */
+static void add_entry(kiln_tuning_table *t, const kiln_problem *p, const kiln_kernel_desc *d,
+                      const kiln_launch_desc *l, double ms)
+{
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    kiln_desc_format(d, l, &sb);
+    kiln_tuning_entry e;
+    memset(&e, 0, sizeof e);
+    kiln_tuning_key_from_problem(p, "sm_90a", &e.key);
+    snprintf(e.kernel, sizeof e.kernel, "%s", d->name);
+    memset(e.bundle_id, 'a', 64);
+    memset(e.cache_key, 'b', 64);
+    e.median_ms = ms;
+    e.desc = sb.data;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_tuning_table_add(t, &e, &err) != KILN_OK) fail_msg("add: %s", err.msg);
+    kiln_strbuf_free(&sb);
+}
+
+static kiln_dispatch_choice choose(const catalog *c, const kiln_problem *p,
+                                   const kiln_tuning_table *t, unsigned skip)
+{
+    static unsigned char unavailable[16];
+    kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, KILN_ALLOW_GENERATED, NULL, t,
+                              unavailable};
+    kiln_dispatch_options o = {0, skip};
+    kiln_dispatch_choice ch;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_dispatch_with(&in, &o, &ch, &err) != KILN_OK) fail_msg("dispatch: %s", err.msg);
+    return ch;
+}
+
+/* The name of what was chosen: a catalog kernel's or a table entry's. */
+static const char *chosen(const catalog *c, const kiln_tuning_table *t, const kiln_dispatch_choice *ch)
+{
+    if (ch->tuned >= 0) return kiln_tuning_table_at(t, (size_t)ch->tuned)->kernel;
+    assert_true(ch->kernel >= 0);
+    return c->d[ch->kernel].name;
+}
+
+/* The issue's cliff: 32 groups of 1024 tokens have a tuned kernel; 1025
+ * tokens a group (class tmax, not in the table) must keep it, as the
+ * nearest measured class, and say so. */
+static void test_nearest_class_no_cliff(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "default_64x128", KILN_OP_FPROP, 64, 128, "pingpong");
+    catalog w = {0};
+    kiln_kernel_desc *tuned = add(&w, "tuned_128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_tuning_table *t;
+    kiln_error err;
+    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 4096);
+    add_entry(t, &p, tuned, &w.l[0], 0.5);
+
+    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
+    assert_non_null(strstr(ch.reason, "exact table"));
+
+    p.capacity = 32 * 1025; /* one row a group past the bucket edge */
+    ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_NEAREST);
+    assert_int_equal(ch.tuned, 0);
+    assert_string_equal(chosen(&c, t, &ch), "tuned_128x256");
+    if (!strstr(ch.reason, "nearest class t1024.g32.n4096.k4096") ||
+        !strstr(ch.reason, "no tmax.g32.n4096.k4096"))
+        fail_msg("reason: %s", ch.reason);
+    /* Every capacity from 1 to 3 rows a group past the edge, and an N a
+     * little off the class's: the same kernel, never a default. */
+    for (int extra = 1; extra <= 3 * 32; extra++) {
+        p.capacity = 32 * 1024 + extra;
+        p.n = 4096 + 8 * (extra % 3);
+        ch = choose(&c, &p, t, 0);
+        assert_string_equal(chosen(&c, t, &ch), "tuned_128x256");
+    }
+    /* A decode call lies octaves away: the model decides, and says why. */
+    problem(&p, KILN_OP_FPROP, 32, 8, 4096, 4096);
+    ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    if (!strstr(ch.reason, "model score") || !strstr(ch.reason, "octaves away"))
+        fail_msg("reason: %s", ch.reason);
+    /* The rule can be skipped (the benchmark's model-alone report). */
+    problem(&p, KILN_OP_FPROP, 32, 1025, 4096, 4096);
+    ch = choose(&c, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    kiln_tuning_table_destroy(t);
+}
+
+/* Shapes where the answer is clear: a decode call (8 tokens a group) takes
+ * the 64-row tile (the others compute 94% padding); a large one (Mixtral's
+ * 8 experts of 4096 tokens, N 14336) takes a big tile over 64x256, whose
+ * L2 traffic per FLOP caps it; the estimate's parts add up. */
+static void test_model_clear_choices(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "t128x128", KILN_OP_FPROP, 128, 128, "pingpong");
+    add(&c, "t64x256", KILN_OP_FPROP, 64, 256, "pingpong");
+    add(&c, "t128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    add(&c, "t256x128", KILN_OP_FPROP, 256, 128, "cooperative");
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 256, 8, 1024, 2048);
+    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_string_equal(c.d[ch.kernel].name, "t64x256");
+    if (!strstr(ch.reason, "no tuning table")) fail_msg("reason: %s", ch.reason);
+    kiln_dispatch_estimate e;
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
+    assert_int_equal(e.tiles, 256 * 4);
+    assert_true(e.padding > 0.87 && e.padding < 0.88); /* 1 - 8/64 */
+    assert_true(e.waves > 7.75 && e.waves < 7.76);
+
+    problem(&p, KILN_OP_FPROP, 8, 4096, 14336, 4096);
+    ch = choose(&c, &p, NULL, 0);
+    const char *big = c.d[ch.kernel].name;
+    if (strcmp(big, "t128x256") && strcmp(big, "t256x128")) fail_msg("chose %s", big);
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
+    assert_true(e.tile_efficiency < 0.7); /* 64x256: L2-bound */
+    kiln_dispatch_model_estimate(&c.d[2], &c.l[2], &p, 132, &e);
+    assert_true(e.tile_efficiency > 0.99);
+    assert_true(e.padding == 0.0);
+
+    /* Many rows but N 128: the big tiles would compute half their columns
+     * (128x256) or serialise (256x128: 16 tiles on 132 SMs); the tile rule
+     * alone would take them. */
+    problem(&p, KILN_OP_FPROP, 4, 1024, 128, 4096);
+    ch = choose(&c, &p, NULL, 0);
+    assert_string_equal(c.d[ch.kernel].name, "t128x128");
+
+    /* dgrad's output columns are K, its reduction N. */
+    problem(&p, KILN_OP_DGRAD, 8, 128, 4096, 128);
+    kiln_dispatch_model_estimate(&c.d[2], &c.l[2], &p, 132, &e);
+    assert_int_equal(e.tiles, 8); /* 8 groups x 1 m tile x 1 n tile (K 128 < 256) */
+}
+
+/* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
+ * chooses among the catalog's kernels; with the tables given but their
+ * rules skipped, their kernels join the model's candidates. */
+static void test_tables_off(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "d64x128", KILN_OP_FPROP, 64, 128, "pingpong");
+    catalog w = {0};
+    kiln_kernel_desc *tuned = add(&w, "w128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_tuning_table *t;
+    kiln_error err;
+    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 8, 16, 2048, 2048);
+    add_entry(t, &p, tuned, &w.l[0], 0.01); /* measured on a small shape */
+
+    problem(&p, KILN_OP_FPROP, 8, 4096, 14336, 4096);
+    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_string_equal(chosen(&c, NULL, &ch), "d64x128");
+    ch = choose(&c, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_int_equal(ch.kernel, -1);
+    assert_string_equal(chosen(&c, t, &ch), "w128x256");
+    if (!strstr(ch.reason, "tables skipped")) fail_msg("reason: %s", ch.reason);
+    kiln_tuning_table_destroy(t);
+}
+
+/* Issue 11: plain wgrad's entry names a kernel without dbias; a call with
+ * d_dbias has its own key, so the entry is not its exact or nearest one,
+ * and a dbias kernel serves it; a tuned dbias twin is its exact entry. */
+static void test_dbias_gets_its_own_entry(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "wgrad_plain", KILN_OP_WGRAD, 128, 256, "cooperative");
+    kiln_kernel_desc *db = add(&c, "wgrad_dbias", KILN_OP_WGRAD, 128, 128, "cooperative");
+    db->dbias = 1;
+    catalog w = {0};
+    kiln_kernel_desc *plain_t = add(&w, "tuned_plain", KILN_OP_WGRAD, 128, 256, "cooperative");
+    kiln_kernel_desc *dbias_t = add(&w, "tuned_dbias", KILN_OP_WGRAD, 128, 256, "cooperative");
+    dbias_t->dbias = 1;
+    kiln_tuning_table *t;
+    kiln_error err;
+    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_problem p;
+    problem(&p, KILN_OP_WGRAD, 32, 1024, 4096, 4096);
+    p.out_type = KILN_DTYPE_BF16;
+    add_entry(t, &p, plain_t, &w.l[0], 0.5);
+
+    p.d_dbias = FAKE(0x500000);
+    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_string_equal(chosen(&c, t, &ch), "wgrad_dbias");
+    if (!strstr(ch.reason, "no measured class of this kind")) fail_msg("reason: %s", ch.reason);
+
+    add_entry(t, &p, dbias_t, &w.l[1], 0.55);
+    ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
+    assert_string_equal(chosen(&c, t, &ch), "tuned_dbias");
+    /* The plain call keeps its own entry. */
+    p.d_dbias = NULL;
+    ch = choose(&c, &p, t, 0);
+    assert_string_equal(chosen(&c, t, &ch), "tuned_plain");
+    kiln_tuning_table_destroy(t);
+}
+
+/* A kernel of other types (an fp8 one the model would rank first, and a
+ * table entry for an e4m3 key) is never chosen for a bf16 call. */
+static void test_types_must_match(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "bf16_64x128", KILN_OP_FPROP, 64, 128, "pingpong");
+    kiln_kernel_desc *f8 = add(&c, "e4m3_128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    f8->a_type = f8->b_type = KILN_DTYPE_E4M3;
+    kiln_tuning_table *t;
+    kiln_error err;
+    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 8, 4096, 14336, 4096);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    add_entry(t, &p, f8, &c.l[1], 0.2);
+    p.a_type = p.b_type = KILN_DTYPE_BF16;
+    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
+    assert_string_equal(chosen(&c, t, &ch), "bf16_64x128");
+    /* And the fp8 call gets the fp8 kernel. */
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    ch = choose(&c, &p, t, 0);
+    assert_string_equal(chosen(&c, t, &ch), "e4m3_128x256");
+    kiln_tuning_table_destroy(t);
+}
+
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_nearest_class_no_cliff),
+    cmocka_unit_test(test_model_clear_choices),
+    cmocka_unit_test(test_tables_off),
+    cmocka_unit_test(test_dbias_gets_its_own_entry),
+    cmocka_unit_test(test_types_must_match))
