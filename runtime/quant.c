@@ -364,7 +364,7 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
     case KILN_QUANT_ROWS_1X128:
         snprintf(name, sizeof name, "kiln_quant_rows_1x128_%s", types);
         return launch(*slot, env, name,
-                      min64(ceil_div(q->rows * ceil_div(q->cols, 128) * 8, KQ_THREADS), cap), &a,
+                      min64(ceil_div(q->rows * ceil_div(q->cols, 128), KQ_THREADS / 2), cap), &a,
                       stream, err);
     case KILN_QUANT_WEIGHTS_128X128:
         snprintf(name, sizeof name, "kiln_quant_tiles_%s", types);

@@ -244,39 +244,52 @@ KDEV void kq_rows(const kq_args &a)
 
 /* ---- KILN_QUANT_ROWS_1X128: one scale per row and 128 columns ----------- */
 
-/* A row is ceil(cols/128) k-blocks of 8 units; each unit (16 elements) is a
- * thread's, and the 8 lanes of a k-block find its amax with shuffles.  The
- * CTA's threads walk the padded units (rows × k-blocks × 8) in a grid-stride
- * loop; (row, unit) advance by a fixed step, so nothing is divided per step. */
+/* A row is ceil(cols/128) k-blocks of 8 units (16 elements each).  Two
+ * lanes share a k-block, four units each (units 2i and 2i+1 of the block
+ * side by side, so a lane pair reads 64 contiguous bytes per load): 128
+ * bytes in flight per thread, one shuffle for the block's amax.  The CTA's
+ * lane pairs walk the (row, k-block) items in a grid-stride loop; (row,
+ * k-block) advance by a fixed step, so nothing is divided per step. */
 template <class In, class Out>
 KDEV void kq_rows_1x128(const kq_args &a)
 {
     __shared__ int red[KQ_WARPS];
     const long long total = kq_total_rows(a, red);
-    const long long upr = ((a.cols + 127) / 128) * 8;   /* padded units per row */
-    const long long units = a.cols / 16;
-    const long long start = (long long)blockIdx.x * KQ_THREADS + threadIdx.x;
-    const long long step = (long long)gridDim.x * KQ_THREADS;
-    const long long drow = step / upr, dj = step % upr;
-    long long r = start / upr, j = start % upr;
+    const long long kbs = (a.cols + 127) / 128, units = a.cols / 16;
+    const long long start = ((long long)blockIdx.x * KQ_THREADS + threadIdx.x) >> 1;
+    const long long step = (long long)gridDim.x * (KQ_THREADS / 2);
+    const long long drow = step / kbs, dkb = step % kbs;
+    const int half = threadIdx.x & 1;
+    long long r = start / kbs, kb = start % kbs;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
     for (;;) {
         const bool row_ok = r < total;
-        if (!__any_sync(0xffffffffu, row_ok)) break;   /* lanes leave together: shuffles below */
-        const bool ok = row_ok && j < units;
-        kq_unit u;
-        if (ok) kq_load(u, in + (r * a.ld_in + j * 16) * 2);
-        else kq_zero(u);
-        u32 m = kq_warp_amax(kq_amax_bits(u, 0u), 8);
+        if (!__any_sync(0xffffffffu, row_ok)) break;   /* lanes leave together: shuffle below */
+        kq_unit u[4];
+        u32 m = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const long long j = kb * 8 + 2 * i + half;
+            if (row_ok && j < units) kq_load(u[i], in + (r * a.ld_in + j * 16) * 2);
+            else kq_zero(u[i]);
+            m = kq_amax_bits(u[i], m);
+        }
+        m = kq_warp_amax(m, 2);
         float s, inv;
         kq_scales<Out>(In::to_f32(m), s, inv);
-        if (ok) *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u, inv);
-        if (ok && (j & 7) == 0) a.scale[(j >> 3) * a.ld_scale + r] = s;
+        if (row_ok) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const long long j = kb * 8 + 2 * i + half;
+                if (j < units) *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u[i], inv);
+            }
+            if (!half) a.scale[kb * a.ld_scale + r] = s;
+        }
         r += drow;
-        j += dj;
-        if (j >= upr) {
-            j -= upr;
+        kb += dkb;
+        if (kb >= kbs) {
+            kb -= kbs;
             r++;
         }
     }
