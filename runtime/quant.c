@@ -323,7 +323,7 @@ static kiln_status run_tensor(kiln_quant_rt *rt, const kiln_rt_env *env, const k
         "cuMemsetD8Async(q->d_scale)", err);
     if (st) return st;
     snprintf(name, sizeof name, "kiln_quant_amax_%s", kiln_dtype_name(q->in_type));
-    if ((st = launch(rt, env, name, min64(ceil_div((int64_t)q->groups * q->rows, 8), cap), a,
+    if ((st = launch(rt, env, name, min64(ceil_div((int64_t)q->groups * q->rows, 64), cap), a,
                      stream, err)))
         return st;
     const int64_t tiles = (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128);

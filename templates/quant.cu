@@ -402,49 +402,57 @@ KDEV void kq_tiles(const kq_args &a)
 
 /* ---- KILN_QUANT_WEIGHTS_TENSOR: the group's amax first ----------------- */
 
-/* Each warp takes a contiguous range of the G·N rows and keeps a running
- * amax, flushed to scale[g] (zeroed by the host, holding amax bits: for
- * non-negative floats unsigned order is float order) when its group changes
- * and at its end: about one atomic per warp. */
+/* amax bits m of the warp into scale[g] (zeroed by the host; it holds the
+ * amax as float bits until kq_finalize: for non-negative floats unsigned
+ * order is float order). */
+template <class In>
+KDEV void kq_flush_amax(const kq_args &a, u32 m, long long g)
+{
+    m = kq_warp_amax(m, 32);
+    if ((threadIdx.x & 31) == 0 && g >= 0 && m)
+        atomicMax((u32 *)&a.scale[g], __float_as_uint(In::to_f32(m)));
+}
+
+/* The grid sweeps the G·N rows front to back, KQ_WARPS · 8 rows per CTA
+ * step (8 consecutive rows a warp), so that the last rows it reads are the
+ * tensor's last: the quantizing pass walks the tiles last first
+ * (args.reverse) and finds those still in L2.  A warp keeps a running amax
+ * and flushes it when its group changes: about one atomic per warp step. */
 template <class In>
 KDEV void kq_group_amax(const kq_args &a)
 {
     const long long rows = (long long)a.groups * a.rows, units = a.cols / 16;
-    const long long warps = (long long)gridDim.x * KQ_WARPS;
-    const long long wid = (long long)blockIdx.x * KQ_WARPS + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    const long long per = (rows + warps - 1) / warps;
-    const long long r_begin = wid * per, r_end = min(rows, r_begin + per);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const char *in = (const char *)a.in;
     u32 m = 0;
-    long long g = r_begin < r_end ? r_begin / a.rows : 0;
-    for (long long r = r_begin; r < r_end; ++r) {
-        const long long rg = r / a.rows;
-        if (rg != g) {
-            u32 x = kq_warp_amax(m, 32);
-            if (lane == 0 && x) atomicMax((u32 *)&a.scale[g], __float_as_uint(In::to_f32(x)));
-            m = 0;
-            g = rg;
-        }
-        const char *rin = in + r * a.ld_in * 2;
-        long long j = lane;
-        for (; j + 96 < units; j += 128) {   /* four loads in flight */
-            kq_unit x0, x1, x2, x3;
-            kq_load(x0, rin + j * 32);
-            kq_load(x1, rin + (j + 32) * 32);
-            kq_load(x2, rin + (j + 64) * 32);
-            kq_load(x3, rin + (j + 96) * 32);
-            m = kq_amax_bits(x3, kq_amax_bits(x2, kq_amax_bits(x1, kq_amax_bits(x0, m))));
-        }
-        for (; j < units; j += 32) {
-            kq_unit x;
-            kq_load(x, rin + j * 32);
-            m = kq_amax_bits(x, m);
+    long long g = -1;
+    for (long long c = blockIdx.x; c * (KQ_WARPS * 8) < rows; c += gridDim.x) {
+        const long long r0 = c * (KQ_WARPS * 8) + warp * 8;
+        for (long long r = r0; r < r0 + 8 && r < rows; ++r) {
+            const long long rg = r / a.rows;
+            if (rg != g) {
+                kq_flush_amax<In>(a, m, g);
+                m = 0;
+                g = rg;
+            }
+            const char *rin = in + r * a.ld_in * 2;
+            long long j = lane;
+            for (; j + 96 < units; j += 128) {   /* four loads in flight */
+                kq_unit x0, x1, x2, x3;
+                kq_load(x0, rin + j * 32);
+                kq_load(x1, rin + (j + 32) * 32);
+                kq_load(x2, rin + (j + 64) * 32);
+                kq_load(x3, rin + (j + 96) * 32);
+                m = kq_amax_bits(x3, kq_amax_bits(x2, kq_amax_bits(x1, kq_amax_bits(x0, m))));
+            }
+            for (; j < units; j += 32) {
+                kq_unit x;
+                kq_load(x, rin + j * 32);
+                m = kq_amax_bits(x, m);
+            }
         }
     }
-    u32 x = kq_warp_amax(m, 32);
-    if (r_begin < r_end && lane == 0 && x)
-        atomicMax((u32 *)&a.scale[g], __float_as_uint(In::to_f32(x)));
+    kq_flush_amax<In>(a, m, g);
 }
 
 /* amax to scale, in scale and (if given) scale_t. */
