@@ -14,8 +14,11 @@
 /* What quant.cu's kernels are built for: KQ_THREADS, KQ_UMAX. */
 #define KQ_THREADS 256
 #define KQ_UMAX 4
-/* CTAs per SM the grid-stride kernels are launched with (at most). */
-#define KQ_CTAS_PER_SM 8
+/* The grid-stride kernels are launched with as many CTAs as fit on the
+ * device at once (one wave, no tail of late CTAs): by registers, the only
+ * limit that binds for them (an SM's 64K, at most 8 CTAs of KQ_THREADS). */
+#define KQ_MAX_CTAS_PER_SM 8
+#define KQ_SM_REGISTERS 65536
 
 void kiln_quant_init(kiln_quant *q, kiln_quant_kind kind)
 {
@@ -218,6 +221,7 @@ struct kiln_quant_rt {
     struct {
         char name[48];
         CUfunction fn;
+        int ctas_per_sm;   /* resident CTAs per SM, from its registers */
     } fns[KQ_MAX_FUNCTIONS];
     int n_fns;
 };
@@ -261,12 +265,27 @@ static kiln_status rt_load(kiln_quant_rt **slot, kiln_kernels *ks, kiln_error *e
     return KILN_OK;
 }
 
+/* Resident CTAs per SM of f: its registers per thread (allocated by 8) for
+ * KQ_THREADS threads. */
+static int ctas_per_sm(const kiln_rt_env *env, CUfunction f)
+{
+    int regs = 0;
+    if (env->drv->cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f) != CUDA_SUCCESS ||
+        regs <= 0)
+        return 1;
+    int n = KQ_SM_REGISTERS / (((regs + 7) / 8 * 8) * KQ_THREADS);
+    return n < 1 ? 1 : n > KQ_MAX_CTAS_PER_SM ? KQ_MAX_CTAS_PER_SM : n;
+}
+
+/* The function `name` of the module (fetched once) and its CTAs per SM. */
 static kiln_status rt_function(kiln_quant_rt *rt, const kiln_rt_env *env, const char *name,
-                               CUfunction *out, kiln_error *err)
+                               CUfunction *out, int *per_sm, kiln_error *err)
 {
     for (int i = 0; i < rt->n_fns; i++)
         if (!strcmp(rt->fns[i].name, name)) {
+            if (!rt->fns[i].ctas_per_sm) rt->fns[i].ctas_per_sm = ctas_per_sm(env, rt->fns[i].fn);
             *out = rt->fns[i].fn;
+            *per_sm = rt->fns[i].ctas_per_sm;
             return KILN_OK;
         }
     if (rt->n_fns == KQ_MAX_FUNCTIONS)
@@ -277,27 +296,33 @@ static kiln_status rt_function(kiln_quant_rt *rt, const kiln_rt_env *env, const 
         kiln_driver_check(env->drv, env->drv->cuModuleGetFunction(out, rt->module, name), what, err);
     if (st) return st;
     snprintf(rt->fns[rt->n_fns].name, sizeof rt->fns[0].name, "%s", name);
-    rt->fns[rt->n_fns++].fn = *out;
+    rt->fns[rt->n_fns].fn = *out;
+    rt->fns[rt->n_fns].ctas_per_sm = *per_sm = ctas_per_sm(env, *out);
+    rt->n_fns++;
     return KILN_OK;
 }
 
+/* Launches `name` on min(work, one wave) CTAs: work is how many CTAs the
+ * call could use at most (the kernels loop over the rest). */
 static kiln_status launch(kiln_quant_rt *rt, const kiln_rt_env *env, const char *name,
-                          int64_t ctas, const kq_args *a, CUstream stream, kiln_error *err)
+                          int64_t work, const kq_args *a, CUstream stream, kiln_error *err)
 {
     CUfunction f;
-    kiln_status st = rt_function(rt, env, name, &f, err);
-    if (st || ctas <= 0) return st;
+    int per_sm = 1;
+    kiln_status st = rt_function(rt, env, name, &f, &per_sm, err);
+    if (st || work <= 0) return st;
+    const int64_t wave = (int64_t)(env->dev->num_sms > 0 ? env->dev->num_sms : 1) * per_sm;
+    const unsigned ctas = (unsigned)(work < wave ? work : wave);
     void *params[] = {(void *)a};
     char what[96];
     snprintf(what, sizeof what, "cuLaunchKernel(%s)", name);
     return kiln_driver_check(env->drv,
-                             env->drv->cuLaunchKernel(f, (unsigned)ctas, 1, 1, KQ_THREADS, 1, 1, 0,
-                                                      stream, params, NULL),
+                             env->drv->cuLaunchKernel(f, ctas, 1, 1, KQ_THREADS, 1, 1, 0, stream,
+                                                      params, NULL),
                              what, err);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* ROWS: threads per row, a power of two from 32 to KQ_THREADS, so that a
  * thread holds about KQ_UMAX 16-element units of its row. */
@@ -313,8 +338,7 @@ static int rows_tpr(int64_t cols)
  * with it (the tiles last first: the amax pass's last bytes are still in
  * L2), then turn the amax into scales. */
 static kiln_status run_tensor(kiln_quant_rt *rt, const kiln_rt_env *env, const kiln_quant *q,
-                              kq_args *a, int64_t cap, const char *types, CUstream stream,
-                              kiln_error *err)
+                              kq_args *a, const char *types, CUstream stream, kiln_error *err)
 {
     const kiln_driver *d = env->drv;
     char name[64];
@@ -323,13 +347,12 @@ static kiln_status run_tensor(kiln_quant_rt *rt, const kiln_rt_env *env, const k
         "cuMemsetD8Async(q->d_scale)", err);
     if (st) return st;
     snprintf(name, sizeof name, "kiln_quant_amax_%s", kiln_dtype_name(q->in_type));
-    if ((st = launch(rt, env, name, min64(ceil_div((int64_t)q->groups * q->rows, 64), cap), a,
-                     stream, err)))
+    if ((st = launch(rt, env, name, ceil_div((int64_t)q->groups * q->rows, 64), a, stream, err)))
         return st;
     const int64_t tiles = (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128);
     a->reverse = 1;
     snprintf(name, sizeof name, "kiln_quant_tensor_%s", types);
-    if ((st = launch(rt, env, name, min64(tiles, cap), a, stream, err))) return st;
+    if ((st = launch(rt, env, name, tiles, a, stream, err))) return st;
     snprintf(name, sizeof name, "kiln_quant_finalize_%s", kiln_dtype_name(q->out_type));
     return launch(rt, env, name, ceil_div(q->groups, KQ_THREADS), a, stream, err);
 }
@@ -354,25 +377,21 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
     char types[16], name[64];
     snprintf(types, sizeof types, "%s_%s", kiln_dtype_name(q->in_type),
              kiln_dtype_name(q->out_type));
-    const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * KQ_CTAS_PER_SM;
     switch (q->kind) {
     case KILN_QUANT_ROWS:
         a.tpr = rows_tpr(q->cols);
         snprintf(name, sizeof name, "kiln_quant_rows_%s", types);
-        return launch(*slot, env, name, min64(ceil_div(q->rows, KQ_THREADS / a.tpr), cap), &a,
-                      stream, err);
+        return launch(*slot, env, name, ceil_div(q->rows, KQ_THREADS / a.tpr), &a, stream, err);
     case KILN_QUANT_ROWS_1X128:
         snprintf(name, sizeof name, "kiln_quant_rows_1x128_%s", types);
-        return launch(*slot, env, name,
-                      min64(ceil_div(q->rows * ceil_div(q->cols, 128), KQ_THREADS / 2), cap), &a,
-                      stream, err);
+        return launch(*slot, env, name, ceil_div(q->rows * ceil_div(q->cols, 128), KQ_THREADS / 2),
+                      &a, stream, err);
     case KILN_QUANT_WEIGHTS_128X128:
         snprintf(name, sizeof name, "kiln_quant_tiles_%s", types);
         return launch(*slot, env, name,
-                      min64((int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128),
-                            cap),
-                      &a, stream, err);
+                      (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), &a,
+                      stream, err);
     default:
-        return run_tensor(*slot, env, q, &a, cap, types, stream, err);
+        return run_tensor(*slot, env, q, &a, types, stream, err);
     }
 }
