@@ -196,24 +196,6 @@ kiln_status kiln_validate_quant(const kiln_quant *q, kiln_error *err)
 
 /* ---- the kernels -------------------------------------------------------- */
 
-/* quant.cu's kq_args, member for member. */
-typedef struct kq_args {
-    const void *in;
-    void *out;
-    void *out_t;
-    float *scale;
-    float *scale_t;
-    const int32_t *sizes;
-    int64_t rows, cols;
-    int64_t ld_in, ld_out;
-    int64_t ld_scale;
-    int32_t groups;
-    int32_t sizes_are_offsets;
-    int32_t tpr;
-    int32_t reverse;
-} kq_args;
-_Static_assert(sizeof(kq_args) == 104, "kq_args must match templates/quant.cu");
-
 #define KQ_MAX_FUNCTIONS 24
 
 struct kiln_quant_rt {
@@ -305,7 +287,7 @@ static kiln_status rt_function(kiln_quant_rt *rt, const kiln_rt_env *env, const 
 /* Launches `name` on min(work, one wave) CTAs: work is how many CTAs the
  * call could use at most (the kernels loop over the rest). */
 static kiln_status launch(kiln_quant_rt *rt, const kiln_rt_env *env, const char *name,
-                          int64_t work, const kq_args *a, CUstream stream, kiln_error *err)
+                          int64_t work, const kiln_quant_args *a, CUstream stream, kiln_error *err)
 {
     CUfunction f;
     int per_sm = 1;
@@ -338,7 +320,7 @@ static int rows_tpr(int64_t cols)
  * with it (the tiles last first: the amax pass's last bytes are still in
  * L2), then turn the amax into scales. */
 static kiln_status run_tensor(kiln_quant_rt *rt, const kiln_rt_env *env, const kiln_quant *q,
-                              kq_args *a, const char *types, CUstream stream, kiln_error *err)
+                              kiln_quant_args *a, const char *types, CUstream stream, kiln_error *err)
 {
     const kiln_driver *d = env->drv;
     char name[64];
@@ -369,7 +351,7 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
     if (is_rows_kind(q->kind) && q->rows == 0) return KILN_OK; /* no capacity, nothing to do */
     kiln_status st = rt_load(slot, ks, err);
     if (st) return st;
-    kq_args a = {q->d_in,    q->d_out,        q->d_out_t, q->d_scale,      q->d_scale_t,
+    kiln_quant_args a = {q->d_in,    q->d_out,        q->d_out_t, q->d_scale,      q->d_scale_t,
                  q->d_sizes, q->rows,         q->cols,    q->ld_in ? q->ld_in : q->cols,
                  q->ld_out ? q->ld_out : q->cols,
                  q->ld_scale ? q->ld_scale : q->rows,

@@ -37,7 +37,7 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-/* The kernels' one parameter; runtime/quant.c fills the same layout. */
+/* The kernels' one parameter; runtime/quant.h's kiln_quant_args is the same layout. */
 struct kq_args {
     const void *in;
     void *out;
@@ -53,7 +53,7 @@ struct kq_args {
     int tpr;                    /* ROWS: threads per row, 32..256, a power of two */
     int reverse;                /* tiles: walk them last first */
 };
-static_assert(sizeof(kq_args) == 104, "kq_args must match runtime/quant.c");
+static_assert(sizeof(kq_args) == 104, "kq_args must match runtime/quant.h");
 
 /* ---- element types ---------------------------------------------------- */
 

@@ -20,23 +20,11 @@
 #define FAKE(addr) ((void *)(uintptr_t)(addr))
 static const CUcontext fake_cu = (CUcontext)(uintptr_t)0xC0;
 
-/* quant.cu's kq_args (the same as quant.c's, which is private to it). */
-typedef struct kq_args {
-    const void *in;
-    void *out;
-    void *out_t;
-    float *scale;
-    float *scale_t;
-    const int32_t *sizes;
-    int64_t rows, cols, ld_in, ld_out, ld_scale;
-    int32_t groups, sizes_are_offsets, tpr, reverse;
-} kq_args;
-
 /* What the driver was asked, in order. */
 typedef struct op_record {
     char what[48];           /* a kernel's name, or "memset" */
     unsigned grid, threads, smem;
-    kq_args args;
+    kiln_quant_args args;
     CUdeviceptr mem;         /* memset */
     size_t bytes;
 } op_record;
@@ -181,7 +169,7 @@ static void test_rows_kinds(void **state)
     assert_int_equal(ctx->stats.nvrtc_compiles, 1);
     assert_int_equal(n_ops, 1);
     expect_op(0, "kiln_quant_rows_bf16_e4m3", 132 * 4);
-    const kq_args *a = &ops[0].args;
+    const kiln_quant_args *a = &ops[0].args;
     assert_ptr_equal(a->in, q.d_in);
     assert_ptr_equal(a->out, q.d_out);
     assert_ptr_equal(a->scale, q.d_scale);
