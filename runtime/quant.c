@@ -125,7 +125,8 @@ static kiln_status check_rows_kind(const kiln_quant *q, kiln_error *err)
                    "rows are quantized: set groups to 0, or give the sizes)",
                    (int)q->groups);
     }
-    if (q->d_out_t) return BAD("q->d_out_t is set, but %s has no transposed copy", kind_name(q->kind));
+    if (q->d_out_t)
+        return BAD("q->d_out_t is set, but %s has no transposed copy", kind_name(q->kind));
     if (q->d_scale_t)
         return BAD("q->d_scale_t is set, but %s has no transposed copy", kind_name(q->kind));
     if (q->kind == KILN_QUANT_ROWS) {
@@ -139,7 +140,8 @@ static kiln_status check_rows_kind(const kiln_quant *q, kiln_error *err)
     if (q->ld_scale && q->ld_scale < q->rows)
         return BAD("q->ld_scale = %lld is smaller than the capacity (q->rows = %lld)",
                    (long long)q->ld_scale, (long long)q->rows);
-    if (q->ld_scale > INT32_MAX) return BAD("q->ld_scale = %lld exceeds 2^31-1", (long long)q->ld_scale);
+    if (q->ld_scale > INT32_MAX)
+        return BAD("q->ld_scale = %lld exceeds 2^31-1", (long long)q->ld_scale);
     return KILN_OK;
 }
 
@@ -274,8 +276,8 @@ static kiln_status rt_function(kiln_quant_rt *rt, const kiln_rt_env *env, const 
         return kiln_error_set(err, KILN_ERROR_INTERNAL, "kiln_quantize: too many kernels");
     char what[96];
     snprintf(what, sizeof what, "cuModuleGetFunction(kiln_quant, \"%s\")", name);
-    kiln_status st =
-        kiln_driver_check(env->drv, env->drv->cuModuleGetFunction(out, rt->module, name), what, err);
+    CUresult r = env->drv->cuModuleGetFunction(out, rt->module, name);
+    kiln_status st = kiln_driver_check(env->drv, r, what, err);
     if (st) return st;
     snprintf(rt->fns[rt->n_fns].name, sizeof rt->fns[0].name, "%s", name);
     rt->fns[rt->n_fns].fn = *out;
@@ -320,7 +322,8 @@ static int rows_tpr(int64_t cols)
  * with it (the tiles last first: the amax pass's last bytes are still in
  * L2), then turn the amax into scales. */
 static kiln_status run_tensor(kiln_quant_rt *rt, const kiln_rt_env *env, const kiln_quant *q,
-                              kiln_quant_args *a, const char *types, CUstream stream, kiln_error *err)
+                              kiln_quant_args *a, const char *types, CUstream stream,
+                              kiln_error *err)
 {
     const kiln_driver *d = env->drv;
     char name[64];

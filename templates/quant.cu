@@ -282,7 +282,8 @@ KDEV void kq_rows_1x128(const kq_args &a)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const long long j = kb * 8 + 2 * i + half;
-                if (j < units) *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u[i], inv);
+                if (j < units)
+                    *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u[i], inv);
             }
             if (!half) a.scale[kb * a.ld_scale + r] = s;
         }
