@@ -267,7 +267,7 @@ static void fill_input(const qcase *c, qbuf *b)
                     mode = pick_mode((int)r, edge);
                     first = j % 128 == 0;
                 } else if (c->kind == KILN_QUANT_WEIGHTS_TENSOR) {
-                    mode = pick_mode((int)g + 2, edge);  /* group 0 ties, 1 edge, ... */
+                    mode = pick_mode((int)g + 5, edge);  /* random, random, zeros, -0, ties, edge */
                     first = r == 0 && j == 0;
                 } else {
                     mode = pick_mode((int)(g * b->tn * b->tk + (r / 128) * b->tk + j / 128), edge);
