@@ -320,7 +320,21 @@ KILN_API kiln_status kiln_prepare(kiln_context *ctx, const kiln_problem *problem
  * piece, a 128x128 block, a group) with amax = max |x|:
  *   s = amax / FMAX   (FMAX 448 for e4m3, 57344 for e5m2; s = 1 when amax is 0)
  *   q = x / s rounded to nearest even, saturated to ±FMAX
- * so that x ≈ q·s, the dequantization the recipes take. */
+ * so that x ≈ q·s, the dequantization the recipes take.  Exactly, in fp32
+ * (what a reference must do to get the same bits):
+ *   s   = amax / FMAX                      (IEEE division, round to nearest)
+ *   inv = min(FMAX / amax, FLT_MAX)        (the same; 1 when amax is 0)
+ *   q   = fp8_rn_satfinite(x * inv)        (one fp32 multiply, then RNE)
+ * the multiply by inv, not a division by s, as DeepGEMM's and
+ * TransformerEngine's quantizers do.  A -0 or a negative value that rounds
+ * to zero gives -0 (0x80).  Inputs must be finite.
+ *
+ * Needs sm_89 or later (KILN_ERROR_UNSUPPORTED before).  The first call on
+ * a context compiles (or loads) the quantizers' module: make it once before
+ * capturing a CUDA graph.  Weights are [G, rows, ld_in] with groups
+ * rows · ld_in elements apart (and q [G, rows, ld_out]); q_t is dense.
+ * WEIGHTS_TENSOR runs a memset and three kernels (the group amax is found
+ * first, in d_scale itself); the other kinds one kernel. */
 typedef enum kiln_quant_kind {
     /* activations in [capacity, cols] → q [capacity, cols], one scale per row:
      * scale [capacity] (KILN_FP8_ROW's scale_a) */
@@ -331,7 +345,8 @@ typedef enum kiln_quant_kind {
     /* weights in [G, rows, cols] → q [G, rows, cols] and its transpose
      * q_t [G, cols, rows] in one pass, one scale per 128x128 block: scale
      * [G, ceil(rows/128), ceil(cols/128)] and scale_t [G, ceil(cols/128),
-     * ceil(rows/128)] (KILN_FP8_BLOCK's scale_b for fprop and for dgrad) */
+     * ceil(rows/128)] (KILN_FP8_BLOCK's scale_b for fprop and for dgrad).
+     * With q_t, rows must be a multiple of 16 (its rows are 16-byte rows) */
     KILN_QUANT_WEIGHTS_128X128 = 2,
     /* weights, one scale per group: scale [G] (and scale_t, the same values) */
     KILN_QUANT_WEIGHTS_TENSOR = 3
@@ -342,7 +357,7 @@ typedef struct kiln_quant {
     kiln_quant_kind kind;
     kiln_dtype in_type;     /* BF16 or F16 */
     kiln_dtype out_type;    /* E4M3 or E5M2 */
-    int32_t groups;         /* weights: G.  Rows kinds: entries of d_sizes */
+    int32_t groups;         /* weights: G.  Rows kinds: entries of d_sizes (0 without) */
     int64_t rows, cols;     /* rows kinds: capacity and columns; weights: one group's
                                [rows, cols] (N, K); cols a multiple of 16 */
     /* Rows kinds: only the valid rows [0, Σm) are read and written (the

@@ -168,6 +168,7 @@ void kiln_context_destroy(kiln_context *ctx)
     if (ctx->driver_ok && ctx->cu) {
         current = ctx->drv.cuCtxPushCurrent(ctx->cu) == CUDA_SUCCESS;
         kiln_cublaslt_destroy(ctx->lt, &ctx->env);
+        kiln_quant_rt_destroy(ctx->quant, &ctx->env);
     }
     /* Modules are unloaded only in their own CUDA context. */
     kiln_kernels_close(&ctx->kernels, current);
@@ -392,6 +393,28 @@ kiln_status kiln_context_stats_get(const kiln_context *ctx, kiln_context_stats *
     *out = c->stats;
     pthread_mutex_unlock(&c->lock);
     return KILN_OK;
+}
+
+/* ---- kiln_quantize: quant.c checks and launches --------------------------- */
+
+kiln_status kiln_quantize(kiln_context *ctx, const kiln_quant *q, void *stream)
+{
+    if (!ctx) return KILN_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&ctx->lock);
+    kiln_error err;
+    kiln_error_clear(&err);
+    kiln_error_clear(&ctx->last_error);
+    int pushed = 0;
+    /* The checks first: a bad call is refused without the driver. */
+    kiln_status st = kiln_validate_quant(q, &err);
+    if (!st) st = enter(ctx, &pushed, &err);
+    if (!st)
+        st = kiln_quant_run(&ctx->quant, &ctx->env, &ctx->kernels, q, (CUstream)stream, &err);
+    leave(ctx, pushed);
+    if (st) fail(ctx, &err);
+    else ctx->stats.launches++;
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 /* ---- the context forms of launch.h, for cli/tune_gpu.c ------------------ */

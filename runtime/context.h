@@ -13,6 +13,7 @@
 #include "dispatch_memo.h"
 #include "env.h"
 #include "kernels.h"
+#include "quant.h"
 #include "tmap_cache.h"
 
 struct kiln_context {
@@ -46,6 +47,7 @@ struct kiln_context {
 
     kiln_kernels kernels;         /* catalog, tuned kernels, cache and bundles */
     kiln_cublaslt *lt;            /* loaded at first use */
+    kiln_quant_rt *quant;         /* kiln_quantize's kernels, loaded at first use */
 
     /* Per-call work done once (docs/architecture.md "Host time"); both NULL
      * under KILN_HOST_CACHE=0 or when out of memory, then every call

@@ -91,7 +91,7 @@ static kiln_dispatch_choice choose(const catalog *c, const kiln_problem *p,
 {
     static unsigned char unavailable[16];
     kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, KILN_ALLOW_GENERATED, NULL, t,
-                              unavailable};
+                              unavailable, NULL};
     kiln_dispatch_options o = {0, skip};
     kiln_dispatch_choice ch;
     kiln_error err;

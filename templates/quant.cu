@@ -1,0 +1,489 @@
+// kiln: fp8 quantizers (templates/quant.cu), a runtime companion family loaded by runtime/quant.c
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * quant.cu — bf16/fp16 to e4m3/e5m2 with the scales of kiln.h's kiln_fp8
+ * recipes (kiln_quantize).  A whole translation unit, compiled as is by
+ * NVRTC (no headers, no template expansion): runtime/quant.c embeds it and
+ * loads it through the store like any kernel (bundles, cache, NVRTC).
+ *
+ * The numbers, the same in every kernel and in the tests' CPU reference:
+ *   amax = max |x| over the scaled set (found on the 16-bit patterns: for
+ *          finite values |x| orders as (bits & 0x7fff) does)
+ *   s    = amax / FMAX        (IEEE division, round to nearest)
+ *   inv  = FMAX / amax        (the same, then at most FLT_MAX: an amax below
+ *                              FMAX / FLT_MAX, ~1e-36, would make it inf)
+ *   amax = 0: s = 1, inv = 1
+ *   q    = cvt.rn.satfinite(x * inv)   (one fp32 multiply, then RNE to fp8,
+ *                              saturated to ±FMAX)
+ * q = x * inv rather than x / s: a multiply per element instead of a
+ * division, and the form DeepGEMM's and TransformerEngine's quantizers
+ * use, so their references reproduce kiln's bytes.  Inputs must be finite.
+ *
+ * Sizes (rows kinds) are read on the device and clamped as the GEMM
+ * kernels do (sm90_common.cuh): a negative count or a decreasing offset is
+ * an empty group, the sum saturates, and no row at or past the capacity is
+ * read or written.  Every CTA sums them itself (a block reduction), so a
+ * call is one launch and graph-safe.
+ *
+ * Every kernel runs KQ_THREADS threads per CTA over a grid-stride loop
+ * (the host sizes the grid to the device).
+ */
+
+#define KQ_THREADS 256
+#define KQ_WARPS (KQ_THREADS / 32)
+#define KQ_UMAX 4            /* rows kind: 16-element units a thread keeps in registers */
+#define KDEV __device__ __forceinline__
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+/* The kernels' one parameter; runtime/quant.h's kiln_quant_args is the same layout. */
+struct kq_args {
+    const void *in;
+    void *out;
+    void *out_t;
+    float *scale;
+    float *scale_t;
+    const int *sizes;
+    long long rows, cols;       /* rows kinds: capacity; weights: one group's N, K */
+    long long ld_in, ld_out;    /* elements between rows (never 0 here) */
+    long long ld_scale;         /* ROWS_1X128: elements between k-blocks */
+    int groups;
+    int sizes_are_offsets;      /* sizes NULL: all rows are valid */
+    int tpr;                    /* ROWS: threads per row, 32..256, a power of two */
+    int reverse;                /* tiles: walk them last first */
+};
+static_assert(sizeof(kq_args) == 104, "kq_args must match runtime/quant.h");
+
+/* ---- element types ---------------------------------------------------- */
+
+struct kq_bf16 {
+    static KDEV float to_f32(u32 h) { return __uint_as_float(h << 16); }
+};
+struct kq_f16 {
+    static KDEV float to_f32(u32 h)
+    {
+        float f;
+        unsigned short s = (unsigned short)h;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
+        return f;
+    }
+};
+
+/* Two fp32 to two fp8 (lo in the low byte), RNE and saturated. */
+struct kq_e4m3 {
+    static constexpr float FMAX = 448.0f;
+    static KDEV u32 pack2(float lo, float hi)
+    {
+        unsigned short r;
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+        return r;
+    }
+};
+struct kq_e5m2 {
+    static constexpr float FMAX = 57344.0f;
+    static KDEV u32 pack2(float lo, float hi)
+    {
+        unsigned short r;
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+        return r;
+    }
+};
+
+/* 16 elements (32 bytes) as 8 words, two 16-bit patterns each. */
+struct kq_unit {
+    u32 w[8];
+};
+
+KDEV void kq_load(kq_unit &u, const void *p)
+{
+    const uint4 *v = (const uint4 *)p;
+    uint4 a = __ldg(v), b = __ldg(v + 1);
+    u.w[0] = a.x; u.w[1] = a.y; u.w[2] = a.z; u.w[3] = a.w;
+    u.w[4] = b.x; u.w[5] = b.y; u.w[6] = b.z; u.w[7] = b.w;
+}
+
+KDEV void kq_zero(kq_unit &u)
+{
+#pragma unroll
+    for (int i = 0; i < 8; ++i) u.w[i] = 0u;
+}
+
+/* max of |x| as a 16-bit pattern in each half of the result. */
+KDEV u32 kq_amax_bits(const kq_unit &u, u32 m)
+{
+#pragma unroll
+    for (int i = 0; i < 8; ++i) m = __vmaxu2(m, u.w[i] & 0x7fff7fffu);
+    return m;
+}
+
+/* The two halves of kq_amax_bits' word, then across the warp (lanes
+ * `width` apart and closer, width a power of two). */
+KDEV u32 kq_warp_amax(u32 m, int width)
+{
+    m = max(m & 0xffffu, m >> 16);
+    for (int o = width >> 1; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    return m;
+}
+
+template <class Out>
+KDEV void kq_scales(float amax, float &s, float &inv)
+{
+    if (amax == 0.0f) {
+        s = 1.0f;
+        inv = 1.0f;
+        return;
+    }
+    s = __fdiv_rn(amax, Out::FMAX);
+    inv = fminf(__fdiv_rn(Out::FMAX, amax), __uint_as_float(0x7f7fffffu));
+}
+
+/* 16 elements times inv to 16 fp8 bytes. */
+template <class In, class Out>
+KDEV uint4 kq_quant16(const kq_unit &u, float inv)
+{
+    u32 r[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        u32 a = u.w[2 * i], b = u.w[2 * i + 1];
+        u32 p0 = Out::pack2(In::to_f32(a & 0xffffu) * inv, In::to_f32(a >> 16) * inv);
+        u32 p1 = Out::pack2(In::to_f32(b & 0xffffu) * inv, In::to_f32(b >> 16) * inv);
+        r[i] = p0 | (p1 << 16);
+    }
+    return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+/* ---- sizes -------------------------------------------------------------- */
+
+/* Valid rows of a rows-kind call: Σ of the clamped counts (as the GEMM
+ * kernels take them), at most the capacity.  Every thread of the CTA gets
+ * it; red holds KQ_WARPS ints. */
+KDEV long long kq_total_rows(const kq_args &a, int *red)
+{
+    const long long cap = a.rows;
+    if (!a.sizes) return cap;
+    long long sum = 0;
+    for (int g = threadIdx.x; g < a.groups; g += KQ_THREADS) {
+        long long c = a.sizes_are_offsets
+                          ? (long long)a.sizes[g] - (g ? (long long)a.sizes[g - 1] : 0LL)
+                          : (long long)a.sizes[g];
+        sum += max(0LL, min(c, cap + 1));    /* ≤ 65536 · 2^31: no wrap */
+    }
+    sum = min(sum, cap);
+    for (int o = 16; o > 0; o >>= 1) sum = min(cap, sum + __shfl_xor_sync(0xffffffffu, sum, o));
+    __syncthreads();                         /* red may be in use by the caller */
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = (int)sum;
+    __syncthreads();
+    long long t = 0;
+#pragma unroll
+    for (int w = 0; w < KQ_WARPS; ++w) t = min(cap, t + (long long)red[w]);
+    __syncthreads();
+    return t;
+}
+
+/* ---- KILN_QUANT_ROWS: one scale per row -------------------------------- */
+
+/* tpr threads per row (whole warps), KQ_THREADS / tpr rows per CTA step.
+ * A thread keeps up to KQ_UMAX units of its row in registers between the
+ * amax and the quantization; a row longer than tpr · KQ_UMAX units is read
+ * a second time (from L2) for the rest. */
+template <class In, class Out>
+KDEV void kq_rows(const kq_args &a)
+{
+    __shared__ int red[KQ_WARPS];
+    __shared__ u32 wmax[KQ_WARPS];
+    const long long total = kq_total_rows(a, red);
+    const int tpr = a.tpr, per_cta = KQ_THREADS / tpr;
+    const int sub = threadIdx.x / tpr, t = threadIdx.x % tpr;
+    const int warp = threadIdx.x >> 5, wpr = tpr >> 5, w0 = sub * wpr;
+    const long long units = a.cols / 16;
+    const char *in = (const char *)a.in;
+    unsigned char *out = (unsigned char *)a.out;
+    for (long long base = (long long)blockIdx.x * per_cta; base < total;
+         base += (long long)gridDim.x * per_cta) {
+        const long long r = base + sub;
+        const bool row_ok = r < total;
+        const char *rin = in + r * a.ld_in * 2;
+        kq_unit u[KQ_UMAX];
+        u32 m = 0;
+#pragma unroll
+        for (int i = 0; i < KQ_UMAX; ++i) {
+            const long long j = t + (long long)i * tpr;
+            if (row_ok && j < units) kq_load(u[i], rin + j * 32);
+            else kq_zero(u[i]);
+            m = kq_amax_bits(u[i], m);
+        }
+        for (long long j = t + (long long)KQ_UMAX * tpr; row_ok && j < units; j += tpr) {
+            kq_unit x;
+            kq_load(x, rin + j * 32);
+            m = kq_amax_bits(x, m);
+        }
+        m = kq_warp_amax(m, 32);
+        if ((threadIdx.x & 31) == 0) wmax[warp] = m;
+        __syncthreads();
+        m = 0;
+        for (int w = 0; w < wpr; ++w) m = max(m, wmax[w0 + w]);
+        __syncthreads();                     /* wmax is written again next step */
+        if (!row_ok) continue;
+        float s, inv;
+        kq_scales<Out>(In::to_f32(m), s, inv);
+        if (t == 0) a.scale[r] = s;
+        unsigned char *rout = out + r * a.ld_out;
+#pragma unroll
+        for (int i = 0; i < KQ_UMAX; ++i) {
+            const long long j = t + (long long)i * tpr;
+            if (j < units) *(uint4 *)(rout + j * 16) = kq_quant16<In, Out>(u[i], inv);
+        }
+        for (long long j = t + (long long)KQ_UMAX * tpr; j < units; j += tpr) {
+            kq_unit x;
+            kq_load(x, rin + j * 32);
+            *(uint4 *)(rout + j * 16) = kq_quant16<In, Out>(x, inv);
+        }
+    }
+}
+
+/* ---- KILN_QUANT_ROWS_1X128: one scale per row and 128 columns ----------- */
+
+/* A row is ceil(cols/128) k-blocks of 8 units (16 elements each).  Two
+ * lanes share a k-block, four units each (units 2i and 2i+1 of the block
+ * side by side, so a lane pair reads 64 contiguous bytes per load): 128
+ * bytes in flight per thread, one shuffle for the block's amax.  The CTA's
+ * lane pairs walk the (row, k-block) items in a grid-stride loop; (row,
+ * k-block) advance by a fixed step, so nothing is divided per step. */
+template <class In, class Out>
+KDEV void kq_rows_1x128(const kq_args &a)
+{
+    __shared__ int red[KQ_WARPS];
+    const long long total = kq_total_rows(a, red);
+    const long long kbs = (a.cols + 127) / 128, units = a.cols / 16;
+    const long long start = ((long long)blockIdx.x * KQ_THREADS + threadIdx.x) >> 1;
+    const long long step = (long long)gridDim.x * (KQ_THREADS / 2);
+    const long long drow = step / kbs, dkb = step % kbs;
+    const int half = threadIdx.x & 1;
+    long long r = start / kbs, kb = start % kbs;
+    const char *in = (const char *)a.in;
+    unsigned char *out = (unsigned char *)a.out;
+    for (;;) {
+        const bool row_ok = r < total;
+        if (!__any_sync(0xffffffffu, row_ok)) break;   /* lanes leave together: shuffle below */
+        kq_unit u[4];
+        u32 m = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const long long j = kb * 8 + 2 * i + half;
+            if (row_ok && j < units) kq_load(u[i], in + (r * a.ld_in + j * 16) * 2);
+            else kq_zero(u[i]);
+            m = kq_amax_bits(u[i], m);
+        }
+        m = kq_warp_amax(m, 2);
+        float s, inv;
+        kq_scales<Out>(In::to_f32(m), s, inv);
+        if (row_ok) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const long long j = kb * 8 + 2 * i + half;
+                if (j < units)
+                    *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u[i], inv);
+            }
+            if (!half) a.scale[kb * a.ld_scale + r] = s;
+        }
+        r += drow;
+        kb += dkb;
+        if (kb >= kbs) {
+            kb -= kbs;
+            r++;
+        }
+    }
+}
+
+/* ---- weights: 128 x 128 tiles, both layouts in one pass ---------------- */
+
+/* The transposed copy goes through shared memory as 128 rows of 32 words
+ * (4 fp8 bytes each).  Word w of row r sits at column w ^ (4 · (r/16 mod 8)):
+ * the 16-byte writes stay whole, and the transposing reads (lane l takes
+ * rows 16·(l mod 8) .. +15 of word column 4·warp + l/8) hit 32 banks. */
+KDEV int kq_swz(int r, int w) { return r * 32 + (w ^ (((r >> 4) & 7) << 2)); }
+
+/* Rows 16 apart of 4 columns (w[i]: 4 bytes of row i) to 4 columns of 16
+ * rows (c[j]: rows 0..15 of column j, as 4 words). */
+KDEV void kq_transpose16x4(const u32 *w, uint4 *c)
+{
+    u32 o[4][4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const u32 w0 = w[4 * k], w1 = w[4 * k + 1], w2 = w[4 * k + 2], w3 = w[4 * k + 3];
+        const u32 t0 = __byte_perm(w0, w1, 0x5140), t1 = __byte_perm(w2, w3, 0x5140);
+        const u32 t2 = __byte_perm(w0, w1, 0x7362), t3 = __byte_perm(w2, w3, 0x7362);
+        o[0][k] = __byte_perm(t0, t1, 0x5410);
+        o[1][k] = __byte_perm(t0, t1, 0x7632);
+        o[2][k] = __byte_perm(t2, t3, 0x5410);
+        o[3][k] = __byte_perm(t2, t3, 0x7632);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) c[j] = make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
+}
+
+/* One CTA per tile at a time: thread t loads rows t/8 + 32·i (i < 4) of the
+ * tile, units t mod 8; the block's amax (or, TENSOR, the group's amax that
+ * kq_group_amax left in scale[g]) gives the scale; q is written from
+ * registers, q_t from the shared copy. */
+template <class In, class Out, bool TENSOR>
+KDEV void kq_tiles(const kq_args &a)
+{
+    __shared__ __align__(16) u32 tile[128 * 32];
+    __shared__ u32 wmax[KQ_WARPS];
+    const long long N = a.rows, K = a.cols;
+    const long long tn = (N + 127) / 128, tk = (K + 127) / 128;
+    const long long tiles = (long long)a.groups * tn * tk;
+    const int tid = threadIdx.x, lr = tid >> 3, lu = tid & 7, warp = tid >> 5;
+    const char *in = (const char *)a.in;
+    unsigned char *out = (unsigned char *)a.out;
+    unsigned char *out_t = (unsigned char *)a.out_t;
+    for (long long it = blockIdx.x; it < tiles; it += gridDim.x) {
+        const long long tile_i = a.reverse ? tiles - 1 - it : it;
+        const long long g = tile_i / (tn * tk), rest = tile_i % (tn * tk);
+        const long long bn = rest / tk, bk = rest % tk;
+        const long long r0 = bn * 128, c0 = bk * 128 + lu * 16;
+        const bool col_ok = c0 < K;
+        const char *gin = in + (g * N * a.ld_in) * 2;
+        kq_unit u[4];
+        u32 m = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const long long r = r0 + lr + 32 * i;
+            if (col_ok && r < N) kq_load(u[i], gin + (r * a.ld_in + c0) * 2);
+            else kq_zero(u[i]);
+            m = kq_amax_bits(u[i], m);
+        }
+        float amax;
+        if (TENSOR) {
+            amax = a.scale[g];               /* the group's amax, not yet a scale */
+        } else {
+            m = kq_warp_amax(m, 32);
+            if ((tid & 31) == 0) wmax[warp] = m;
+            __syncthreads();
+            m = 0;
+#pragma unroll
+            for (int w = 0; w < KQ_WARPS; ++w) m = max(m, wmax[w]);
+            amax = In::to_f32(m);
+        }
+        float s, inv;
+        kq_scales<Out>(amax, s, inv);
+        if (!TENSOR && tid == 0) {
+            a.scale[(g * tn + bn) * tk + bk] = s;
+            if (a.scale_t) a.scale_t[(g * tk + bk) * tn + bn] = s;
+        }
+        unsigned char *gout = out + g * N * a.ld_out;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int rl = lr + 32 * i;
+            const uint4 q = kq_quant16<In, Out>(u[i], inv);
+            if (col_ok && r0 + rl < N) *(uint4 *)(gout + (r0 + rl) * a.ld_out + c0) = q;
+            if (out_t) *(uint4 *)&tile[kq_swz(rl, lu * 4)] = q;
+        }
+        if (out_t) {
+            __syncthreads();
+            const int a16 = tid & 7, cg = (warp << 2) | ((tid >> 3) & 3);
+            u32 w[16];
+#pragma unroll
+            for (int i = 0; i < 16; ++i) w[i] = tile[kq_swz(a16 * 16 + i, cg)];
+            uint4 c[4];
+            kq_transpose16x4(w, c);
+            const long long rr = r0 + a16 * 16;          /* N % 16 == 0 with out_t */
+            unsigned char *gt = out_t + g * K * N;
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj) {
+                const long long col = bk * 128 + cg * 4 + jj;
+                if (rr < N && col < K) *(uint4 *)(gt + col * N + rr) = c[jj];
+            }
+        }
+        __syncthreads();                     /* tile and wmax are written again next */
+    }
+}
+
+/* ---- KILN_QUANT_WEIGHTS_TENSOR: the group's amax first ----------------- */
+
+/* amax bits m of the warp into scale[g] (zeroed by the host; it holds the
+ * amax as float bits until kq_finalize: for non-negative floats unsigned
+ * order is float order). */
+template <class In>
+KDEV void kq_flush_amax(const kq_args &a, u32 m, long long g)
+{
+    m = kq_warp_amax(m, 32);
+    if ((threadIdx.x & 31) == 0 && g >= 0 && m)
+        atomicMax((u32 *)&a.scale[g], __float_as_uint(In::to_f32(m)));
+}
+
+/* The grid sweeps the G·N rows front to back, KQ_WARPS · 8 rows per CTA
+ * step (8 consecutive rows a warp), so that the last rows it reads are the
+ * tensor's last: the quantizing pass walks the tiles last first
+ * (args.reverse) and finds those still in L2.  A warp keeps a running amax
+ * and flushes it when its group changes: about one atomic per warp step. */
+template <class In>
+KDEV void kq_group_amax(const kq_args &a)
+{
+    const long long rows = (long long)a.groups * a.rows, units = a.cols / 16;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const char *in = (const char *)a.in;
+    u32 m = 0;
+    long long g = -1;
+    for (long long c = blockIdx.x; c * (KQ_WARPS * 8) < rows; c += gridDim.x) {
+        const long long r0 = c * (KQ_WARPS * 8) + warp * 8;
+        for (long long r = r0; r < r0 + 8 && r < rows; ++r) {
+            const long long rg = r / a.rows;
+            if (rg != g) {
+                kq_flush_amax<In>(a, m, g);
+                m = 0;
+                g = rg;
+            }
+            const char *rin = in + r * a.ld_in * 2;
+            long long j = lane;
+            for (; j + 96 < units; j += 128) {   /* four loads in flight */
+                kq_unit x0, x1, x2, x3;
+                kq_load(x0, rin + j * 32);
+                kq_load(x1, rin + (j + 32) * 32);
+                kq_load(x2, rin + (j + 64) * 32);
+                kq_load(x3, rin + (j + 96) * 32);
+                m = kq_amax_bits(x3, kq_amax_bits(x2, kq_amax_bits(x1, kq_amax_bits(x0, m))));
+            }
+            for (; j < units; j += 32) {
+                kq_unit x;
+                kq_load(x, rin + j * 32);
+                m = kq_amax_bits(x, m);
+            }
+        }
+    }
+    kq_flush_amax<In>(a, m, g);
+}
+
+/* amax to scale, in scale and (if given) scale_t. */
+template <class Out>
+KDEV void kq_finalize(const kq_args &a)
+{
+    for (int g = blockIdx.x * KQ_THREADS + threadIdx.x; g < a.groups; g += gridDim.x * KQ_THREADS) {
+        float s, inv;
+        kq_scales<Out>(a.scale[g], s, inv);
+        a.scale[g] = s;
+        if (a.scale_t) a.scale_t[g] = s;
+    }
+}
+
+/* ---- entry points: kiln_quant_<kernel>_<in>_<out> ---------------------- */
+
+#define KQ_ENTRY(name, body)                                                                       \
+    extern "C" __global__ void __launch_bounds__(KQ_THREADS) name(const kq_args a) { body; }
+
+#define KQ_TYPED(in_n, In, out_n, Out)                                                             \
+    KQ_ENTRY(kiln_quant_rows_##in_n##_##out_n, (kq_rows<In, Out>(a)))                              \
+    KQ_ENTRY(kiln_quant_rows_1x128_##in_n##_##out_n, (kq_rows_1x128<In, Out>(a)))                  \
+    KQ_ENTRY(kiln_quant_tiles_##in_n##_##out_n, (kq_tiles<In, Out, false>(a)))                     \
+    KQ_ENTRY(kiln_quant_tensor_##in_n##_##out_n, (kq_tiles<In, Out, true>(a)))
+
+KQ_TYPED(bf16, kq_bf16, e4m3, kq_e4m3)
+KQ_TYPED(bf16, kq_bf16, e5m2, kq_e5m2)
+KQ_TYPED(fp16, kq_f16, e4m3, kq_e4m3)
+KQ_TYPED(fp16, kq_f16, e5m2, kq_e5m2)
+KQ_ENTRY(kiln_quant_amax_bf16, (kq_group_amax<kq_bf16>(a)))
+KQ_ENTRY(kiln_quant_amax_fp16, (kq_group_amax<kq_f16>(a)))
+KQ_ENTRY(kiln_quant_finalize_e4m3, (kq_finalize<kq_e4m3>(a)))
+KQ_ENTRY(kiln_quant_finalize_e5m2, (kq_finalize<kq_e5m2>(a)))
