@@ -155,6 +155,31 @@ static kiln_status alloc_upload(gpu_state *g, CUdeviceptr *dst, const void *host
     return st;
 }
 
+/* Random data past this many bytes is the same bytes again: filling
+ * hundreds of GB of the corpus's large shapes on the host took minutes per
+ * shape, while the timing only needs data that is not zeros. */
+#define FILL_HOST_MAX ((size_t)16 << 20)
+
+/* Allocates bytes at *dst and fills them with random values of type t in
+ * [lo, hi]: FILL_HOST_MAX (at most) made on the host, then repeated on the
+ * device, each copy doubling what is there. */
+static kiln_status alloc_fill(gpu_state *g, CUdeviceptr *dst, void *host, kiln_dtype t,
+                              size_t bytes, float lo, float hi, uint64_t *seed, const char *what,
+                              kiln_error *err)
+{
+    const size_t esz = (size_t)kiln_dtype_size(t);
+    size_t first = bytes < FILL_HOST_MAX ? bytes : FILL_HOST_MAX / esz * esz;
+    kts_fill(seed, host, t, first / esz, lo, hi);
+    kiln_status st = check(g, DRV(g)->cuMemAlloc(dst, bytes ? bytes : 16), what, err);
+    if (st || !bytes) return st;
+    if ((st = check(g, DRV(g)->cuMemcpyHtoD(*dst, host, first), what, err))) return st;
+    for (size_t have = first; have < bytes && !st; have *= 2) {
+        size_t n = bytes - have < have ? bytes - have : have;
+        st = check(g, DRV(g)->cuMemcpyDtoD(*dst + have, *dst, n), what, err);
+    }
+    return st;
+}
+
 /* Resets the output of set s before a checked run: NaN bytes (so rows a
  * kernel forgets stand out), zeros when accumulating. */
 static kiln_status reset_out(gpu_state *g, int s, kiln_error *err)
@@ -317,9 +342,7 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
 
     g->host_sizes = malloc((size_t)G * sizeof *g->host_sizes);
     g->host_out = malloc(g->out_bytes ? g->out_bytes : 16);
-    size_t biggest = a_bytes > b_bytes ? a_bytes : b_bytes;
-    if (g->out_bytes > biggest) biggest = g->out_bytes;
-    void *host = malloc(biggest ? biggest : 16);
+    void *host = malloc(FILL_HOST_MAX);
     if (!g->host_sizes || !g->host_out || !host) {
         free(host);
         pop(g);
@@ -331,28 +354,24 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
 
     /* Set 0 from the host. */
     gpu_set *x = &g->sets[0];
-    kts_fill(&seed, host, cfg->a_type, a_bytes / (size_t)sa, -1.0f, 1.0f);
-    if ((st = alloc_upload(g, &x->a, host, a_bytes, "cuMemAlloc(A)", err))) goto out;
-    kts_fill(&seed, host, cfg->b_type, b_bytes / (size_t)sb, -1.0f, 1.0f);
-    if ((st = alloc_upload(g, &x->b, host, b_bytes, "cuMemAlloc(B)", err))) goto out;
-    if ((st = alloc_upload(g, &x->d, NULL, g->out_bytes, "cuMemAlloc(D)", err))) goto out;
-    if (bias_bytes) {
-        kts_fill(&seed, host, cfg->out_type, bias_bytes / (size_t)so, -1.0f, 1.0f);
-        if ((st = alloc_upload(g, &x->bias, host, bias_bytes, "cuMemAlloc(bias)", err))) goto out;
-    }
-    if (scale_bytes) {
-        kts_fill(&seed, host, KILN_DTYPE_F32, scale_bytes / 4, 0.5f, 1.5f);
-        if ((st = alloc_upload(g, &x->row_scale, host, scale_bytes, "cuMemAlloc(row_scale)", err)))
-            goto out;
-    }
-    if (alpha_bytes) {
-        kts_fill(&seed, host, KILN_DTYPE_F32, alpha_bytes / 4, 0.5f, 1.5f);
-        if ((st = alloc_upload(g, &x->alpha, host, alpha_bytes, "cuMemAlloc(alpha)", err))) goto out;
-    }
-    if (c_bytes) {
-        kts_fill(&seed, host, cfg->out_type, c_bytes / (size_t)so, -1.0f, 1.0f);
-        if ((st = alloc_upload(g, &x->c, host, c_bytes, "cuMemAlloc(C)", err))) goto out;
-    }
+    if ((st = alloc_fill(g, &x->a, host, cfg->a_type, a_bytes, -1.0f, 1.0f, &seed,
+                         "cuMemAlloc(A)", err)) ||
+        (st = alloc_fill(g, &x->b, host, cfg->b_type, b_bytes, -1.0f, 1.0f, &seed,
+                         "cuMemAlloc(B)", err)) ||
+        (st = alloc_upload(g, &x->d, NULL, g->out_bytes, "cuMemAlloc(D)", err)))
+        goto out;
+    if (bias_bytes && (st = alloc_fill(g, &x->bias, host, cfg->out_type, bias_bytes, -1.0f, 1.0f,
+                                       &seed, "cuMemAlloc(bias)", err)))
+        goto out;
+    if (scale_bytes && (st = alloc_fill(g, &x->row_scale, host, KILN_DTYPE_F32, scale_bytes, 0.5f,
+                                        1.5f, &seed, "cuMemAlloc(row_scale)", err)))
+        goto out;
+    if (alpha_bytes && (st = alloc_fill(g, &x->alpha, host, KILN_DTYPE_F32, alpha_bytes, 0.5f,
+                                        1.5f, &seed, "cuMemAlloc(alpha)", err)))
+        goto out;
+    if (c_bytes && (st = alloc_fill(g, &x->c, host, cfg->out_type, c_bytes, -1.0f, 1.0f, &seed,
+                                    "cuMemAlloc(C)", err)))
+        goto out;
     g->n_sets = 1;
     if ((st = more_sets(g, &bytes, want, err))) goto out;
 

@@ -230,7 +230,8 @@ static kiln_status dispatch_and_load(kiln_context *ctx, const kiln_problem *p,
                               ctx->only_kernel[0] ? ctx->only_kernel : NULL};
     for (;;) {
         *k = NULL;
-        kiln_status st = kiln_dispatch(&in, c, err);
+        kiln_dispatch_options o = {ctx->dev.num_sms, 0};
+        kiln_status st = kiln_dispatch_with(&in, &o, c, err);
         if (st || c->backend != KILN_BACKEND_GENERATED) return st;
         st = kiln_kernels_load(ks, c, k, err);
         if (st == KILN_OK || c->tuned < 0) return st;
