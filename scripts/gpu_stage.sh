@@ -24,6 +24,7 @@ done
 copy tests/unit/test_validate
 copy tests/unit/libcmocka.so.0
 copy bench/kiln_bench
+copy bench/quant_bench
 # Debug info stays here: the copies travel (the device tool sends 64 MiB).
 find "$dst" -type f ! -name '*.kbundle' ! -name '*.cmake' -exec strip --strip-debug {} + 2>/dev/null || true
 find "$dst" -name '*.cmake' -delete

@@ -198,21 +198,33 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
     const int cb0 = min(T.col0 / 128, P.nbn - 1);
     const float *sbg = args.scale_b + ((long long)T.g * P.nbn + cb0) * P.nkb;
     const int sb_next = cb0 + 1 < P.nbn ? P.nkb : 0;   /* BN 256: the second block's offset */
+    /* the block recipe's scales of k-block kb + 1 are loaded while kb's
+     * wgmma run: a load from L2 takes longer than one k-block's wgmma */
+    float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f, na[MI][2], nb0 = 1.0f, nb1 = 1.0f;
+    auto load_scales = [&](int kb, float (&a)[MI][2], float &b0, float &b1) {
+        if (FP8_RECIPE != 3 || kb >= P.nkb) return;
+        const float *sak = args.scale_a + (long long)kb * args.ld_scale_a;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) a[mi][h] = sak[srow[mi][h]];
+        b0 = sbg[kb];
+        if (BN > 128) b1 = sbg[sb_next + kb];
+    };
+    load_scales(0, na, nb0, nb1);
     for (int kb = 0; kb < P.nkb; ++kb) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            sa[mi][0] = na[mi][0];
+            sa[mi][1] = na[mi][1];
+        }
+        sb0 = nb0;
+        sb1 = nb1;
         kiln_mbar_wait(m.full(r.s), r.ph);
         kiln_wg_fence();
         kiln_kblock_mma(part, m.stage(r.s) + row_off * 128, m.stage(r.s) + A_BYTES, false);
         kiln_wg_commit();
-        float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f;
-        if (FP8_RECIPE == 3) {
-            const float *sak = args.scale_a + (long long)kb * args.ld_scale_a;
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) sa[mi][h] = sak[srow[mi][h]];
-            sb0 = sbg[kb];
-            if (BN > 128) sb1 = sbg[sb_next + kb];
-        }
+        load_scales(kb + 1, na, nb0, nb1);
         if (kb + 1 == P.nkb) turn.pass();
         kiln_wg_wait<0>();
         kiln_release<CS>(m, r.s, lane, P.crank);

@@ -112,8 +112,17 @@ def peer(fn, ref, reps, what):
 
 
 class Kiln:
-    def __init__(self):
-        self.ctx = _lib.Context(allowed_backends=1)
+    def __init__(self, only_kernel=None):
+        # KILN_KERNEL is read when a context is made: one context per kernel
+        old = os.environ.pop("KILN_KERNEL", None)
+        if only_kernel:
+            os.environ["KILN_KERNEL"] = only_kernel
+        try:
+            self.ctx = _lib.Context(allowed_backends=1)
+        finally:
+            os.environ.pop("KILN_KERNEL", None)
+            if old is not None:
+                os.environ["KILN_KERNEL"] = old
 
     def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0):
         p = _lib.new_problem(op)
@@ -224,6 +233,41 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     row("dgrad", "block", timed(fn, reps), None, rel_err(dx, refdb))
 
 
+def compare_case(kernels, name, K, N, sizes, reps, ceil):
+    """Times each named kernel (KILN_KERNEL) on the case: its op and recipe
+    from its name (sm90_{fprop,dgrad}_e4m3_{row,block,...})."""
+    G, T = len(sizes), sum(sizes)
+    dev = "cuda"
+    offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
+    x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(G, N, K, device=dev, dtype=torch.bfloat16) * 0.05
+    flops = 2.0 * T * N * K
+    for kname, kl in kernels:
+        dgrad = "_dgrad_" in kname
+        block = "_block" in kname
+        a_src = x if not dgrad else torch.randn(T, N, device=dev, dtype=torch.bfloat16)
+        b_src = w if not dgrad else w.transpose(1, 2).contiguous()
+        if block:
+            aq, sa = quant_blocks_1x128(a_src)
+            bq, sb = quant_blocks_128x128(b_src)
+        else:
+            aq, sa = quant_rows(a_src)
+            bq, sb = quant_rows(b_src.reshape(-1, b_src.shape[-1]))
+            bq, sb = bq.view(b_src.shape), sb.view(G, -1)
+        out = torch.empty(T, K if dgrad else N, device=dev, dtype=torch.bfloat16)
+        try:
+            fn = kl.run(_lib.OP_DGRAD if dgrad else _lib.OP_FPROP,
+                        _lib.FP8_BLOCK if block else _lib.FP8_ROW, int("promote" in kname),
+                        aq, bq, out, sa, sb, offs, G, N, K)
+            ms = timed(fn, reps)
+        except _lib.KilnError as e:
+            print(f"  {name:16s} {kname}: {str(e)[:120]}")
+            continue
+        tf = flops / ms / 1e9
+        print(f"  {name:16s} {kname:40s} {ms:8.4f} ms {tf:7.1f} TFLOP/s  {tf / ceil:5.3f} of ceiling",
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bench", default=str(ROOT / "build" / "bench" / "kiln_bench"))
@@ -231,16 +275,23 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json")
+    ap.add_argument("--compare", default="",
+                    help="comma-separated kernel names: time each (KILN_KERNEL) on the cases "
+                         "instead of the table against torch")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
     torch.manual_seed(0)
-    kl = Kiln()
     ceil = ceiling(a.reps)
     print(f"fp8 ceiling: torch._scaled_mm 8192^3, fast accumulation: {ceil:.1f} TFLOP/s", flush=True)
+    cases = [c for c in torch_peer.load_cases(a.bench, a.cases) if not only or c[0] in only]
+    if a.compare:
+        kernels = [(k, Kiln(k)) for k in a.compare.split(",")]
+        for name, K, N, sizes in cases:
+            compare_case(kernels, name, K, N, sizes, a.reps, ceil)
+        return
+    kl = Kiln()
     rows = []
-    for name, K, N, sizes in torch_peer.load_cases(a.bench, a.cases):
-        if only and name not in only:
-            continue
+    for name, K, N, sizes in cases:
         run_case(kl, name, K, N, sizes, a.reps, ceil, rows)
     ratios = [r["ratio"] for r in rows if r["ratio"] and r["what"] == "row"]
     fr = [r["ratio"] for r in rows if r["ratio"] and r["op"] == "fprop" and r["what"] == "row"]
