@@ -207,7 +207,8 @@ static void test_model_clear_choices(void **state)
 
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
  * chooses among the catalog's kernels; with the tables given but their
- * rules skipped, their kernels join the model's candidates. */
+ * rules skipped, the defaults still win when one serves, and the tables'
+ * kernels are the model's candidates when none does. */
 static void test_tables_off(void **state)
 {
     (void)state;
@@ -228,8 +229,13 @@ static void test_tables_off(void **state)
     assert_string_equal(chosen(&c, NULL, &ch), "d64x128");
     ch = choose(&c, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST);
     assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_string_equal(chosen(&c, NULL, &ch), "d64x128");
+    catalog none = {0};
+    add(&none, "wgrad_only", KILN_OP_WGRAD, 128, 128, "cooperative");
+    ch = choose(&none, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
     assert_int_equal(ch.kernel, -1);
-    assert_string_equal(chosen(&c, t, &ch), "w128x256");
+    assert_string_equal(chosen(&none, t, &ch), "w128x256");
     if (!strstr(ch.reason, "tables skipped")) fail_msg("reason: %s", ch.reason);
     kiln_tuning_table_destroy(t);
 }
