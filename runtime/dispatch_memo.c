@@ -44,6 +44,9 @@ void kiln_dispatch_memo_key_of(const kiln_problem *p, kiln_dispatch_memo_key *ke
     GIVEN(q->epilogue.d_row_scale);
     GIVEN(q->epilogue.d_alpha);
     GIVEN(q->epilogue.d_c);
+    GIVEN(q->fp8.d_scale_a);
+    GIVEN(q->fp8.d_scale_b);
+    GIVEN(q->fp8.d_bt);
     uint64_t h = kiln_hash64(q, sizeof *q);
     key->hash = h;
 }

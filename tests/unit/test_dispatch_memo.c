@@ -49,6 +49,9 @@ static void other_buffers(const kiln_problem *p, kiln_problem *q)
     MOVE(epilogue.d_row_scale);
     MOVE(epilogue.d_alpha);
     MOVE(epilogue.d_c);
+    MOVE(fp8.d_scale_a);
+    MOVE(fp8.d_scale_b);
+    MOVE(fp8.d_bt);
 #undef MOVE
     if (q->host_sizes) q->host_sizes = sizes_b;
 }
@@ -174,7 +177,8 @@ static void test_decision_ignores_buffers(void **state)
                                     {256, 8, 1024, 2048},   {64, 150, 2048, 2048}};
     static const kiln_dtype types[][2] = {{KILN_DTYPE_BF16, KILN_DTYPE_BF16},
                                           {KILN_DTYPE_BF16, KILN_DTYPE_F32},
-                                          {KILN_DTYPE_F16, KILN_DTYPE_F16}};
+                                          {KILN_DTYPE_F16, KILN_DTYPE_F16},
+                                          {KILN_DTYPE_E4M3, KILN_DTYPE_BF16}};
     static const unsigned allowed[] = {KILN_ALLOW_ALL, KILN_ALLOW_GENERATED, KILN_ALLOW_CUBLASLT};
     int n = 0, n_tuned = 0;
     for (int op = 0; op < 3; op++)
@@ -183,13 +187,23 @@ static void test_decision_ignores_buffers(void **state)
                 for (int v = 0; v < 6; v++)
                     for (int hs = 0; hs < 2; hs++)
                         for (size_t a = 0; a < sizeof allowed / sizeof allowed[0]; a++) {
-                            if (op == KILN_OP_WGRAD && v > 2) continue;
+                            const int fp8 = types[t][0] == KILN_DTYPE_E4M3;
+                            if (op == KILN_OP_WGRAD && (v > 2 || fp8)) continue;
+                            if (fp8 && v == 5) continue; /* fp8 weights are one tensor */
                             kiln_problem p;
                             make_problem(&p, (kiln_op)op, shapes[s][0], shapes[s][1],
                                          shapes[s][2], shapes[s][3], 0x100000);
                             p.a_type = p.b_type = types[t][0];
                             p.out_type = types[t][1];
                             variant(&p, v);
+                            if (fp8) {
+                                /* row, row promoted, block: by variant */
+                                p.fp8.recipe = v % 3 == 2 ? KILN_FP8_BLOCK : KILN_FP8_ROW;
+                                p.fp8.promote = v % 3 == 1;
+                                p.fp8.d_scale_a = FAKE(0x8000);
+                                p.fp8.d_scale_b = FAKE(0x8100);
+                                if (op == KILN_OP_DGRAD) p.fp8.d_bt = FAKE(0x8200);
+                            }
                             if (hs) p.host_sizes = sizes_a;
                             same_decision(&p, allowed[a], &n_tuned);
                             n++;
