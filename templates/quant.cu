@@ -244,54 +244,62 @@ KDEV void kq_rows(const kq_args &a)
 
 /* ---- KILN_QUANT_ROWS_1X128: one scale per row and 128 columns ----------- */
 
-/* A row is ceil(cols/128) k-blocks of 8 units (16 elements each).  Two
- * lanes share a k-block, four units each (units 2i and 2i+1 of the block
- * side by side, so a lane pair reads 64 contiguous bytes per load): 128
- * bytes in flight per thread, one shuffle for the block's amax.  The CTA's
- * lane pairs walk the (row, k-block) items in a grid-stride loop; (row,
- * k-block) advance by a fixed step, so nothing is divided per step. */
+/* A CTA takes tiles of 32 rows x 4 k-blocks (32 units of 16 elements): warp
+ * w holds rows w + 8i (i < 4) of the tile, lane l unit l of each, so that a
+ * k-block is 8 lanes (3 shuffles for its amax) and a warp's load reads 1 KB
+ * and its store writes 512 contiguous bytes of one row, as the ROWS kernel
+ * does.  A thread's four loads are all issued before the first is used
+ * (the kq_tiles pattern: predicated loads, no branch between them): 128
+ * bytes in flight per thread.  The tile's 4 x 32 scales go through shared
+ * memory (padded rows: no bank conflict) and out as one 128-byte run of 32
+ * rows per k-block, instead of one scattered 4-byte store per (row,
+ * k-block); double-buffered, so one barrier per tile.  The tiles are walked
+ * k-block fastest in a grid-stride loop whose (row block, k-block group)
+ * advance by a fixed step (nothing divided per step); the loop bound is
+ * the same for the whole CTA (barriers inside). */
 template <class In, class Out>
 KDEV void kq_rows_1x128(const kq_args &a)
 {
     __shared__ int red[KQ_WARPS];
+    __shared__ float stage[2][4][33];
     const long long total = kq_total_rows(a, red);
-    const long long kbs = (a.cols + 127) / 128, units = a.cols / 16;
-    const long long start = ((long long)blockIdx.x * KQ_THREADS + threadIdx.x) >> 1;
-    const long long step = (long long)gridDim.x * (KQ_THREADS / 2);
-    const long long drow = step / kbs, dkb = step % kbs;
-    const int half = threadIdx.x & 1;
-    long long r = start / kbs, kb = start % kbs;
+    const long long kbs = (a.cols + 127) / 128, units = a.cols / 16, nq = (kbs + 3) / 4;
+    const long long drb = gridDim.x / nq, dq = gridDim.x % nq;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    long long rb = blockIdx.x / nq, qc = blockIdx.x % nq;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
-    for (;;) {
-        const bool row_ok = r < total;
-        if (!__any_sync(0xffffffffu, row_ok)) break;   /* lanes leave together: shuffle below */
+    for (int buf = 0; rb * 32 < total; buf ^= 1) {
+        const long long r0 = rb * 32, j = qc * 32 + lane;
+        const bool col_ok = j < units;
         kq_unit u[4];
-        u32 m = 0;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const long long j = kb * 8 + 2 * i + half;
-            if (row_ok && j < units) kq_load(u[i], in + (r * a.ld_in + j * 16) * 2);
+            const long long r = r0 + warp + 8 * i;
+            if (col_ok && r < total) kq_load(u[i], in + (r * a.ld_in + j * 16) * 2);
             else kq_zero(u[i]);
-            m = kq_amax_bits(u[i], m);
         }
-        m = kq_warp_amax(m, 2);
-        float s, inv;
-        kq_scales<Out>(In::to_f32(m), s, inv);
-        if (row_ok) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const long long j = kb * 8 + 2 * i + half;
-                if (j < units)
-                    *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u[i], inv);
-            }
-            if (!half) a.scale[kb * a.ld_scale + r] = s;
+        for (int i = 0; i < 4; ++i) {
+            const long long r = r0 + warp + 8 * i;
+            const u32 m = kq_warp_amax(kq_amax_bits(u[i], 0u), 8);
+            float s, inv;
+            kq_scales<Out>(In::to_f32(m), s, inv);
+            if (col_ok && r < total)
+                *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u[i], inv);
+            if ((lane & 7) == 0) stage[buf][lane >> 3][warp + 8 * i] = s;
         }
-        r += drow;
-        kb += dkb;
-        if (kb >= kbs) {
-            kb -= kbs;
-            r++;
+        __syncthreads();
+        if (threadIdx.x < 128) {
+            const int kl = threadIdx.x >> 5;
+            const long long kb = qc * 4 + kl, r = r0 + lane;
+            if (kb < kbs && r < total) a.scale[kb * a.ld_scale + r] = stage[buf][kl][lane];
+        }
+        rb += drb;
+        qc += dq;
+        if (qc >= nq) {
+            qc -= nq;
+            rb++;
         }
     }
 }
