@@ -191,7 +191,7 @@ template <class In, class Out>
 KDEV void kq_rows(const kq_args &a)
 {
     __shared__ int red[KQ_WARPS];
-    __shared__ u32 wmax[KQ_WARPS];
+    __shared__ u32 wmax[2][KQ_WARPS];     /* two slots: one barrier per step (see kq_tiles) */
     const long long total = kq_total_rows(a, red);
     const int tpr = a.tpr, per_cta = KQ_THREADS / tpr;
     const int sub = threadIdx.x / tpr, t = threadIdx.x % tpr;
@@ -199,8 +199,9 @@ KDEV void kq_rows(const kq_args &a)
     const long long units = a.cols / 16;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
+    int slot = 0;
     for (long long base = (long long)blockIdx.x * per_cta; base < total;
-         base += (long long)gridDim.x * per_cta) {
+         base += (long long)gridDim.x * per_cta, slot ^= 1) {
         const long long r = base + sub;
         const bool row_ok = r < total;
         const char *rin = in + r * a.ld_in * 2;
@@ -219,11 +220,10 @@ KDEV void kq_rows(const kq_args &a)
             m = kq_amax_bits(x, m);
         }
         m = kq_warp_amax(m, 32);
-        if ((threadIdx.x & 31) == 0) wmax[warp] = m;
+        if ((threadIdx.x & 31) == 0) wmax[slot][warp] = m;
         __syncthreads();
         m = 0;
-        for (int w = 0; w < wpr; ++w) m = max(m, wmax[w0 + w]);
-        __syncthreads();                     /* wmax is written again next step */
+        for (int w = 0; w < wpr; ++w) m = max(m, wmax[slot][w0 + w]);
         if (!row_ok) continue;
         float s, inv;
         kq_scales<Out>(In::to_f32(m), s, inv);
@@ -334,12 +334,20 @@ KDEV void kq_transpose16x4(const u32 *w, uint4 *c)
 /* One CTA per tile at a time: thread t loads rows t/8 + 32·i (i < 4) of the
  * tile, units t mod 8; the block's amax (or, TENSOR, the group's amax that
  * kq_group_amax left in scale[g]) gives the scale; q is written from
- * registers, q_t from the shared copy. */
+ * registers, q_t from the shared copy.
+ * Barriers: one for the block amax, one before the transposing reads, none
+ * at the end of a tile, so that a warp done with its tile issues the next
+ * tile's loads while the others still transpose.  That is safe because
+ * wmax alternates between two slots (a slot is written again two tiles
+ * later, after a barrier that every reader of it passed first) and the
+ * tile's shared copy is written only after the next amax barrier, which
+ * every transposing read precedes.  TENSOR has no amax barrier: with q_t
+ * it keeps one at the end of the tile. */
 template <class In, class Out, bool TENSOR>
 KDEV void kq_tiles(const kq_args &a)
 {
     __shared__ __align__(16) u32 tile[128 * 32];
-    __shared__ u32 wmax[KQ_WARPS];
+    __shared__ u32 wmax[2][KQ_WARPS];
     const long long N = a.rows, K = a.cols;
     const long long tn = (N + 127) / 128, tk = (K + 127) / 128;
     const long long tiles = (long long)a.groups * tn * tk;
@@ -347,7 +355,8 @@ KDEV void kq_tiles(const kq_args &a)
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
     unsigned char *out_t = (unsigned char *)a.out_t;
-    for (long long it = blockIdx.x; it < tiles; it += gridDim.x) {
+    int slot = 0;
+    for (long long it = blockIdx.x; it < tiles; it += gridDim.x, slot ^= 1) {
         const long long tile_i = a.reverse ? tiles - 1 - it : it;
         const long long g = tile_i / (tn * tk), rest = tile_i % (tn * tk);
         const long long bn = rest / tk, bk = rest % tk;
@@ -368,11 +377,11 @@ KDEV void kq_tiles(const kq_args &a)
             amax = a.scale[g];               /* the group's amax, not yet a scale */
         } else {
             m = kq_warp_amax(m, 32);
-            if ((tid & 31) == 0) wmax[warp] = m;
+            if ((tid & 31) == 0) wmax[slot][warp] = m;
             __syncthreads();
             m = 0;
 #pragma unroll
-            for (int w = 0; w < KQ_WARPS; ++w) m = max(m, wmax[w]);
+            for (int w = 0; w < KQ_WARPS; ++w) m = max(m, wmax[slot][w]);
             amax = In::to_f32(m);
         }
         float s, inv;
@@ -405,7 +414,7 @@ KDEV void kq_tiles(const kq_args &a)
                 if (rr < N && col < K) *(uint4 *)(gt + col * N + rr) = c[jj];
             }
         }
-        __syncthreads();                     /* tile and wmax are written again next */
+        if (TENSOR && out_t) __syncthreads();   /* tile is written again next */
     }
 }
 
