@@ -342,24 +342,29 @@ KDEV void kq_transpose16x4(const u32 *w, uint4 *c)
  * later, after a barrier that every reader of it passed first) and the
  * tile's shared copy is written only after the next amax barrier, which
  * every transposing read precedes.  TENSOR has no amax barrier: with q_t
- * it keeps one at the end of the tile. */
+ * it keeps one at the end of the tile.
+ * The grid-stride walk keeps the tile index as digits (g, bn, bk), bk
+ * fastest, advanced by gridDim.x with carries: no division per tile (two
+ * of them stood between a tile and its loads).  reverse walks tile
+ * tiles-1-it, whose digits are the complements of it's (tiles-1 is all
+ * maximal digits: no borrow). */
 template <class In, class Out, bool TENSOR>
 KDEV void kq_tiles(const kq_args &a)
 {
     __shared__ __align__(16) u32 tile[128 * 32];
     __shared__ u32 wmax[2][KQ_WARPS];
     const long long N = a.rows, K = a.cols;
-    const long long tn = (N + 127) / 128, tk = (K + 127) / 128;
-    const long long tiles = (long long)a.groups * tn * tk;
+    /* digits in 32 bits: tn, tk < 2^24 (N, K < 2^31), G <= 65536 */
+    const int tn = (int)((N + 127) / 128), tk = (int)((K + 127) / 128), G = a.groups;
+    const int dbk = gridDim.x % tk, dbn = gridDim.x / tk % tn, dg = gridDim.x / tk / tn;
+    int bki = blockIdx.x % tk, bni = blockIdx.x / tk % tn, gi = blockIdx.x / tk / tn;
     const int tid = threadIdx.x, lr = tid >> 3, lu = tid & 7, warp = tid >> 5;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
     unsigned char *out_t = (unsigned char *)a.out_t;
-    int slot = 0;
-    for (long long it = blockIdx.x; it < tiles; it += gridDim.x, slot ^= 1) {
-        const long long tile_i = a.reverse ? tiles - 1 - it : it;
-        const long long g = tile_i / (tn * tk), rest = tile_i % (tn * tk);
-        const long long bn = rest / tk, bk = rest % tk;
+    for (int slot = 0; gi < G; slot ^= 1) {
+        const long long g = a.reverse ? G - 1 - gi : gi;
+        const long long bn = a.reverse ? tn - 1 - bni : bni, bk = a.reverse ? tk - 1 - bki : bki;
         const long long r0 = bn * 128, c0 = bk * 128 + lu * 16;
         const bool col_ok = c0 < K;
         const char *gin = in + (g * N * a.ld_in) * 2;
@@ -415,6 +420,17 @@ KDEV void kq_tiles(const kq_args &a)
             }
         }
         if (TENSOR && out_t) __syncthreads();   /* tile is written again next */
+        bki += dbk;
+        bni += dbn;
+        gi += dg;
+        if (bki >= tk) {
+            bki -= tk;
+            bni++;
+        }
+        if (bni >= tn) {
+            bni -= tn;
+            gi++;
+        }
     }
 }
 
@@ -487,14 +503,19 @@ KDEV void kq_finalize(const kq_args &a)
 
 /* ---- entry points: kiln_quant_<kernel>_<in>_<out> ---------------------- */
 
-#define KQ_ENTRY(name, body)                                                                       \
-    extern "C" __global__ void __launch_bounds__(KQ_THREADS) name(const kq_args a) { body; }
+/* bounds: __launch_bounds__'s arguments.  The tensor kernel is held to 4
+ * CTAs per SM, what its loads in flight were sized for: left free, ptxas
+ * gives it 79 registers (3 CTAs).  The others keep (KQ_THREADS) alone:
+ * an explicit minimum of 1 changes ptxas' choice (79 to 96 registers). */
+#define KQ_ENTRY_B(name, bounds, body)                                                             \
+    extern "C" __global__ void __launch_bounds__ bounds name(const kq_args a) { body; }
+#define KQ_ENTRY(name, body) KQ_ENTRY_B(name, (KQ_THREADS), body)
 
 #define KQ_TYPED(in_n, In, out_n, Out)                                                             \
     KQ_ENTRY(kiln_quant_rows_##in_n##_##out_n, (kq_rows<In, Out>(a)))                              \
     KQ_ENTRY(kiln_quant_rows_1x128_##in_n##_##out_n, (kq_rows_1x128<In, Out>(a)))                  \
     KQ_ENTRY(kiln_quant_tiles_##in_n##_##out_n, (kq_tiles<In, Out, false>(a)))                     \
-    KQ_ENTRY(kiln_quant_tensor_##in_n##_##out_n, (kq_tiles<In, Out, true>(a)))
+    KQ_ENTRY_B(kiln_quant_tensor_##in_n##_##out_n, (KQ_THREADS, 4), (kq_tiles<In, Out, true>(a)))
 
 KQ_TYPED(bf16, kq_bf16, e4m3, kq_e4m3)
 KQ_TYPED(bf16, kq_bf16, e5m2, kq_e5m2)
