@@ -369,8 +369,9 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
         return launch(*slot, env, name, ceil_div(q->rows, KQ_THREADS / a.tpr), &a, stream, err);
     case KILN_QUANT_ROWS_1X128:
         snprintf(name, sizeof name, "kiln_quant_rows_1x128_%s", types);
-        return launch(*slot, env, name, ceil_div(q->rows * ceil_div(q->cols, 128), KQ_THREADS / 2),
-                      &a, stream, err);
+        /* tiles of 32 rows x 4 k-blocks (quant.cu's kq_rows_1x128) */
+        return launch(*slot, env, name, ceil_div(q->rows, 32) * ceil_div(q->cols, 512), &a,
+                      stream, err);
     case KILN_QUANT_WEIGHTS_128X128:
         snprintf(name, sizeof name, "kiln_quant_tiles_%s", types);
         return launch(*slot, env, name,

@@ -191,7 +191,7 @@ template <class In, class Out>
 KDEV void kq_rows(const kq_args &a)
 {
     __shared__ int red[KQ_WARPS];
-    __shared__ u32 wmax[KQ_WARPS];
+    __shared__ u32 wmax[2][KQ_WARPS];     /* two slots: one barrier per step (see kq_tiles) */
     const long long total = kq_total_rows(a, red);
     const int tpr = a.tpr, per_cta = KQ_THREADS / tpr;
     const int sub = threadIdx.x / tpr, t = threadIdx.x % tpr;
@@ -199,8 +199,9 @@ KDEV void kq_rows(const kq_args &a)
     const long long units = a.cols / 16;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
+    int slot = 0;
     for (long long base = (long long)blockIdx.x * per_cta; base < total;
-         base += (long long)gridDim.x * per_cta) {
+         base += (long long)gridDim.x * per_cta, slot ^= 1) {
         const long long r = base + sub;
         const bool row_ok = r < total;
         const char *rin = in + r * a.ld_in * 2;
@@ -219,11 +220,10 @@ KDEV void kq_rows(const kq_args &a)
             m = kq_amax_bits(x, m);
         }
         m = kq_warp_amax(m, 32);
-        if ((threadIdx.x & 31) == 0) wmax[warp] = m;
+        if ((threadIdx.x & 31) == 0) wmax[slot][warp] = m;
         __syncthreads();
         m = 0;
-        for (int w = 0; w < wpr; ++w) m = max(m, wmax[w0 + w]);
-        __syncthreads();                     /* wmax is written again next step */
+        for (int w = 0; w < wpr; ++w) m = max(m, wmax[slot][w0 + w]);
         if (!row_ok) continue;
         float s, inv;
         kq_scales<Out>(In::to_f32(m), s, inv);
@@ -244,54 +244,62 @@ KDEV void kq_rows(const kq_args &a)
 
 /* ---- KILN_QUANT_ROWS_1X128: one scale per row and 128 columns ----------- */
 
-/* A row is ceil(cols/128) k-blocks of 8 units (16 elements each).  Two
- * lanes share a k-block, four units each (units 2i and 2i+1 of the block
- * side by side, so a lane pair reads 64 contiguous bytes per load): 128
- * bytes in flight per thread, one shuffle for the block's amax.  The CTA's
- * lane pairs walk the (row, k-block) items in a grid-stride loop; (row,
- * k-block) advance by a fixed step, so nothing is divided per step. */
+/* A CTA takes tiles of 32 rows x 4 k-blocks (32 units of 16 elements): warp
+ * w holds rows w + 8i (i < 4) of the tile, lane l unit l of each, so that a
+ * k-block is 8 lanes (3 shuffles for its amax) and a warp's load reads 1 KB
+ * and its store writes 512 contiguous bytes of one row, as the ROWS kernel
+ * does.  A thread's four loads are all issued before the first is used
+ * (the kq_tiles pattern: predicated loads, no branch between them): 128
+ * bytes in flight per thread.  The tile's 4 x 32 scales go through shared
+ * memory (padded rows: no bank conflict) and out as one 128-byte run of 32
+ * rows per k-block, instead of one scattered 4-byte store per (row,
+ * k-block); double-buffered, so one barrier per tile.  The tiles are walked
+ * k-block fastest in a grid-stride loop whose (row block, k-block group)
+ * advance by a fixed step (nothing divided per step); the loop bound is
+ * the same for the whole CTA (barriers inside). */
 template <class In, class Out>
 KDEV void kq_rows_1x128(const kq_args &a)
 {
     __shared__ int red[KQ_WARPS];
+    __shared__ float stage[2][4][33];
     const long long total = kq_total_rows(a, red);
-    const long long kbs = (a.cols + 127) / 128, units = a.cols / 16;
-    const long long start = ((long long)blockIdx.x * KQ_THREADS + threadIdx.x) >> 1;
-    const long long step = (long long)gridDim.x * (KQ_THREADS / 2);
-    const long long drow = step / kbs, dkb = step % kbs;
-    const int half = threadIdx.x & 1;
-    long long r = start / kbs, kb = start % kbs;
+    const long long kbs = (a.cols + 127) / 128, units = a.cols / 16, nq = (kbs + 3) / 4;
+    const long long drb = gridDim.x / nq, dq = gridDim.x % nq;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    long long rb = blockIdx.x / nq, qc = blockIdx.x % nq;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
-    for (;;) {
-        const bool row_ok = r < total;
-        if (!__any_sync(0xffffffffu, row_ok)) break;   /* lanes leave together: shuffle below */
+    for (int buf = 0; rb * 32 < total; buf ^= 1) {
+        const long long r0 = rb * 32, j = qc * 32 + lane;
+        const bool col_ok = j < units;
         kq_unit u[4];
-        u32 m = 0;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const long long j = kb * 8 + 2 * i + half;
-            if (row_ok && j < units) kq_load(u[i], in + (r * a.ld_in + j * 16) * 2);
+            const long long r = r0 + warp + 8 * i;
+            if (col_ok && r < total) kq_load(u[i], in + (r * a.ld_in + j * 16) * 2);
             else kq_zero(u[i]);
-            m = kq_amax_bits(u[i], m);
         }
-        m = kq_warp_amax(m, 2);
-        float s, inv;
-        kq_scales<Out>(In::to_f32(m), s, inv);
-        if (row_ok) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const long long j = kb * 8 + 2 * i + half;
-                if (j < units)
-                    *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u[i], inv);
-            }
-            if (!half) a.scale[kb * a.ld_scale + r] = s;
+        for (int i = 0; i < 4; ++i) {
+            const long long r = r0 + warp + 8 * i;
+            const u32 m = kq_warp_amax(kq_amax_bits(u[i], 0u), 8);
+            float s, inv;
+            kq_scales<Out>(In::to_f32(m), s, inv);
+            if (col_ok && r < total)
+                *(uint4 *)(out + r * a.ld_out + j * 16) = kq_quant16<In, Out>(u[i], inv);
+            if ((lane & 7) == 0) stage[buf][lane >> 3][warp + 8 * i] = s;
         }
-        r += drow;
-        kb += dkb;
-        if (kb >= kbs) {
-            kb -= kbs;
-            r++;
+        __syncthreads();
+        if (threadIdx.x < 128) {
+            const int kl = threadIdx.x >> 5;
+            const long long kb = qc * 4 + kl, r = r0 + lane;
+            if (kb < kbs && r < total) a.scale[kb * a.ld_scale + r] = stage[buf][kl][lane];
+        }
+        rb += drb;
+        qc += dq;
+        if (qc >= nq) {
+            qc -= nq;
+            rb++;
         }
     }
 }
@@ -326,23 +334,37 @@ KDEV void kq_transpose16x4(const u32 *w, uint4 *c)
 /* One CTA per tile at a time: thread t loads rows t/8 + 32·i (i < 4) of the
  * tile, units t mod 8; the block's amax (or, TENSOR, the group's amax that
  * kq_group_amax left in scale[g]) gives the scale; q is written from
- * registers, q_t from the shared copy. */
+ * registers, q_t from the shared copy.
+ * Barriers: one for the block amax, one before the transposing reads, none
+ * at the end of a tile, so that a warp done with its tile issues the next
+ * tile's loads while the others still transpose.  That is safe because
+ * wmax alternates between two slots (a slot is written again two tiles
+ * later, after a barrier that every reader of it passed first) and the
+ * tile's shared copy is written only after the next amax barrier, which
+ * every transposing read precedes.  TENSOR has no amax barrier: with q_t
+ * it keeps one at the end of the tile.
+ * The grid-stride walk keeps the tile index as digits (g, bn, bk), bk
+ * fastest, advanced by gridDim.x with carries: no division per tile (two
+ * of them stood between a tile and its loads).  reverse walks tile
+ * tiles-1-it, whose digits are the complements of it's (tiles-1 is all
+ * maximal digits: no borrow). */
 template <class In, class Out, bool TENSOR>
 KDEV void kq_tiles(const kq_args &a)
 {
     __shared__ __align__(16) u32 tile[128 * 32];
-    __shared__ u32 wmax[KQ_WARPS];
+    __shared__ u32 wmax[2][KQ_WARPS];
     const long long N = a.rows, K = a.cols;
-    const long long tn = (N + 127) / 128, tk = (K + 127) / 128;
-    const long long tiles = (long long)a.groups * tn * tk;
+    /* digits in 32 bits: tn, tk < 2^24 (N, K < 2^31), G <= 65536 */
+    const int tn = (int)((N + 127) / 128), tk = (int)((K + 127) / 128), G = a.groups;
+    const int dbk = gridDim.x % tk, dbn = gridDim.x / tk % tn, dg = gridDim.x / tk / tn;
+    int bki = blockIdx.x % tk, bni = blockIdx.x / tk % tn, gi = blockIdx.x / tk / tn;
     const int tid = threadIdx.x, lr = tid >> 3, lu = tid & 7, warp = tid >> 5;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
     unsigned char *out_t = (unsigned char *)a.out_t;
-    for (long long it = blockIdx.x; it < tiles; it += gridDim.x) {
-        const long long tile_i = a.reverse ? tiles - 1 - it : it;
-        const long long g = tile_i / (tn * tk), rest = tile_i % (tn * tk);
-        const long long bn = rest / tk, bk = rest % tk;
+    for (int slot = 0; gi < G; slot ^= 1) {
+        const long long g = a.reverse ? G - 1 - gi : gi;
+        const long long bn = a.reverse ? tn - 1 - bni : bni, bk = a.reverse ? tk - 1 - bki : bki;
         const long long r0 = bn * 128, c0 = bk * 128 + lu * 16;
         const bool col_ok = c0 < K;
         const char *gin = in + (g * N * a.ld_in) * 2;
@@ -360,11 +382,11 @@ KDEV void kq_tiles(const kq_args &a)
             amax = a.scale[g];               /* the group's amax, not yet a scale */
         } else {
             m = kq_warp_amax(m, 32);
-            if ((tid & 31) == 0) wmax[warp] = m;
+            if ((tid & 31) == 0) wmax[slot][warp] = m;
             __syncthreads();
             m = 0;
 #pragma unroll
-            for (int w = 0; w < KQ_WARPS; ++w) m = max(m, wmax[w]);
+            for (int w = 0; w < KQ_WARPS; ++w) m = max(m, wmax[slot][w]);
             amax = In::to_f32(m);
         }
         float s, inv;
@@ -397,7 +419,18 @@ KDEV void kq_tiles(const kq_args &a)
                 if (rr < N && col < K) *(uint4 *)(gt + col * N + rr) = c[jj];
             }
         }
-        __syncthreads();                     /* tile and wmax are written again next */
+        if (TENSOR && out_t) __syncthreads();   /* tile is written again next */
+        bki += dbk;
+        bni += dbn;
+        gi += dg;
+        if (bki >= tk) {
+            bki -= tk;
+            bni++;
+        }
+        if (bni >= tn) {
+            bni -= tn;
+            gi++;
+        }
     }
 }
 
@@ -470,14 +503,19 @@ KDEV void kq_finalize(const kq_args &a)
 
 /* ---- entry points: kiln_quant_<kernel>_<in>_<out> ---------------------- */
 
-#define KQ_ENTRY(name, body)                                                                       \
-    extern "C" __global__ void __launch_bounds__(KQ_THREADS) name(const kq_args a) { body; }
+/* bounds: __launch_bounds__'s arguments.  The tensor kernel is held to 4
+ * CTAs per SM, what its loads in flight were sized for: left free, ptxas
+ * gives it 79 registers (3 CTAs).  The others keep (KQ_THREADS) alone:
+ * an explicit minimum of 1 changes ptxas' choice (79 to 96 registers). */
+#define KQ_ENTRY_B(name, bounds, body)                                                             \
+    extern "C" __global__ void __launch_bounds__ bounds name(const kq_args a) { body; }
+#define KQ_ENTRY(name, body) KQ_ENTRY_B(name, (KQ_THREADS), body)
 
 #define KQ_TYPED(in_n, In, out_n, Out)                                                             \
     KQ_ENTRY(kiln_quant_rows_##in_n##_##out_n, (kq_rows<In, Out>(a)))                              \
     KQ_ENTRY(kiln_quant_rows_1x128_##in_n##_##out_n, (kq_rows_1x128<In, Out>(a)))                  \
     KQ_ENTRY(kiln_quant_tiles_##in_n##_##out_n, (kq_tiles<In, Out, false>(a)))                     \
-    KQ_ENTRY(kiln_quant_tensor_##in_n##_##out_n, (kq_tiles<In, Out, true>(a)))
+    KQ_ENTRY_B(kiln_quant_tensor_##in_n##_##out_n, (KQ_THREADS, 4), (kq_tiles<In, Out, true>(a)))
 
 KQ_TYPED(bf16, kq_bf16, e4m3, kq_e4m3)
 KQ_TYPED(bf16, kq_bf16, e5m2, kq_e5m2)

@@ -428,6 +428,9 @@ static const int32_t k_counts2[] = {129, 1};
 static const int32_t k_hostile[] = {10, -3, 25, INT32_MIN};
 static const int32_t k_past_cap[] = {INT32_MAX, INT32_MAX, 5};
 static const int32_t k_decreasing[] = {20, 10, 50};        /* counts 20, 0, 40 */
+/* 9822 rows: more rows or tiles than a wave of CTAs holds, so every CTA
+ * loops (the kernels' alternating shared slots, no end-of-step barrier). */
+static const int32_t k_many[] = {3000, 0, 4321, 1, 2500};
 
 #define BF KILN_DTYPE_BF16
 #define HF KILN_DTYPE_F16
@@ -444,6 +447,7 @@ static void test_rows(void **state)
         {"rows fp16>e4m3 16 cols, offsets", KILN_QUANT_ROWS, HF, E4, 3, 50, 16, 0, 16, 0, k_offsets3, 1, 0},
         {"rows bf16>e4m3 sizes past capacity", KILN_QUANT_ROWS, BF, E4, 3, 40, 7168, 0, 0, 0, k_past_cap, 0, 0},
         {"rows bf16>e4m3 decreasing offsets", KILN_QUANT_ROWS, BF, E4, 3, 100, 2048, 0, 0, 0, k_decreasing, 1, 0},
+        {"rows bf16>e4m3 9822 of 12000x512 (CTAs loop)", KILN_QUANT_ROWS, BF, E4, 5, 12000, 512, 0, 0, 0, k_many, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     assert_int_equal(g_failures, 0);
@@ -458,6 +462,7 @@ static void test_rows_1x128(void **state)
         {"1x128 bf16>e4m3 negative counts", KILN_QUANT_ROWS_1X128, BF, E4, 4, 64, 272, 0, 0, 3, k_hostile, 0, 0},
         {"1x128 bf16>e5m2 all rows, 16 cols", KILN_QUANT_ROWS_1X128, BF, E5, 0, 33, 16, 0, 0, 0, NULL, 0, 0},
         {"1x128 fp16>e4m3 sizes past capacity", KILN_QUANT_ROWS_1X128, HF, E4, 3, 40, 7168, 0, 0, 0, k_past_cap, 0, 0},
+        {"1x128 bf16>e4m3 9822 of 12000x1040, padded (CTAs loop)", KILN_QUANT_ROWS_1X128, BF, E4, 5, 12000, 1040, 8, 16, 7, k_many, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     assert_int_equal(g_failures, 0);
@@ -472,6 +477,9 @@ static void test_weights_128x128(void **state)
         {"128x128 bf16>e5m2 both layouts, 256x256", KILN_QUANT_WEIGHTS_128X128, BF, E5, 2, 256, 256, 0, 0, 0, NULL, 0, 1},
         {"128x128 fp16>e4m3 both layouts, 16x16", KILN_QUANT_WEIGHTS_128X128, HF, E4, 9, 16, 16, 0, 0, 0, NULL, 0, 1},
         {"128x128 bf16>e4m3 both layouts, 640x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 4, 640, 1040, 0, 0, 0, NULL, 0, 1},
+        /* more tiles than a wave of CTAs: every CTA loops */
+        {"128x128 bf16>e4m3 both layouts, 16x1024x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 16, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+        {"128x128 fp16>e4m3 no transpose, 6x1000x2000", KILN_QUANT_WEIGHTS_128X128, HF, E4, 6, 1000, 2000, 0, 0, 0, NULL, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     assert_int_equal(g_failures, 0);
@@ -484,6 +492,9 @@ static void test_weights_tensor(void **state)
         {"tensor bf16>e4m3 both layouts, 208x272", KILN_QUANT_WEIGHTS_TENSOR, BF, E4, 5, 208, 272, 8, 16, 0, NULL, 0, 1},
         {"tensor fp16>e5m2 no transpose, 100x160", KILN_QUANT_WEIGHTS_TENSOR, HF, E5, 4, 100, 160, 0, 0, 0, NULL, 0, 0},
         {"tensor bf16>e4m3 both layouts, 512x1024", KILN_QUANT_WEIGHTS_TENSOR, BF, E4, 6, 512, 1024, 0, 0, 0, NULL, 0, 1},
+        /* more tiles than a wave of CTAs: every CTA loops */
+        {"tensor fp16>e4m3 both layouts, 12x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, HF, E4, 12, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+        {"tensor bf16>e5m2 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, BF, E5, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     assert_int_equal(g_failures, 0);

@@ -198,18 +198,28 @@ static void test_rows_kinds(void **state)
     assert_int_equal(ops[0].args.ld_out, 416);
     assert_int_equal(ops[0].args.sizes_are_offsets, 1);
 
-    /* 1x128: two threads per (row, k-block); ld_scale 0 is the capacity. */
+    /* 1x128: a CTA per tile of 32 rows x 512 columns (4 k-blocks), at most
+     * one wave; ld_scale 0 is the capacity. */
     q = base(KILN_QUANT_ROWS_1X128);
     q.rows = 300;
     q.cols = 272;
     quantize(ctx, &q);
-    expect_op(0, "kiln_quant_rows_1x128_bf16_e4m3", 8); /* 900 items / 128 per CTA */
+    expect_op(0, "kiln_quant_rows_1x128_bf16_e4m3", 10); /* 10 row blocks x 1 */
     assert_int_equal(ops[0].args.ld_scale, 300);
     assert_null(ops[0].args.sizes);
     assert_int_equal(ops[0].args.groups, 0);
     q.ld_scale = 304;
     quantize(ctx, &q);
     assert_int_equal(ops[0].args.ld_scale, 304);
+    q.ld_scale = 0;
+    q.rows = 1000;
+    q.cols = 1040; /* 32 row blocks x 3 (1040 columns: 9 k-blocks) */
+    quantize(ctx, &q);
+    expect_op(0, "kiln_quant_rows_1x128_bf16_e4m3", 96);
+    q.rows = 32768;
+    q.cols = 7168; /* 1024 x 14 tiles: one wave */
+    quantize(ctx, &q);
+    expect_op(0, "kiln_quant_rows_1x128_bf16_e4m3", 132 * 4);
 
     /* No capacity: nothing launched. */
     q.rows = 0;
