@@ -277,33 +277,6 @@ static int load_peer(const char *path, peer_row *rows, int max)
     return n;
 }
 
-/* Device-to-device copy bandwidth, bytes read + written per second. */
-static double copy_bandwidth(CUstream s)
-{
-    size_t bytes = (size_t)2 << 30;
-    CUdeviceptr a, b;
-    CU(drv.cuMemAlloc(&a, bytes));
-    CU(drv.cuMemAlloc(&b, bytes));
-    CU(drv.cuMemsetD8(a, 1, bytes));
-    CUevent e0, e1;
-    CU(drv.cuEventCreate(&e0, CU_EVENT_DEFAULT));
-    CU(drv.cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    float best = 1e9f;
-    (void)s; /* cuMemcpyDtoD runs on the legacy stream: time it there */
-    for (int i = 0; i < 10; i++) {
-        CU(drv.cuEventRecord(e0, NULL));
-        CU(drv.cuMemcpyDtoD(b, a, bytes));
-        CU(drv.cuEventRecord(e1, NULL));
-        CU(drv.cuEventSynchronize(e1));
-        float ms;
-        CU(drv.cuEventElapsedTime(&ms, e0, e1));
-        if (i >= 2 && ms < best) best = ms;
-    }
-    CU(drv.cuMemFree(a));
-    CU(drv.cuMemFree(b));
-    return 2.0 * (double)bytes / (best * 1e-3);
-}
-
 /* What one run of the benchmark holds: contexts, stream, options, and the
  * tables it prints at the end. */
 typedef struct bench {
@@ -681,7 +654,7 @@ int main(int argc, char **argv)
 
     b.peer = calloc(4 * n_cases + 1, sizeof *b.peer);
     b.n_peer = peer_path && b.peer ? load_peer(peer_path, b.peer, 4 * (int)n_cases) : 0;
-    b.bw = copy_bandwidth(b.s);
+    CU(kts_copy_bandwidth(&drv, &b.bw));
 
     b.json = json_path ? fopen(json_path, "w") : NULL;
     if (b.json) fprintf(b.json, "{\"device\": \"%s\", \"copy_bandwidth_GBps\": %.1f, \"rows\": [\n",

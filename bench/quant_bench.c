@@ -101,29 +101,6 @@ static double time_ms(kiln_context *ctx, const kiln_quant *q, CUstream s)
     return med;
 }
 
-static double copy_bandwidth(void)
-{
-    size_t bytes = (size_t)2 << 30;
-    CUdeviceptr a = dalloc(bytes), b = dalloc(bytes);
-    CU(drv.cuMemsetD8(a, 1, bytes));
-    CUevent e0, e1;
-    CU(drv.cuEventCreate(&e0, CU_EVENT_DEFAULT));
-    CU(drv.cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    float best = 1e9f;
-    for (int i = 0; i < 10; i++) {
-        CU(drv.cuEventRecord(e0, NULL));
-        CU(drv.cuMemcpyDtoD(b, a, bytes));
-        CU(drv.cuEventRecord(e1, NULL));
-        CU(drv.cuEventSynchronize(e1));
-        float ms;
-        CU(drv.cuEventElapsedTime(&ms, e0, e1));
-        if (i >= 2 && ms < best) best = ms;
-    }
-    CU(drv.cuMemFree(a));
-    CU(drv.cuMemFree(b));
-    return 2.0 * (double)bytes / (best * 1e-3) / 1e9;
-}
-
 static void row(const char *kind, const char *shape, double ms, double useful, double moved)
 {
     double gbs = useful / (ms * 1e-3) / 1e9;
@@ -243,7 +220,8 @@ int main(int argc, char **argv)
     }
     CUstream s;
     CU(drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    copy_gbs = copy_bandwidth();
+    CU(kts_copy_bandwidth(&drv, &copy_gbs));
+    copy_gbs /= 1e9;
     printf("%s; device-to-device copy %.0f GB/s; peak taken as %.0f GB/s; median of %d calls\n",
            gpu.name, copy_gbs, peak_gbs, reps);
     printf("%-26s %-16s %9s %9s %7s %7s\n", "kind (bf16 > e4m3)", "shape", "ms", "GB/s", "peak",

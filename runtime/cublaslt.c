@@ -135,25 +135,8 @@ void kiln_cublaslt_destroy(kiln_cublaslt *lt, const kiln_rt_env *env)
 static kiln_status epilogue_load(kiln_cublaslt *lt, kiln_kernels *ks, kiln_error *err)
 {
     if (lt->epi) return KILN_OK;
-    kiln_kernel_desc d;
-    kiln_desc_init(&d);
-    snprintf(d.name, sizeof d.name, "kiln_lt_epilogue");
-    snprintf(d.family, sizeof d.family, "cublaslt_epilogue");
-    kiln_launch_desc l;
-    memset(&l, 0, sizeof l);
-    snprintf(l.entry, sizeof l.entry, "kiln_lt_epilogue");
-    l.threads = 256;
-    kiln_strbuf sb;
-    kiln_strbuf_init(&sb);
-    kiln_desc_format(&d, &l, &sb);
-    if (sb.oom) {
-        kiln_strbuf_free(&sb);
-        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "epilogue: out of memory");
-    }
-    kiln_status st = kiln_kernels_load_helper(ks, d.name, sb.data, epilogue_source, l.entry,
-                                              &lt->epi_module, &lt->epi, err);
-    kiln_strbuf_free(&sb);
-    return st;
+    return kiln_kernels_load_helper(ks, "kiln_lt_epilogue", "cublaslt_epilogue", "kiln_lt_epilogue",
+                                    256, epilogue_source, &lt->epi_module, &lt->epi, err);
 }
 
 static cudaDataType_t lt_type(kiln_dtype t)

@@ -257,13 +257,29 @@ static kiln_status resolve(kiln_kernels *ks, const kiln_kernel_ref *k, kiln_cach
     return KILN_OK;
 }
 
-kiln_status kiln_kernels_load_helper(kiln_kernels *ks, const char *name, const char *desc,
-                                     const char *source, const char *entry, CUmodule *module,
-                                     CUfunction *function, kiln_error *err)
+kiln_status kiln_kernels_load_helper(kiln_kernels *ks, const char *name, const char *family,
+                                     const char *entry, int threads, const char *source,
+                                     CUmodule *module, CUfunction *function, kiln_error *err)
 {
-    kiln_kernel_ref ref = {.name = name, .arch = ks->env.dev->arch, .desc = desc, .source = source};
+    kiln_kernel_desc d;
+    kiln_desc_init(&d);
+    snprintf(d.name, sizeof d.name, "%s", name);
+    snprintf(d.family, sizeof d.family, "%s", family);
+    kiln_launch_desc l;
+    memset(&l, 0, sizeof l);
+    snprintf(l.entry, sizeof l.entry, "%s", entry);
+    l.threads = threads;
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    kiln_desc_format(&d, &l, &sb);
+    if (sb.oom) {
+        kiln_strbuf_free(&sb);
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "%s: out of memory", name);
+    }
+    kiln_kernel_ref ref = {.name = name, .arch = ks->env.dev->arch, .desc = sb.data, .source = source};
     kiln_cache_entry ce;
     kiln_status st = resolve(ks, &ref, &ce, err);
+    kiln_strbuf_free(&sb);
     if (st) return st;
     st = module_from_cubin(ks, name, ce.cubin, entry, module, function, err);
     kiln_cache_entry_free(&ce);

@@ -86,10 +86,12 @@ kiln_status kiln_kernels_load(kiln_kernels *ks, const kiln_dispatch_choice *c,
  * <dir of object_path>/../share/kiln/kiln-<arch>.kbundle. */
 void kiln_default_bundle_path(const char *object_path, const char *arch, char *out, size_t size);
 
-/* One of the runtime's own helper kernels (name, description and source
- * given), loaded through the same store. */
-kiln_status kiln_kernels_load_helper(kiln_kernels *ks, const char *name, const char *desc,
-                                     const char *source, const char *entry, CUmodule *module,
-                                     CUfunction *function, kiln_error *err);
+/* One of the runtime's own helper kernels (not from specs: the cuBLASLt
+ * epilogue, the quantizers), loaded through the same store: its
+ * description is its name, family, entry point and block size; *function
+ * is `entry` of the module. */
+kiln_status kiln_kernels_load_helper(kiln_kernels *ks, const char *name, const char *family,
+                                     const char *entry, int threads, const char *source,
+                                     CUmodule *module, CUfunction *function, kiln_error *err);
 
 #endif /* KILN_KERNELS_H */

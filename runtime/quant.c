@@ -223,27 +223,14 @@ static kiln_status rt_load(kiln_quant_rt **slot, kiln_kernels *ks, kiln_error *e
     if (*slot) return KILN_OK;
     kiln_quant_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "kiln_quantize: out of memory");
-    kiln_kernel_desc d;
-    kiln_desc_init(&d);
-    snprintf(d.name, sizeof d.name, "kiln_quant");
-    snprintf(d.family, sizeof d.family, "quant");
-    kiln_launch_desc l;
-    memset(&l, 0, sizeof l);
-    snprintf(l.entry, sizeof l.entry, "kiln_quant_rows_bf16_e4m3");
-    l.threads = KQ_THREADS;
-    kiln_strbuf sb;
-    kiln_strbuf_init(&sb);
-    kiln_desc_format(&d, &l, &sb);
-    kiln_status st = sb.oom ? kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY,
-                                             "kiln_quantize: out of memory")
-                            : kiln_kernels_load_helper(ks, d.name, sb.data, kiln_quant_source,
-                                                       l.entry, &rt->module, &rt->fns[0].fn, err);
-    kiln_strbuf_free(&sb);
+    const char *entry = "kiln_quant_rows_bf16_e4m3";
+    kiln_status st = kiln_kernels_load_helper(ks, "kiln_quant", "quant", entry, KQ_THREADS,
+                                              kiln_quant_source, &rt->module, &rt->fns[0].fn, err);
     if (st) {
         free(rt);
         return st;
     }
-    snprintf(rt->fns[0].name, sizeof rt->fns[0].name, "%s", l.entry);
+    snprintf(rt->fns[0].name, sizeof rt->fns[0].name, "%s", entry);
     rt->n_fns = 1;
     *slot = rt;
     return KILN_OK;

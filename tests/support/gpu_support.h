@@ -44,6 +44,12 @@ void kts_problem_init(kiln_problem *p, kiln_op op, int groups, int64_t n, int64_
                       int64_t capacity, CUdeviceptr sizes, CUdeviceptr a, CUdeviceptr b,
                       CUdeviceptr out);
 
+/* The device-to-device copy bandwidth, bytes read + written per second
+ * (best of 8 timed 2 GiB copies after 2 warm-ups), into *bytes_per_s:
+ * the benchmarks' measured memory ceiling.  CUDA_SUCCESS, or the failing
+ * call's result. */
+CUresult kts_copy_bandwidth(const kiln_driver *d, double *bytes_per_s);
+
 /* ---- random data (xorshift64: reproducible from a printed seed) -------- */
 
 uint64_t kts_rng_next(uint64_t *state);
