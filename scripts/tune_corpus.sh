@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tune_corpus.sh — tunes fprop and dgrad (bf16, plain) over the MoE corpus
+# tune_corpus.sh — tunes fprop and dgrad (or $KILN_TUNE_OPS; bf16, plain) over the MoE corpus
 # (bench/corpus.tsv) and the benchmark cases (bench/cases.tsv) with
 # `kiln tune`, writes the shipped table (specs/tuning/sm_90a.tuning) and the
 # measurements the dispatch report reads (docs/dispatch.md).
@@ -35,6 +35,9 @@
 # script again.  --only REGEX tunes the shapes whose names match (grep -E),
 # e.g. a first pass without the largest weights.
 #
+# KILN_TUNE_OPS (default "fprop dgrad") picks the ops; "wgrad" tunes plain
+# dense wgrad with the points of specs/sweeps/wgrad_sm90_plain.yaml.
+#
 # --fake: the fake timer (no GPU; CI and dry runs).  --compile-only: only
 # compile the candidates into the cache ($KILN_CACHE_DIR), e.g. on a CPU
 # machine with the same NVRTC before a GPU run.  Timing settings (each
@@ -58,6 +61,7 @@ case $build in /*) ;; *) build=$here/$build ;; esac
 kiln=$build/kiln
 [ -x "$kiln" ] || { echo "tune_corpus.sh: no $kiln (build first)" >&2; exit 2; }
 out=${OUT:-$build/tune_corpus}
+ops=${KILN_TUNE_OPS:-fprop dgrad}
 mkdir -p "$out/sweeps"
 cd "$here"
 
@@ -84,9 +88,16 @@ constraints:
     - "(tile.m == 128 && tile.n == 128) == (stages == 6)"
 EOF
 done
-specs=("$out/sweeps/fprop_sm90_plain.yaml" "$out/sweeps/dgrad_sm90_plain.yaml"
-       specs/default/sm90_fprop_bf16_128x128.yaml specs/default/sm90_fprop_bf16_64x256.yaml
-       specs/default/sm90_dgrad_bf16_128x128.yaml specs/default/sm90_dgrad_bf16_64x256.yaml)
+specs=()
+for op in $ops; do
+  case $op in
+    fprop|dgrad) specs+=("$out/sweeps/${op}_sm90_plain.yaml" specs/default/sm90_${op}_bf16_128x128.yaml
+                         specs/default/sm90_${op}_bf16_64x256.yaml) ;;
+    # wgrad: the shipped sweep as it is (its points that fit), and the default
+    wgrad) specs+=(specs/sweeps/wgrad_sm90_plain.yaml specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
+    *) echo "tune_corpus.sh: unknown op '$op' in KILN_TUNE_OPS" >&2; exit 2 ;;
+  esac
+done
 
 if [ $compile_only = 1 ]; then
   exec "$kiln" compile "${specs[@]}"
