@@ -11,7 +11,7 @@
  * `kiln tune --csv` run over the same shapes (scripts/tune_corpus.sh), so
  * the chosen kernel and the best one are timed by one timer in one run.
  *
- * Three choices per case and op (bf16 fprop and dgrad, plain):
+ * Three choices per case and op (bf16 fprop, dgrad and dense wgrad, plain):
  *   dispatch    the whole cascade with the tables (exact ▸ nearest ▸ model);
  *   model       the model alone over the catalog's defaults, no tables
  *               (what KILN_TUNING=off does today);
@@ -253,13 +253,13 @@ int kiln_bench_dispatch_report(const char *csv_path, const kiln_tune_shape *case
            "model", "mod_all", "unseen", "rule", "unseen", "best / dispatched / model / unseen");
     column cd = {0}, cm = {0}, ca = {0}, cu = {0};
     for (size_t ci = 0; ci < n_cases; ci++)
-        for (int op = 0; op < 2; op++) {
+        for (int op = KILN_OP_FPROP; op <= KILN_OP_WGRAD; op++) {
             const kiln_tune_shape *c = &cases[ci];
-            const char *opn = op ? "dgrad" : "fprop";
+            const char *opn = kiln_op_name((kiln_op)op);
             const cell *best = best_of(cells, n_cells, c->name, opn);
             if (!best) continue;
             kiln_problem p;
-            kiln_problem_init(&p, op ? KILN_OP_DGRAD : KILN_OP_FPROP);
+            kiln_problem_init(&p, (kiln_op)op);
             p.groups = c->groups;
             p.n = c->n;
             p.k = c->k;
