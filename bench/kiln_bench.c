@@ -63,14 +63,7 @@ static kts_gpu gpu;
 #define drv (gpu.drv)
 static int reps = 30;
 
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        const char *e_ = kts_cu_error(&drv, (call));                                               \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, e_);              \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CU(call) KTS_CU_OR_EXIT(&drv, call)
 
 /* bf16 with a roughly normal distribution, scaled; a fixed seed, so every
  * run times the same data. */

@@ -33,14 +33,7 @@ static int reps = 30;
 static double peak_gbs = 4300.0;
 static double copy_gbs;
 
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        const char *e_ = kts_cu_error(&drv, (call));                                               \
-        if (e_) {                                                                                  \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, e_);              \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CU(call) KTS_CU_OR_EXIT(&drv, call)
 
 static CUdeviceptr dalloc(size_t bytes)
 {

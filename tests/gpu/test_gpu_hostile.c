@@ -220,15 +220,8 @@ static void test_many_groups(void **state)
 
 int main(void)
 {
-    int rc = gpu_setup();
+    int rc = gpu_setup_context(KILN_ALLOW_GENERATED, &g_ctx);
     if (rc) return rc;
-    kiln_context_options o;
-    kiln_context_options_init(&o);
-    o.allowed_backends = KILN_ALLOW_GENERATED;
-    if (kiln_context_create(&o, &g_ctx) != KILN_OK) {
-        printf("FAIL: kiln_context_create: %s\n", kiln_last_error(g_ctx));
-        return 1;
-    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts),
         cmocka_unit_test(test_offsets),

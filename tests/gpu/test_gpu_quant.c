@@ -585,12 +585,11 @@ int main(void)
     /* The reference's own check needs no GPU: it runs everywhere. */
     const struct CMUnitTest host[] = {cmocka_unit_test(test_reference_fp8)};
     if (cmocka_run_group_tests(host, NULL, NULL)) return 1;
-    int rc = gpu_setup();
+    int rc = gpu_setup_context(0, &g_ctx);
     if (rc) return rc;
-    if (!fp8_device()) return 77;
-    if (kiln_context_create(NULL, &g_ctx) != KILN_OK) {
-        printf("FAIL: kiln_context_create: %s\n", kiln_last_error(g_ctx));
-        return 1;
+    if (!fp8_device()) {
+        kiln_context_destroy(g_ctx);
+        return 77;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows),

@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>  /* KTS_CU_OR_EXIT */
+#include <stdlib.h>
 
 #include "driver.h"
 #include "kernel_desc.h"
@@ -37,6 +39,17 @@ int kts_gpu_open(kts_gpu *g, char *why, size_t size);
 
 /* NULL when r is CUDA_SUCCESS, else the error's name ("?" if unknown). */
 const char *kts_cu_error(const kiln_driver *d, CUresult r);
+
+/* For the benchmarks (programs, not tests): a failing driver call is
+ * printed with its place and ends the program. */
+#define KTS_CU_OR_EXIT(d, call)                                                                     \
+    do {                                                                                           \
+        const char *e_ = kts_cu_error((d), (call));                                                \
+        if (e_) {                                                                                  \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, e_);              \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
 
 /* kiln_problem_init(p, op) and the fields every call sets: the geometry,
  * counts in device memory, contiguous a, b and output. */

@@ -23,6 +23,22 @@ int gpu_setup(void)
     return 0;
 }
 
+int gpu_setup_context(unsigned allowed, kiln_context **ctx)
+{
+    int rc = gpu_setup();
+    if (rc) return rc;
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    if (allowed) o.allowed_backends = allowed;
+    if (kiln_context_create(&o, ctx) != KILN_OK) {
+        printf("FAIL: kiln_context_create: %s\n", kiln_last_error(*ctx));
+        kiln_context_destroy(*ctx);
+        *ctx = NULL;
+        return 1;
+    }
+    return 0;
+}
+
 CUdeviceptr dev_alloc(size_t bytes)
 {
     CUdeviceptr p = 0;

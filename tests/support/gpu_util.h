@@ -47,6 +47,10 @@ extern uint64_t g_rng;
 /* Opens device 0 and seeds g_rng.  Returns 0, or prints why and returns 77
  * (ctest's "skipped"). */
 int gpu_setup(void);
+/* gpu_setup, then a kiln context on it that may use the `allowed`
+ * backends (KILN_ALLOW_*; 0: all) into *ctx.  0, 77 (skipped: no GPU), or
+ * 1 when the context cannot be made (printed, *ctx destroyed). */
+int gpu_setup_context(unsigned allowed, kiln_context **ctx);
 /* main's whole job in most GPU tests: gpu_setup, then the tests. */
 #define gpu_run_group_tests(tests) (gpu_setup() ? 77 : cmocka_run_group_tests(tests, NULL, NULL))
 
