@@ -144,9 +144,53 @@ static cudaDataType_t lt_type(kiln_dtype t)
     switch (t) {
     case KILN_DTYPE_F16: return CUDA_R_16F;
     case KILN_DTYPE_F32: return CUDA_R_32F;
+    case KILN_DTYPE_E4M3: return CUDA_R_8F_E4M3;
+    case KILN_DTYPE_E5M2: return CUDA_R_8F_E5M2;
     default: return CUDA_R_16BF;
     }
 }
+
+#define NO(...) (snprintf(why, why_size, __VA_ARGS__), 0)
+
+/* cuBLASLt's fp8 matmul (cuBLAS docs, cublasLtMatmul, FP8) on sm_89 and
+ * later takes one fp32 scale per operand through A/B_SCALE_POINTER: kiln's
+ * per-tensor recipe, with the group's scale_b[g] set before each group's
+ * product.  It multiplies e4m3 by e4m3 or e5m2 either way round, not e5m2
+ * by e5m2; A transposed and B not ("TN"), which is how kiln's K-major X and
+ * W (and dgrad's transposed W, fp8.d_bt) read in column-major terms; and
+ * 16-byte aligned pointers, leading dimensions and matrix dimensions.
+ * Validation already asks the last of every fp8 call (16-byte rows, n and k
+ * multiples of 16, operands 16-byte aligned, so each group's slice is too);
+ * they are checked here again, on the fields dispatch may read (never the
+ * pointers' values: dispatch_memo.h), so that a call cuBLASLt cannot run is
+ * never sent to it whatever validation accepts later. */
+int kiln_cublaslt_fp8_serves(const kiln_problem *p, const char *arch, char *why, size_t why_size)
+{
+    static const char *const recipes[] = {"none", "per-tensor", "row-wise", "1x128/128x128 block"};
+    if (p->fp8.recipe != KILN_FP8_TENSOR)
+        return NO("kiln's cuBLASLt path serves the fp8 per-tensor recipe only (the call's is %s)",
+                  (unsigned)p->fp8.recipe <= KILN_FP8_BLOCK ? recipes[p->fp8.recipe] : "unknown");
+    int sm = 0;
+    if (!arch || sscanf(arch, "sm_%d", &sm) != 1 || sm < 89)
+        return NO("cuBLASLt runs fp8 on sm_89 and later (the device is %s)", arch ? arch : "unknown");
+    if (p->a_type == KILN_DTYPE_E5M2 && p->b_type == KILN_DTYPE_E5M2)
+        return NO("cuBLASLt has no e5m2 x e5m2 product (e4m3 with e4m3 or e5m2 only)");
+    const struct {
+        const char *name;
+        int64_t bytes;
+    } rows[] = {{"n", p->n},
+                {"k", p->k},
+                {"lda", p->lda},
+                {"ldb", p->ldb},
+                {"ldd", p->ldd * kiln_dtype_size(p->out_type)}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].bytes % 16)
+            return NO("cuBLASLt's fp8 kernels need 16-byte aligned dimensions and rows "
+                      "(problem->%s is %lld bytes)",
+                      rows[i].name, (long long)rows[i].bytes);
+    return 1;
+}
+#undef NO
 
 /* Reads a device array of G pointers (synchronously: this path is not
  * graph-safe anyway). */
@@ -189,12 +233,15 @@ static kiln_status lt_matmul(kiln_cublaslt *lt, lt_call *c, const kiln_problem *
                              uint64_t d_cols, int64_t ldd, void *d, float alpha, float beta,
                              CUstream stream, kiln_error *err)
 {
-    cudaDataType_t in = lt_type(p->a_type), out = lt_type(p->out_type);
+    /* cuBLASLt's A is always kiln's b operand (W, or X for wgrad) and its
+     * B kiln's a (X or dY): their types differ for e5m2 x e4m3. */
+    cudaDataType_t ta_type = lt_type(p->b_type), tb_type = lt_type(p->a_type);
+    cudaDataType_t out = lt_type(p->out_type);
     kiln_status st;
     char what[96];
     snprintf(what, sizeof what, "cublasLtMatrixLayoutCreate (group %d)", group);
-    if ((st = lt_check(lt, lt->cublasLtMatrixLayoutCreate(&c->la, in, a_rows, a_cols, lda), what, err)) ||
-        (st = lt_check(lt, lt->cublasLtMatrixLayoutCreate(&c->lb, in, b_rows, b_cols, ldb), what, err)) ||
+    if ((st = lt_check(lt, lt->cublasLtMatrixLayoutCreate(&c->la, ta_type, a_rows, a_cols, lda), what, err)) ||
+        (st = lt_check(lt, lt->cublasLtMatrixLayoutCreate(&c->lb, tb_type, b_rows, b_cols, ldb), what, err)) ||
         (st = lt_check(lt, lt->cublasLtMatrixLayoutCreate(&c->ld, out, d_rows, d_cols, ldd), what, err))) {
         lt_call_free(lt, c);
         return st;
@@ -210,6 +257,37 @@ static kiln_status lt_matmul(kiln_cublaslt *lt, lt_call *c, const kiln_problem *
                   what, err);
     lt_call_free(lt, c);
     return st;
+}
+
+/* fp8, once per call: the tensor cores' fast accumulation unless the call
+ * asks for promotion (cuBLASLt then promotes to fp32 at intervals of its
+ * own choosing, as kiln's promoting kernels do every 128 of k). */
+static kiln_status lt_fp8_accumulation(kiln_cublaslt *lt, cublasLtMatmulDesc_t desc,
+                                       const kiln_problem *p, kiln_error *err)
+{
+    int8_t fast = p->fp8.promote ? 0 : 1;
+    return lt_check(lt,
+                    lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+                                                       sizeof fast),
+                    "cublasLtMatmulDescSetAttribute (FAST_ACCUM)", err);
+}
+
+/* fp8, before group g's product: its dequantization scales, device
+ * pointers that cuBLASLt takes into the launch (so the next group may set
+ * others).  cuBLASLt's A is W (scale_b[g]), its B the rows (scale_a). */
+static kiln_status lt_fp8_scales(kiln_cublaslt *lt, cublasLtMatmulDesc_t desc,
+                                 const kiln_problem *p, int g, kiln_error *err)
+{
+    const float *sw = p->fp8.d_scale_b + g, *sx = p->fp8.d_scale_a;
+    kiln_status st = lt_check(lt,
+                              lt->cublasLtMatmulDescSetAttribute(
+                                  desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw),
+                              "cublasLtMatmulDescSetAttribute (A_SCALE_POINTER)", err);
+    if (st) return st;
+    return lt_check(lt,
+                    lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                       &sx, sizeof sx),
+                    "cublasLtMatmulDescSetAttribute (B_SCALE_POINTER)", err);
 }
 
 static kiln_status run_epilogue(const kiln_cublaslt *lt, const kiln_driver *drv, const kiln_problem *p, int g, int64_t row0,
@@ -245,10 +323,10 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
     if (p->d_dbias || p->d_dbias_ptrs)
         return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
                               "cuBLASLt cannot compute the bias gradient (problem->d_dbias)");
-    if (p->fp8.recipe != KILN_FP8_NONE)
-        return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
-                              "kiln's cuBLASLt path takes 16-bit inputs only (problem->a_type %s)",
-                              kiln_dtype_name(p->a_type));
+    const int fp8 = p->fp8.recipe != KILN_FP8_NONE;
+    char why[200];
+    if (fp8 && !kiln_cublaslt_fp8_serves(p, env->dev ? env->dev->arch : NULL, why, sizeof why))
+        return kiln_error_set(err, KILN_ERROR_UNSUPPORTED, "%s", why);
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     kiln_status st = kiln_driver_check(drv, drv->cuStreamIsCapturing(stream, &cap),
                                        "cuStreamIsCapturing", err);
@@ -264,9 +342,14 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
               (e->d_row_scale || e->d_alpha || e->d_bias || e->beta != 0.0f);
     if (fix && (st = epilogue_load(lt, ks, err))) return st;
 
-    int esz = kiln_dtype_size(p->a_type), osz = kiln_dtype_size(p->out_type);
+    int esz = kiln_dtype_size(p->a_type), bsz = kiln_dtype_size(p->b_type);
+    int osz = kiln_dtype_size(p->out_type);
+    /* fp8 dgrad reads W transposed, [G, K, N] (fp8.d_bt): K rows of N per
+     * group, ldb their pitch. */
+    const int fp8_dgrad = fp8 && p->op == KILN_OP_DGRAD;
     int64_t lda = p->lda ? p->lda : kiln_problem_a_cols(p);
-    int64_t ldb = p->ldb ? p->ldb : p->k;
+    int64_t ldb = p->ldb ? p->ldb : fp8_dgrad ? p->n : p->k;
+    int64_t w_rows = fp8_dgrad ? p->k : p->n;
     int64_t ldd = p->ldd ? p->ldd : kiln_problem_out_cols(p);
     int wptrs = p->op != KILN_OP_WGRAD && p->d_b_ptrs;
     int optrs = p->op == KILN_OP_WGRAD && p->wgrad_output == KILN_WGRAD_DISCRETE;
@@ -279,8 +362,12 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
     if ((st = lt_check(lt, lt->cublasLtMatmulDescCreate(&c.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                        "cublasLtMatmulDescCreate", err)))
         return st;
+    if (fp8 && (st = lt_fp8_accumulation(lt, c.desc, p, err))) {
+        lt->cublasLtMatmulDescDestroy(c.desc);
+        return st;
+    }
     float alpha = p->op == KILN_OP_WGRAD || e->d_alpha ? 1.0f : e->alpha;
-    const char *A = p->d_a, *B = p->d_b;
+    const char *A = p->d_a, *B = fp8_dgrad ? p->fp8.d_bt : p->d_b;
     char *D = p->d_out;
     int64_t off = 0;
     for (int g = 0; g < p->groups && !st; g++) {
@@ -310,14 +397,21 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
                                p->accumulate ? 1.0f : 0.0f, stream, err);
             }
         } else if (m > 0) {
-            const char *w = wptrs ? (const char *)lt->host_ptrs[g] : B + (int64_t)g * p->n * ldb * esz;
+            const char *w = wptrs ? (const char *)lt->host_ptrs[g]
+                                  : B + (int64_t)g * w_rows * ldb * bsz;
             char *dg = D + off * ldd * osz;
-            if (p->op == KILN_OP_FPROP) /* Y^T[N,m] = (W^T[K,N])^T · X^T[K,m] */
-                st = lt_matmul(lt, &c, p, g, CUBLAS_OP_T, CUBLAS_OP_N, (uint64_t)p->k,
-                               (uint64_t)p->n, ldb, w, (uint64_t)p->k, (uint64_t)m, lda,
-                               A + off * lda * esz, (uint64_t)p->n, (uint64_t)m, ldd, dg, alpha,
-                               0.0f, stream, err);
-            else /* dX^T[K,m] = W^T[K,N] · dY^T[N,m] */
+            const uint64_t kred = (uint64_t)kiln_problem_a_cols(p);
+            const uint64_t nout = (uint64_t)kiln_problem_out_cols(p);
+            if (fp8) st = lt_fp8_scales(lt, c.desc, p, g, err);
+            /* fprop: Y^T[N,m] = (W^T[K,N])^T · X^T[K,m].  fp8 dgrad in the
+             * same "TN" form (cuBLASLt's only one for fp8 on sm_90):
+             * dX^T[K,m] = (W[N,K])^T · dY^T[N,m], d_bt's K rows of N being
+             * W as a column-major N x K matrix. */
+            if (!st && (p->op == KILN_OP_FPROP || fp8))
+                st = lt_matmul(lt, &c, p, g, CUBLAS_OP_T, CUBLAS_OP_N, kred, nout, ldb, w, kred,
+                               (uint64_t)m, lda, A + off * lda * esz, nout, (uint64_t)m, ldd, dg,
+                               alpha, 0.0f, stream, err);
+            else if (!st) /* dX^T[K,m] = W^T[K,N] · dY^T[N,m] */
                 st = lt_matmul(lt, &c, p, g, CUBLAS_OP_N, CUBLAS_OP_N, (uint64_t)p->k,
                                (uint64_t)p->n, ldb, w, (uint64_t)p->n, (uint64_t)m, lda,
                                A + off * lda * esz, (uint64_t)p->k, (uint64_t)m, ldd, dg, alpha,

@@ -11,6 +11,10 @@
  * is rounded to the output type first, so this path is a little less exact
  * than the fused one).
  *
+ * fp8 inputs with the per-tensor recipe run as cuBLASLt's scaled fp8
+ * matmul (one A/B scale pointer per group's product, fast accumulation
+ * unless fp8.promote); kiln_cublaslt_fp8_serves says which fp8 calls.
+ *
  * Not graph-safe: sizes come from the host.  Pointer-array weights and
  * discrete wgrad outputs are read back with a synchronous copy of the G
  * pointers (after synchronising the stream); a capturing stream is refused.
@@ -27,6 +31,11 @@ typedef struct kiln_cublaslt kiln_cublaslt;
  * at the first call.  The helper kernel is loaded through ks. */
 kiln_status kiln_cublaslt_run(kiln_cublaslt **lt, const kiln_rt_env *env, kiln_kernels *ks,
                               const kiln_problem *p, CUstream stream, kiln_error *err);
+
+/* 1 if cuBLASLt can run the fp8 call p (fp8.recipe set) on arch ("sm_90a");
+ * else 0 with the reason in why.  Pure: reads no pointer's value (dispatch
+ * calls it, dispatch_memo.h). */
+int kiln_cublaslt_fp8_serves(const kiln_problem *p, const char *arch, char *why, size_t why_size);
 
 /* Frees the handle, workspace and helper module (the context's CUDA context
  * current); lt may be NULL. */

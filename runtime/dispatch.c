@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cublaslt.h"
 #include "dispatch.h"
 #include "dispatch_model.h"
 #include "problem.h"
@@ -329,7 +330,9 @@ static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t 
     const kiln_problem *p = in->problem;
     if (!p->host_sizes) return NO("no host sizes for cuBLASLt");
     if (p->d_dbias || p->d_dbias_ptrs) return NO("cuBLASLt cannot compute the bias gradient");
-    if (p->fp8.recipe != KILN_FP8_NONE) return NO("kiln's cuBLASLt path takes 16-bit inputs only");
+    /* fp8: the per-tensor recipe, as cuBLASLt's scaled fp8 matmul takes it
+     * (its own rules, beside its backend in cublaslt.c). */
+    if (p->fp8.recipe != KILN_FP8_NONE) return kiln_cublaslt_fp8_serves(p, in->arch, why, why_size);
     /* cuBLASLt computes 16-bit inputs into the same type or into f32 only. */
     if (p->out_type != p->a_type && p->out_type != KILN_DTYPE_F32)
         return NO("cuBLASLt has no %s→%s product", kiln_dtype_name(p->a_type),
@@ -376,7 +379,7 @@ kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatc
         if (should_use_tuned(in, o, &key, out) || should_use_nearest(in, o, &key, out, &nearest))
             return KILN_OK;
     }
-    char why_gen[512], why_lt[128];
+    char why_gen[512], why_lt[200];
     candidate best = {.kernel = -1, .tuned = -1};
     int n = 0;
     if (should_use_generated(in, o, &best, &n, why_gen, sizeof why_gen)) {

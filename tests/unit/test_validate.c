@@ -12,6 +12,7 @@
 #include "testutil.h"
 
 #include "checked.h"
+#include "cublaslt.h"
 #include "dispatch.h"
 #include "env.h"
 #include "kernels.h"
@@ -513,7 +514,8 @@ static void test_dispatch_fp8_and_only_kernel(void **state)
     const int32_t hs[4] = {1, 2, 3, 4};
     p.host_sizes = hs; /* else cuBLASLt is out for want of host sizes */
     assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
-    kiln_test_has(err.msg, "bf16 takes bf16", "cuBLASLt path takes 16-bit inputs only");
+    kiln_test_has(err.msg, "bf16 takes bf16",
+                  "cuBLASLt path serves the fp8 per-tensor recipe only (the call's is row-wise)");
     c.n = 5;
 
     /* only_kernel: the row call may take row_promote when named, and
@@ -529,6 +531,126 @@ static void test_dispatch_fp8_and_only_kernel(void **state)
     in.only_kernel = "nonesuch";
     assert_int_equal(kiln_dispatch(&in, &ch, &err), KILN_ERROR_UNSUPPORTED);
     kiln_test_has(err.msg, "none is named KILN_KERNEL=nonesuch");
+}
+
+/* The cuBLASLt fallback for fp8 (runtime/cublaslt.c): the per-tensor
+ * recipe when no generated kernel serves, in the forms cuBLASLt's fp8
+ * matmul takes; every other call refused with its reason, by dispatch and
+ * by the backend itself when called directly. */
+static void test_dispatch_fp8_cublaslt(void **state)
+{
+    (void)state;
+    fake_catalog c = {0};
+    add_kernel(&c, "bf16", KILN_OP_FPROP, "sm90", 128, 128);
+    kiln_kernel_desc *d = add_kernel(&c, "e4m3_tensor", KILN_OP_FPROP, "sm90", 128, 128);
+    d->a_type = d->b_type = KILN_DTYPE_E4M3;
+    d->fp8_recipe = KILN_FP8_TENSOR;
+    const int32_t hs[4] = {1, 0, 3, 4};
+    kiln_problem p;
+    kiln_dispatch_choice ch;
+    kiln_error err;
+
+    /* A generated kernel comes first; cuBLASLt when only it is allowed, or
+     * when no kernel serves. */
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_TENSOR);
+    p.host_sizes = hs;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_GENERATED);
+    assert_string_equal(c.d[ch.kernel].name, "e4m3_tensor");
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_CUBLASLT, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_CUBLASLT);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_CUBLASLT);
+    c.n = 1;
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_OK);
+    assert_int_equal(ch.backend, KILN_BACKEND_CUBLASLT);
+    kiln_test_has(ch.reason, "cuBLASLt with host sizes", "no generated kernel for e4m3→bf16 fprop");
+
+    /* What cuBLASLt's fp8 matmul takes: dgrad on the transposed weights,
+     * e5m2 with e4m3 either way, bf16/fp16/f32 out, promotion, padded
+     * rows of 16 bytes, sm_89 and later. */
+    static const struct {
+        kiln_op op;
+        kiln_dtype a, b, out;
+        int promote;
+        int64_t lda, ldb, ldd;
+        const char *arch;
+    } ok[] = {
+        {KILN_OP_FPROP, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, KILN_DTYPE_BF16, 0, 0, 0, 0, "sm_90a"},
+        {KILN_OP_DGRAD, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, KILN_DTYPE_BF16, 0, 0, 0, 0, "sm_90a"},
+        {KILN_OP_DGRAD, KILN_DTYPE_E5M2, KILN_DTYPE_E4M3, KILN_DTYPE_BF16, 0, 0, 0, 0, "sm_90a"},
+        {KILN_OP_FPROP, KILN_DTYPE_E4M3, KILN_DTYPE_E5M2, KILN_DTYPE_F16, 1, 0, 0, 0, "sm_90a"},
+        {KILN_OP_FPROP, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, KILN_DTYPE_F32, 1, 48, 64, 68, "sm_89"},
+        {KILN_OP_DGRAD, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, KILN_DTYPE_BF16, 0, 80, 96, 40, "sm_100a"},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        fp8_problem(&p, ok[i].op, KILN_FP8_TENSOR);
+        p.host_sizes = hs;
+        p.a_type = ok[i].a;
+        p.b_type = ok[i].b;
+        p.out_type = ok[i].out;
+        p.fp8.promote = ok[i].promote;
+        p.lda = ok[i].lda;
+        p.ldb = ok[i].ldb;
+        p.ldd = ok[i].ldd;
+        expect_ok(&p);
+        kiln_dispatch_input in = {&p, ok[i].arch, c.k, c.n, KILN_ALLOW_ALL, NULL, NULL, NULL, NULL};
+        kiln_error_clear(&err);
+        if (kiln_dispatch(&in, &ch, &err) != KILN_OK || ch.backend != KILN_BACKEND_CUBLASLT)
+            fail_msg("case %zu: not sent to cuBLASLt: %s", i, err.msg);
+    }
+
+    /* Refused, each with its reason. */
+    static const struct {
+        kiln_fp8_recipe recipe;
+        kiln_dtype a, b;
+        int64_t k, lda, ldd;
+        const char *arch, *why;
+    } no[] = {
+        {KILN_FP8_ROW, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, 32, 0, 0, "sm_90a",
+         "kiln's cuBLASLt path serves the fp8 per-tensor recipe only (the call's is row-wise)"},
+        {KILN_FP8_BLOCK, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, 32, 0, 0, "sm_90a",
+         "per-tensor recipe only (the call's is 1x128/128x128 block)"},
+        {KILN_FP8_TENSOR, KILN_DTYPE_E5M2, KILN_DTYPE_E5M2, 32, 0, 0, "sm_90a",
+         "cuBLASLt has no e5m2 x e5m2 product"},
+        {KILN_FP8_TENSOR, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, 32, 0, 0, "sm_80",
+         "cuBLASLt runs fp8 on sm_89 and later (the device is sm_80)"},
+        {KILN_FP8_TENSOR, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, 32, 0, 0, "sm_86",
+         "the device is sm_86"},
+        /* what validation refuses too (16-byte rows): never sent on */
+        {KILN_FP8_TENSOR, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, 40, 0, 0, "sm_90a",
+         "need 16-byte aligned dimensions and rows (problem->k is 40 bytes)"},
+        {KILN_FP8_TENSOR, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, 32, 40, 0, "sm_90a",
+         "(problem->lda is 40 bytes)"},
+        {KILN_FP8_TENSOR, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, 32, 0, 68, "sm_90a",
+         "(problem->ldd is 136 bytes)"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        fp8_problem(&p, KILN_OP_FPROP, no[i].recipe);
+        p.host_sizes = hs;
+        p.a_type = no[i].a;
+        p.b_type = no[i].b;
+        p.k = no[i].k;
+        p.lda = no[i].lda;
+        p.ldd = no[i].ldd;
+        kiln_dispatch_input in = {&p, no[i].arch, c.k, c.n, KILN_ALLOW_ALL, NULL, NULL, NULL, NULL};
+        kiln_error_clear(&err);
+        if (kiln_dispatch(&in, &ch, &err) != KILN_ERROR_UNSUPPORTED || !strstr(err.msg, no[i].why))
+            fail_msg("case %zu: wanted a refusal with '%s', got '%s'", i, no[i].why, err.msg);
+        /* the backend refuses it too when called directly, before it
+         * touches the driver or loads cuBLASLt */
+        kiln_device_limits dev = {9, 0, 132, ""};
+        snprintf(dev.arch, sizeof dev.arch, "%s", no[i].arch);
+        kiln_rt_env env = {NULL, NULL, &dev};
+        kiln_cublaslt *lt = NULL;
+        kiln_error_clear(&err);
+        assert_int_equal(kiln_cublaslt_run(&lt, &env, NULL, &p, NULL, &err), KILN_ERROR_UNSUPPORTED);
+        kiln_test_has(err.msg, no[i].why);
+        assert_null(lt);
+    }
+    /* Host sizes are still needed. */
+    fp8_problem(&p, KILN_OP_DGRAD, KILN_FP8_TENSOR);
+    assert_int_equal(run_dispatch(&c, &p, KILN_ALLOW_ALL, &ch, &err), KILN_ERROR_UNSUPPORTED);
+    kiln_test_has(err.msg, "no host sizes for cuBLASLt");
 }
 
 static void full_epilogue(kiln_kernel_desc *d)
@@ -1052,4 +1174,5 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_checked_mode_pointers),
     cmocka_unit_test(test_checked_mode_env),
     cmocka_unit_test(test_fp8),
-    cmocka_unit_test(test_dispatch_fp8_and_only_kernel))
+    cmocka_unit_test(test_dispatch_fp8_and_only_kernel),
+    cmocka_unit_test(test_dispatch_fp8_cublaslt))
