@@ -178,10 +178,10 @@ int kiln_cublaslt_fp8_serves(const kiln_problem *p, const char *arch, char *why,
     const struct {
         const char *name;
         int64_t bytes;
-    } rows[] = {{"n", p->n},
-                {"k", p->k},
-                {"lda", p->lda},
-                {"ldb", p->ldb},
+    } rows[] = {{"n", p->n * kiln_dtype_size(p->b_type)},
+                {"k", p->k * kiln_dtype_size(p->b_type)},
+                {"lda", p->lda * kiln_dtype_size(p->a_type)},
+                {"ldb", p->ldb * kiln_dtype_size(p->b_type)},
                 {"ldd", p->ldd * kiln_dtype_size(p->out_type)}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (rows[i].bytes % 16)
