@@ -6,8 +6,9 @@
  *   --rows T,K       activations [T, K]: KILN_QUANT_ROWS and ROWS_1X128, the
  *                    T rows split into 32 groups by device counts
  *                    (default 32768,7168)
- *   --weights G,N,K  weights [G, N, K]: WEIGHTS_128X128 and WEIGHTS_TENSOR,
- *                    with and without the transposed copy
+ *   --weights G,N,K  weights [G, N, K]: WEIGHTS_128X128, WEIGHTS_TENSOR and
+ *                    WEIGHTS_TENSOR_DELAYED (given scales: one pass), with
+ *                    and without the transposed copy
  *                    (default 32,4096,7168 and 128,1536,2048)
  *   --reps N         timed calls per row (default 30); the median is shown
  *   --peak GBS       the HBM bandwidth the fractions are of (default 4300,
@@ -141,10 +142,20 @@ static void bench_weights(kiln_context *ctx, CUstream s, long G, long N, long K)
     const long tn = (N + 127) / 128, tk = (K + 127) / 128;
     CUdeviceptr w = random_bf16(n), q = dalloc(n), qt = dalloc(n);
     CUdeviceptr sc = dalloc((size_t)G * tn * tk * 4), sct = dalloc((size_t)G * tn * tk * 4);
+    CUdeviceptr amax = dalloc((size_t)G * 4);
+    /* DELAYED's given scales: about what the random weights' amax (~5.5 σ
+     * of N(0, 3²)) would give */
+    float *given = malloc((size_t)G * 4);
+    if (!given) exit(1);
+    for (long g = 0; g < G; g++) given[g] = 16.0f / 448.0f;
     char shape[64];
     snprintf(shape, sizeof shape, "%ldx%ldx%ld", G, N, K);
-    for (int kind = KILN_QUANT_WEIGHTS_128X128; kind <= KILN_QUANT_WEIGHTS_TENSOR; kind++)
+    for (int kind = KILN_QUANT_WEIGHTS_128X128; kind <= KILN_QUANT_WEIGHTS_TENSOR_DELAYED; kind++)
         for (int t = 1; t >= 0; t--) {
+            static const char *const names[] = {"WEIGHTS_128X128", "WEIGHTS_TENSOR",
+                                                "WEIGHTS_TENSOR_DELAYED"};
+            const int tensor = kind == KILN_QUANT_WEIGHTS_TENSOR;
+            const int delayed = kind == KILN_QUANT_WEIGHTS_TENSOR_DELAYED;
             kiln_quant qq;
             kiln_quant_init(&qq, (kiln_quant_kind)kind);
             qq.groups = (int32_t)G;
@@ -153,15 +164,19 @@ static void bench_weights(kiln_context *ctx, CUstream s, long G, long N, long K)
             qq.d_in = (const void *)(uintptr_t)w;
             qq.d_out = (void *)(uintptr_t)q;
             qq.d_scale = (float *)(uintptr_t)sc;
-            if (t) {
-                qq.d_out_t = (void *)(uintptr_t)qt;
-                qq.d_scale_t = (float *)(uintptr_t)sct;
+            if (t) qq.d_out_t = (void *)(uintptr_t)qt;
+            if (t && !delayed) qq.d_scale_t = (float *)(uintptr_t)sct;
+            if (delayed) {
+                qq.d_amax = (float *)(uintptr_t)amax;
+                CU(drv.cuMemcpyHtoD(sc, given, (size_t)G * 4));
             }
-            const int tensor = kind == KILN_QUANT_WEIGHTS_TENSOR;
-            double scales = 4.0 * (tensor ? G : G * tn * tk) * (1 + t);
+            /* DELAYED: the given scales read, the amax written */
+            double scales = delayed  ? 8.0 * G
+                            : tensor ? 4.0 * G * (1 + t)
+                                     : 4.0 * G * tn * tk * (1 + t);
             double useful = 2.0 * n + (double)n * (1 + t) + scales;
             char name[40];
-            snprintf(name, sizeof name, "%s%s", tensor ? "WEIGHTS_TENSOR" : "WEIGHTS_128X128",
+            snprintf(name, sizeof name, "%s%s", names[kind - KILN_QUANT_WEIGHTS_128X128],
                      t ? " +T" : "");
             row(name, shape, time_ms(ctx, &qq, s), useful, useful + (tensor ? 2.0 * n : 0.0));
         }
@@ -170,6 +185,8 @@ static void bench_weights(kiln_context *ctx, CUstream s, long G, long N, long K)
     CU(drv.cuMemFree(qt));
     CU(drv.cuMemFree(sc));
     CU(drv.cuMemFree(sct));
+    CU(drv.cuMemFree(amax));
+    free(given);
 }
 
 #define MAX_SHAPES 16
