@@ -6,9 +6,14 @@
  *   --rows T,K       activations [T, K]: KILN_QUANT_ROWS and ROWS_1X128, the
  *                    T rows split into 32 groups by device counts
  *                    (default 32768,7168)
- *   --weights G,N,K  weights [G, N, K]: WEIGHTS_128X128 and WEIGHTS_TENSOR,
- *                    with and without the transposed copy
+ *   --weights G,N,K  weights [G, N, K]: WEIGHTS_128X128, WEIGHTS_TENSOR and
+ *                    WEIGHTS_TENSOR_DELAYED (given scales: one pass), with
+ *                    and without the transposed copy
  *                    (default 32,4096,7168 and 128,1536,2048)
+ *   --tiles V        run the weights rows with KILN_QUANT_TILES=V (repeat
+ *                    it to compare the tile kernel's variants in one run:
+ *                    "" (neither), "prefetch", "nfirst", "prefetch,nfirst";
+ *                    runtime/quant.c's tile_variant)
  *   --reps N         timed calls per row (default 30); the median is shown
  *   --peak GBS       the HBM bandwidth the fractions are of (default 4300,
  *                    an H200's 4.3 TB/s)
@@ -141,10 +146,20 @@ static void bench_weights(kiln_context *ctx, CUstream s, long G, long N, long K)
     const long tn = (N + 127) / 128, tk = (K + 127) / 128;
     CUdeviceptr w = random_bf16(n), q = dalloc(n), qt = dalloc(n);
     CUdeviceptr sc = dalloc((size_t)G * tn * tk * 4), sct = dalloc((size_t)G * tn * tk * 4);
+    CUdeviceptr amax = dalloc((size_t)G * 4);
+    /* DELAYED's given scales: about what the random weights' amax (~5.5 σ
+     * of N(0, 3²)) would give */
+    float *given = malloc((size_t)G * 4);
+    if (!given) exit(1);
+    for (long g = 0; g < G; g++) given[g] = 16.0f / 448.0f;
     char shape[64];
     snprintf(shape, sizeof shape, "%ldx%ldx%ld", G, N, K);
-    for (int kind = KILN_QUANT_WEIGHTS_128X128; kind <= KILN_QUANT_WEIGHTS_TENSOR; kind++)
+    for (int kind = KILN_QUANT_WEIGHTS_128X128; kind <= KILN_QUANT_WEIGHTS_TENSOR_DELAYED; kind++)
         for (int t = 1; t >= 0; t--) {
+            static const char *const names[] = {"WEIGHTS_128X128", "WEIGHTS_TENSOR",
+                                                "WEIGHTS_TENSOR_DELAYED"};
+            const int tensor = kind == KILN_QUANT_WEIGHTS_TENSOR;
+            const int delayed = kind == KILN_QUANT_WEIGHTS_TENSOR_DELAYED;
             kiln_quant qq;
             kiln_quant_init(&qq, (kiln_quant_kind)kind);
             qq.groups = (int32_t)G;
@@ -153,15 +168,19 @@ static void bench_weights(kiln_context *ctx, CUstream s, long G, long N, long K)
             qq.d_in = (const void *)(uintptr_t)w;
             qq.d_out = (void *)(uintptr_t)q;
             qq.d_scale = (float *)(uintptr_t)sc;
-            if (t) {
-                qq.d_out_t = (void *)(uintptr_t)qt;
-                qq.d_scale_t = (float *)(uintptr_t)sct;
+            if (t) qq.d_out_t = (void *)(uintptr_t)qt;
+            if (t && !delayed) qq.d_scale_t = (float *)(uintptr_t)sct;
+            if (delayed) {
+                qq.d_amax = (float *)(uintptr_t)amax;
+                CU(drv.cuMemcpyHtoD(sc, given, (size_t)G * 4));
             }
-            const int tensor = kind == KILN_QUANT_WEIGHTS_TENSOR;
-            double scales = 4.0 * (tensor ? G : G * tn * tk) * (1 + t);
+            /* DELAYED: the given scales read, the amax written */
+            double scales = delayed  ? 8.0 * G
+                            : tensor ? 4.0 * G * (1 + t)
+                                     : 4.0 * G * tn * tk * (1 + t);
             double useful = 2.0 * n + (double)n * (1 + t) + scales;
             char name[40];
-            snprintf(name, sizeof name, "%s%s", tensor ? "WEIGHTS_TENSOR" : "WEIGHTS_128X128",
+            snprintf(name, sizeof name, "%s%s", names[kind - KILN_QUANT_WEIGHTS_128X128],
                      t ? " +T" : "");
             row(name, shape, time_ms(ctx, &qq, s), useful, useful + (tensor ? 2.0 * n : 0.0));
         }
@@ -170,6 +189,8 @@ static void bench_weights(kiln_context *ctx, CUstream s, long G, long N, long K)
     CU(drv.cuMemFree(qt));
     CU(drv.cuMemFree(sc));
     CU(drv.cuMemFree(sct));
+    CU(drv.cuMemFree(amax));
+    free(given);
 }
 
 #define MAX_SHAPES 16
@@ -177,7 +198,8 @@ static void bench_weights(kiln_context *ctx, CUstream s, long G, long N, long K)
 int main(int argc, char **argv)
 {
     long rows[MAX_SHAPES][2], weights[MAX_SHAPES][3];
-    int nr = 0, nw = 0;
+    const char *tiles[MAX_SHAPES];
+    int nr = 0, nw = 0, nt = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc && nr < MAX_SHAPES &&
             sscanf(argv[++i], "%ld,%ld", &rows[nr][0], &rows[nr][1]) == 2)
@@ -186,13 +208,15 @@ int main(int argc, char **argv)
                  sscanf(argv[++i], "%ld,%ld,%ld", &weights[nw][0], &weights[nw][1],
                         &weights[nw][2]) == 3)
             nw++;
+        else if (!strcmp(argv[i], "--tiles") && i + 1 < argc && nt < MAX_SHAPES)
+            tiles[nt++] = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc && (reps = atoi(argv[++i])) > 0)
             continue;
         else if (!strcmp(argv[i], "--peak") && i + 1 < argc && (peak_gbs = atof(argv[++i])) > 0)
             continue;
         else {
-            fprintf(stderr, "usage: %s [--rows T,K]... [--weights G,N,K]... [--reps N] "
-                            "[--peak GBS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--rows T,K]... [--weights G,N,K]... [--tiles V]... "
+                            "[--reps N] [--peak GBS]\n", argv[0]);
             return 2;
         }
     }
@@ -220,7 +244,13 @@ int main(int argc, char **argv)
     printf("%-26s %-16s %9s %9s %7s %7s\n", "kind (bf16 > e4m3)", "shape", "ms", "GB/s", "peak",
            "copy");
     for (int i = 0; i < nr; i++) bench_rows(ctx, s, rows[i][0], rows[i][1]);
-    for (int i = 0; i < nw; i++) bench_weights(ctx, s, weights[i][0], weights[i][1], weights[i][2]);
+    for (int v = 0; v < (nt ? nt : 1); v++) {
+        if (nt) setenv("KILN_QUANT_TILES", tiles[v], 1);
+        const char *tv = getenv("KILN_QUANT_TILES");
+        if (tv) printf("KILN_QUANT_TILES=\"%s\"\n", tv);
+        for (int i = 0; i < nw; i++)
+            bench_weights(ctx, s, weights[i][0], weights[i][1], weights[i][2]);
+    }
     CU(drv.cuStreamDestroy(s));
     kiln_context_destroy(ctx);
     return 0;

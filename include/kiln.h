@@ -334,7 +334,8 @@ KILN_API kiln_status kiln_prepare(kiln_context *ctx, const kiln_problem *problem
  * capturing a CUDA graph.  Weights are [G, rows, ld_in] with groups
  * rows · ld_in elements apart (and q [G, rows, ld_out]); q_t is dense.
  * WEIGHTS_TENSOR runs a memset and three kernels (the group amax is found
- * first, in d_scale itself); the other kinds one kernel. */
+ * first, in d_scale itself); WEIGHTS_TENSOR_DELAYED a memset (of d_amax)
+ * and one kernel; the other kinds one kernel. */
 typedef enum kiln_quant_kind {
     /* activations in [capacity, cols] → q [capacity, cols], one scale per row:
      * scale [capacity] (KILN_FP8_ROW's scale_a) */
@@ -349,7 +350,19 @@ typedef enum kiln_quant_kind {
      * With q_t, rows must be a multiple of 16 (its rows are 16-byte rows) */
     KILN_QUANT_WEIGHTS_128X128 = 2,
     /* weights, one scale per group: scale [G] (and scale_t, the same values) */
-    KILN_QUANT_WEIGHTS_TENSOR = 3
+    KILN_QUANT_WEIGHTS_TENSOR = 3,
+    /* weights, one given scale per group ("delayed scaling", the classical
+     * fp8 recipe: the scale comes from the caller's amax history): reads
+     * d_scale [G], the dequantization scale s the GEMM reads (KILN_FP8_TENSOR's
+     * scale_b, for q and q_t alike), writes q (and q_t) in one pass and
+     * d_amax [G], this call's max |x| per group (fp32, for the history).
+     * Exactly, in fp32:
+     *   inv = min(1 / s, FLT_MAX)          (IEEE reciprocal, round to nearest)
+     *   q   = fp8_rn_satfinite(x * inv)    (a scale too small saturates to ±FMAX)
+     * s must be positive and finite (read on the device, not checked; s = 0
+     * saturates every nonzero x).  No d_scale_t: q_t's scale is d_scale.
+     * Runs a memset of d_amax and one kernel. */
+    KILN_QUANT_WEIGHTS_TENSOR_DELAYED = 4
 } kiln_quant_kind;
 
 typedef struct kiln_quant {
@@ -367,9 +380,11 @@ typedef struct kiln_quant {
     kiln_sizes_kind sizes_kind;
     const void *d_in;  int64_t ld_in;    /* 0: dense rows */
     void *d_out;       int64_t ld_out;   /* 0: dense rows */
-    float *d_scale;    int64_t ld_scale; /* ROWS_1X128: elements between k-blocks; 0: rows */
+    float *d_scale;    int64_t ld_scale; /* ROWS_1X128: elements between k-blocks; 0: rows.
+                                            WEIGHTS_TENSOR_DELAYED: read, not written */
     void *d_out_t;                       /* weights, optional: the transposed copy */
-    float *d_scale_t;                    /* with d_out_t: its scales */
+    float *d_scale_t;                    /* with d_out_t: its scales (not for DELAYED) */
+    float *d_amax;                       /* WEIGHTS_TENSOR_DELAYED only: [G], written */
 } kiln_quant;
 
 /* Fills *q with defaults: struct_size, kind, BF16 in, E4M3 out, 0/NULL. */

@@ -43,7 +43,8 @@ static const char *kind_name(kiln_quant_kind k)
     case KILN_QUANT_ROWS: return "KILN_QUANT_ROWS";
     case KILN_QUANT_ROWS_1X128: return "KILN_QUANT_ROWS_1X128";
     case KILN_QUANT_WEIGHTS_128X128: return "KILN_QUANT_WEIGHTS_128X128";
-    default: return "KILN_QUANT_WEIGHTS_TENSOR";
+    case KILN_QUANT_WEIGHTS_TENSOR: return "KILN_QUANT_WEIGHTS_TENSOR";
+    default: return "KILN_QUANT_WEIGHTS_TENSOR_DELAYED";
     }
 }
 
@@ -145,11 +146,45 @@ static kiln_status check_rows_kind(const kiln_quant *q, kiln_error *err)
     return KILN_OK;
 }
 
+/* With d_out_t: its rows (q->rows fp8 bytes) are written as 16-byte vectors. */
+static kiln_status check_transposed_rows(const kiln_quant *q, kiln_error *err)
+{
+    if (q->rows % 16)
+        return BAD("q->rows = %lld is not a multiple of 16, but q->d_out_t is set (the "
+                   "transposed copy's rows are q->rows fp8 bytes, written as 16-byte vectors)",
+                   (long long)q->rows);
+    return KILN_OK;
+}
+
+/* WEIGHTS_TENSOR_DELAYED: d_amax, and no d_scale_t (q_t's scale is the
+ * given d_scale).  The other kinds: no d_amax. */
+static kiln_status check_delayed(const kiln_quant *q, kiln_error *err)
+{
+    if (q->kind != KILN_QUANT_WEIGHTS_TENSOR_DELAYED) {
+        if (q->d_amax)
+            return BAD("q->d_amax is set, but %s finds its scales from the data (d_amax is for "
+                       "KILN_QUANT_WEIGHTS_TENSOR_DELAYED)",
+                       kind_name(q->kind));
+        return KILN_OK;
+    }
+    kiln_status st = check_ptr(q->d_amax, "d_amax", 4, "fp32 elements", err);
+    if (st) return st;
+    if (q->d_amax == q->d_scale)
+        return BAD("q->d_amax is q->d_scale (%p): the given scales would be overwritten",
+                   (void *)q->d_scale);
+    if (q->d_scale_t)
+        return BAD("q->d_scale_t is set, but KILN_QUANT_WEIGHTS_TENSOR_DELAYED writes no scales "
+                   "(the transposed copy's scale is the given q->d_scale)");
+    return KILN_OK;
+}
+
 /* Weights kinds: no sizes, no ld_scale; the transposed copy and its scales
- * come together, and its rows (q->rows fp8 bytes) must be 16-byte rows. */
+ * come together (DELAYED: the copy alone), and its rows (q->rows fp8
+ * bytes) must be 16-byte rows. */
 static kiln_status check_weights_kind(const kiln_quant *q, kiln_error *err)
 {
     const char *kn = kind_name(q->kind);
+    const int delayed = q->kind == KILN_QUANT_WEIGHTS_TENSOR_DELAYED;
     kiln_status st;
     if (q->d_sizes)
         return BAD("q->d_sizes is set, but %s quantizes whole [G, rows, cols] weights (sizes are "
@@ -159,6 +194,10 @@ static kiln_status check_weights_kind(const kiln_quant *q, kiln_error *err)
         return BAD("q->ld_scale = %lld is set, but %s's scales are dense", (long long)q->ld_scale,
                    kn);
     if (!q->d_out_t && !q->d_scale_t) return KILN_OK;
+    if (delayed) {
+        if ((st = check_ptr(q->d_out_t, "d_out_t", 16, "16-byte stores", err))) return st;
+        return check_transposed_rows(q, err);
+    }
     if (!q->d_out_t) return BAD("q->d_scale_t is set, but q->d_out_t is NULL (scale_t goes with "
                                 "the transposed copy)");
     if (!q->d_scale_t)
@@ -166,11 +205,7 @@ static kiln_status check_weights_kind(const kiln_quant *q, kiln_error *err)
                    "scales)");
     if ((st = check_ptr(q->d_out_t, "d_out_t", 16, "16-byte stores", err))) return st;
     if ((st = check_ptr(q->d_scale_t, "d_scale_t", 4, "fp32 elements", err))) return st;
-    if (q->rows % 16)
-        return BAD("q->rows = %lld is not a multiple of 16, but q->d_out_t is set (the "
-                   "transposed copy's rows are q->rows fp8 bytes, written as 16-byte vectors)",
-                   (long long)q->rows);
-    return KILN_OK;
+    return check_transposed_rows(q, err);
 }
 
 kiln_status kiln_validate_quant(const kiln_quant *q, kiln_error *err)
@@ -180,7 +215,7 @@ kiln_status kiln_validate_quant(const kiln_quant *q, kiln_error *err)
         return BAD("kiln_quant.struct_size = %zu, but this kiln's kiln_quant is %zu bytes (set "
                    "it with kiln_quant_init, or rebuild against this kiln.h)",
                    q->struct_size, sizeof *q);
-    if ((unsigned)q->kind > KILN_QUANT_WEIGHTS_TENSOR)
+    if ((unsigned)q->kind > KILN_QUANT_WEIGHTS_TENSOR_DELAYED)
         return BAD("q->kind = %d is not a kiln_quant_kind", (int)q->kind);
     if ((unsigned)q->sizes_kind > KILN_SIZES_OFFSETS)
         return BAD("q->sizes_kind = %d is not a kiln_sizes_kind", (int)q->sizes_kind);
@@ -193,6 +228,7 @@ kiln_status kiln_validate_quant(const kiln_quant *q, kiln_error *err)
     if ((st = check_ptr(q->d_out, "d_out", 16, vec, err))) return st;
     if ((st = check_ld(q->ld_out, q->cols, 1, "ld_out", err))) return st;
     if ((st = check_ptr(q->d_scale, "d_scale", 4, "fp32 elements", err))) return st;
+    if ((st = check_delayed(q, err))) return st;
     return rows_kind ? check_rows_kind(q, err) : check_weights_kind(q, err);
 }
 
@@ -305,6 +341,21 @@ static int rows_tpr(int64_t cols)
     return tpr;
 }
 
+/* The 128x128 tile kernels' two ways under measurement (templates/quant.cu's
+ * kq_tiles), from the environment at each call so that one benchmark
+ * process can time each (bench/quant_bench --tiles): KILN_QUANT_TILES
+ * holding "prefetch" (L2 prefetch of a CTA's next tile) and/or "nfirst"
+ * (the tiles walked N-block fastest: the CTAs at work together write whole
+ * rows of q_t); unset, neither.  WEIGHTS_TENSOR keeps its walk (its
+ * quantizing pass walks the tiles last first to meet the amax pass's last
+ * rows in L2).  A benchmark switch only: it goes when the GPU has chosen. */
+static void tile_variant(kiln_quant_args *a, int walk_may_change)
+{
+    const char *v = getenv("KILN_QUANT_TILES");
+    a->prefetch = v && strstr(v, "prefetch");
+    a->nfirst = walk_may_change && v && strstr(v, "nfirst");
+}
+
 /* WEIGHTS_TENSOR: zero the amax slots, find each group's amax, quantize
  * with it (the tiles last first: the amax pass's last bytes are still in
  * L2), then turn the amax into scales. */
@@ -329,6 +380,24 @@ static kiln_status run_tensor(kiln_quant_rt *rt, const kiln_rt_env *env, const k
     return launch(rt, env, name, ceil_div(q->groups, KQ_THREADS), a, stream, err);
 }
 
+/* WEIGHTS_TENSOR_DELAYED: zero the amax slots (the kernel's atomicMax
+ * needs a floor), then one pass with the given scales. */
+static kiln_status run_delayed(kiln_quant_rt *rt, const kiln_rt_env *env, const kiln_quant *q,
+                               const kiln_quant_args *a, const char *types, CUstream stream,
+                               kiln_error *err)
+{
+    const kiln_driver *d = env->drv;
+    kiln_status st = kiln_driver_check(
+        d, d->cuMemsetD8Async((CUdeviceptr)(uintptr_t)q->d_amax, 0, (size_t)q->groups * 4, stream),
+        "cuMemsetD8Async(q->d_amax)", err);
+    if (st) return st;
+    char name[64];
+    snprintf(name, sizeof name, "kiln_quant_delayed_%s", types);
+    return launch(rt, env, name,
+                  (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), a, stream,
+                  err);
+}
+
 kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_kernels *ks,
                            const kiln_quant *q, CUstream stream, kiln_error *err)
 {
@@ -341,11 +410,14 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
     if (is_rows_kind(q->kind) && q->rows == 0) return KILN_OK; /* no capacity, nothing to do */
     kiln_status st = rt_load(slot, ks, err);
     if (st) return st;
-    kiln_quant_args a = {q->d_in,    q->d_out,        q->d_out_t, q->d_scale,      q->d_scale_t,
-                 q->d_sizes, q->rows,         q->cols,    q->ld_in ? q->ld_in : q->cols,
-                 q->ld_out ? q->ld_out : q->cols,
-                 q->ld_scale ? q->ld_scale : q->rows,
-                 q->groups,  q->sizes_kind == KILN_SIZES_OFFSETS, 32, 0};
+    kiln_quant_args a = {
+        .in = q->d_in, .out = q->d_out, .out_t = q->d_out_t, .scale = q->d_scale,
+        .scale_t = q->d_scale_t, .sizes = q->d_sizes, .amax = q->d_amax,
+        .rows = q->rows, .cols = q->cols,
+        .ld_in = q->ld_in ? q->ld_in : q->cols, .ld_out = q->ld_out ? q->ld_out : q->cols,
+        .ld_scale = q->ld_scale ? q->ld_scale : q->rows,
+        .groups = q->groups, .sizes_are_offsets = q->sizes_kind == KILN_SIZES_OFFSETS,
+        .tpr = 32, .reverse = 0, .prefetch = 0, .nfirst = 0};
     char types[16], name[64];
     snprintf(types, sizeof types, "%s_%s", kiln_dtype_name(q->in_type),
              kiln_dtype_name(q->out_type));
@@ -360,11 +432,16 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
         return launch(*slot, env, name, ceil_div(q->rows, 32) * ceil_div(q->cols, 512), &a,
                       stream, err);
     case KILN_QUANT_WEIGHTS_128X128:
+        tile_variant(&a, 1);
         snprintf(name, sizeof name, "kiln_quant_tiles_%s", types);
         return launch(*slot, env, name,
                       (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), &a,
                       stream, err);
-    default:
+    case KILN_QUANT_WEIGHTS_TENSOR:
+        tile_variant(&a, 0);
         return run_tensor(*slot, env, q, &a, types, stream, err);
+    default:
+        tile_variant(&a, 1);
+        return run_delayed(*slot, env, q, &a, types, stream, err);
     }
 }

@@ -28,6 +28,7 @@ typedef struct kiln_quant_args {
     float *scale;
     float *scale_t;
     const int32_t *sizes;
+    float *amax;             /* WEIGHTS_TENSOR_DELAYED: [G], zeroed by the host first */
     int64_t rows, cols;      /* rows kinds: capacity; weights: one group's N, K */
     int64_t ld_in, ld_out;   /* elements between rows (0 made dense) */
     int64_t ld_scale;        /* ROWS_1X128: elements between k-blocks */
@@ -35,8 +36,10 @@ typedef struct kiln_quant_args {
     int32_t sizes_are_offsets;
     int32_t tpr;             /* ROWS: threads per row */
     int32_t reverse;         /* tiles: walk them last first */
+    int32_t prefetch;        /* tiles: prefetch the CTA's next tile into L2 */
+    int32_t nfirst;          /* tiles: walk them N-block fastest */
 } kiln_quant_args;
-_Static_assert(sizeof(kiln_quant_args) == 104, "kiln_quant_args must match templates/quant.cu");
+_Static_assert(sizeof(kiln_quant_args) == 120, "kiln_quant_args must match templates/quant.cu");
 
 /* The loaded module and the functions fetched from it so far. */
 typedef struct kiln_quant_rt kiln_quant_rt;

@@ -15,6 +15,9 @@
  *   amax = 0: s = 1, inv = 1
  *   q    = cvt.rn.satfinite(x * inv)   (one fp32 multiply, then RNE to fp8,
  *                              saturated to ±FMAX)
+ * WEIGHTS_TENSOR_DELAYED takes s (scale[g], given) instead of finding it:
+ *   inv  = min(1 / s, FLT_MAX)         (__frcp_rn: IEEE, round to nearest)
+ *   q    = cvt.rn.satfinite(x * inv)   and amax[g] = max |x|, recorded
  * q = x * inv rather than x / s: a multiply per element instead of a
  * division, and the form DeepGEMM's and TransformerEngine's quantizers
  * use, so their references reproduce kiln's bytes.  Inputs must be finite.
@@ -45,6 +48,7 @@ struct kq_args {
     float *scale;
     float *scale_t;
     const int *sizes;
+    float *amax;                /* DELAYED: [G] max |x| per group, zeroed by the host */
     long long rows, cols;       /* rows kinds: capacity; weights: one group's N, K */
     long long ld_in, ld_out;    /* elements between rows (never 0 here) */
     long long ld_scale;         /* ROWS_1X128: elements between k-blocks */
@@ -52,8 +56,10 @@ struct kq_args {
     int sizes_are_offsets;      /* sizes NULL: all rows are valid */
     int tpr;                    /* ROWS: threads per row, 32..256, a power of two */
     int reverse;                /* tiles: walk them last first */
+    int prefetch;               /* tiles: prefetch the CTA's next tile into L2 */
+    int nfirst;                 /* tiles: walk them N-block fastest (else K-block) */
 };
-static_assert(sizeof(kq_args) == 104, "kq_args must match runtime/quant.h");
+static_assert(sizeof(kq_args) == 120, "kq_args must match runtime/quant.h");
 
 /* ---- element types ---------------------------------------------------- */
 
@@ -306,6 +312,39 @@ KDEV void kq_rows_1x128(const kq_args &a)
 
 /* ---- weights: 128 x 128 tiles, both layouts in one pass ---------------- */
 
+/* What kq_tiles computes the scale from. */
+#define KQ_BLOCK 0     /* each tile's amax (WEIGHTS_128X128) */
+#define KQ_TENSOR 1    /* the group's amax, left in scale[g] by kq_group_amax */
+#define KQ_DELAYED 2   /* the given dequantization scale scale[g] (WEIGHTS_TENSOR_DELAYED) */
+
+/* DELAYED: inv = min(1/s, FLT_MAX), the reciprocal correctly rounded (kiln.h). */
+KDEV void kq_given_scale(float s, float &inv)
+{
+    inv = fminf(__frcp_rn(s), __uint_as_float(0x7f7fffffu));
+}
+
+/* DELAYED: the CTA's amax bits m (per thread) of one group into *amax
+ * (zeroed by the host; float bits, whose unsigned order is float order
+ * for |x|): one atomic per CTA and group visited, not per tile (the
+ * whole grid works on one or two groups at a time, and atomics on one
+ * address serialize).  slot: KQ_WARPS words no thread reads any more;
+ * the caller alternates two, so that a slot is written again only after
+ * the next flush's barrier, which its reader (thread 0) passed after
+ * reading.  Every thread of the CTA calls it (a barrier inside). */
+template <class In>
+KDEV void kq_flush_group(float *amax, u32 m, u32 *slot)
+{
+    m = kq_warp_amax(m, 32);
+    if ((threadIdx.x & 31) == 0) slot[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        m = 0;
+#pragma unroll
+        for (int w = 0; w < KQ_WARPS; ++w) m = max(m, slot[w]);
+        if (m) atomicMax((u32 *)amax, __float_as_uint(In::to_f32(m)));
+    }
+}
+
 /* The transposed copy goes through shared memory as 128 rows of 32 words
  * (4 fp8 bytes each).  Word w of row r sits at column w ^ (4 · (r/16 mod 8)):
  * the 16-byte writes stay whole, and the transposing reads (lane l takes
@@ -331,9 +370,34 @@ KDEV void kq_transpose16x4(const u32 *w, uint4 *c)
     for (int j = 0; j < 4; ++j) c[j] = make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
 }
 
+/* Tile t of the walk as (g, bn, bk) from its digits: fi the fastest (bk,
+ * or bn with nfirst), si the middle one, gi the group. */
+KDEV void kq_tile_of(const kq_args &a, int fi, int si, int gi, int tn, int tk, long long &g,
+                     long long &bn, long long &bk)
+{
+    const int bni = a.nfirst ? fi : si, bki = a.nfirst ? si : fi;
+    g = a.reverse ? a.groups - 1 - gi : gi;
+    bn = a.reverse ? tn - 1 - bni : bni;
+    bk = a.reverse ? tk - 1 - bki : bki;
+}
+
+/* A tile row's bytes (16 to 256, a multiple of 16) at p, 16-byte aligned,
+ * into L2, not waited for: one bulk prefetch on sm_90, else the one or two
+ * 128-byte lines. */
+KDEV void kq_prefetch_l2(const char *p, int bytes)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    if (bytes > 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128));
+#endif
+}
+
 /* One CTA per tile at a time: thread t loads rows t/8 + 32·i (i < 4) of the
- * tile, units t mod 8; the block's amax (or, TENSOR, the group's amax that
- * kq_group_amax left in scale[g]) gives the scale; q is written from
+ * tile, units t mod 8; the block's amax (KQ_TENSOR: the group's amax that
+ * kq_group_amax left in scale[g]; KQ_DELAYED: the given scale[g], the
+ * tile's amax only recorded) gives the scale; q is written from
  * registers, q_t from the shared copy.
  * Barriers: one for the block amax, one before the transposing reads, none
  * at the end of a tile, so that a warp done with its tile issues the next
@@ -341,35 +405,46 @@ KDEV void kq_transpose16x4(const u32 *w, uint4 *c)
  * wmax alternates between two slots (a slot is written again two tiles
  * later, after a barrier that every reader of it passed first) and the
  * tile's shared copy is written only after the next amax barrier, which
- * every transposing read precedes.  TENSOR has no amax barrier: with q_t
- * it keeps one at the end of the tile.
+ * every transposing read precedes.  TENSOR and DELAYED have no amax
+ * barrier: with q_t they keep one at the end of the tile.  DELAYED keeps
+ * each thread's amax over the tiles of a group in a register and records
+ * it when the CTA's walk leaves the group (kq_flush_group).
  * The grid-stride walk keeps the tile index as digits (g, bn, bk), bk
- * fastest, advanced by gridDim.x with carries: no division per tile (two
- * of them stood between a tile and its loads).  reverse walks tile
- * tiles-1-it, whose digits are the complements of it's (tiles-1 is all
- * maximal digits: no borrow). */
-template <class In, class Out, bool TENSOR>
+ * fastest (bn with nfirst), advanced by gridDim.x with carries: no
+ * division per tile (two of them stood between a tile and its loads).
+ * reverse walks tile tiles-1-it, whose digits are the complements of it's
+ * (tiles-1 is all maximal digits: no borrow).
+ * prefetch: once a tile's loads are issued, threads 0..127 ask L2 for the
+ * rows of the CTA's next tile, so that HBM has that tile's reads in flight
+ * while this one is quantized, transposed and stored (without it, a CTA
+ * has no read in flight from its amax barrier to its next loads), and the
+ * next loads hit L2. */
+template <class In, class Out, int MODE>
 KDEV void kq_tiles(const kq_args &a)
 {
+    constexpr bool TENSOR = MODE != KQ_BLOCK;  /* one scale per group, no amax barrier */
     __shared__ __align__(16) u32 tile[128 * 32];
     __shared__ u32 wmax[2][KQ_WARPS];
     const long long N = a.rows, K = a.cols;
     /* digits in 32 bits: tn, tk < 2^24 (N, K < 2^31), G <= 65536 */
     const int tn = (int)((N + 127) / 128), tk = (int)((K + 127) / 128), G = a.groups;
-    const int dbk = gridDim.x % tk, dbn = gridDim.x / tk % tn, dg = gridDim.x / tk / tn;
-    int bki = blockIdx.x % tk, bni = blockIdx.x / tk % tn, gi = blockIdx.x / tk / tn;
+    const int tf = a.nfirst ? tn : tk, ts = a.nfirst ? tk : tn;   /* digit radices */
+    const int df = gridDim.x % tf, ds = gridDim.x / tf % ts, dg = gridDim.x / tf / ts;
+    int fi = blockIdx.x % tf, si = blockIdx.x / tf % ts, gi = blockIdx.x / tf / ts;
     const int tid = threadIdx.x, lr = tid >> 3, lu = tid & 7, warp = tid >> 5;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
     unsigned char *out_t = (unsigned char *)a.out_t;
+    u32 gm = 0;                  /* DELAYED: this thread's amax bits in the current group */
+    int fslot = 0;               /* DELAYED: kq_flush_group's slot of wmax */
     for (int slot = 0; gi < G; slot ^= 1) {
-        const long long g = a.reverse ? G - 1 - gi : gi;
-        const long long bn = a.reverse ? tn - 1 - bni : bni, bk = a.reverse ? tk - 1 - bki : bki;
+        long long g, bn, bk;
+        kq_tile_of(a, fi, si, gi, tn, tk, g, bn, bk);
         const long long r0 = bn * 128, c0 = bk * 128 + lu * 16;
         const bool col_ok = c0 < K;
         const char *gin = in + (g * N * a.ld_in) * 2;
         kq_unit u[4];
-        u32 m = 0;
+        u32 m = MODE == KQ_DELAYED ? gm : 0u;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const long long r = r0 + lr + 32 * i;
@@ -377,9 +452,32 @@ KDEV void kq_tiles(const kq_args &a)
             else kq_zero(u[i]);
             m = kq_amax_bits(u[i], m);
         }
-        float amax;
-        if (TENSOR) {
-            amax = a.scale[g];               /* the group's amax, not yet a scale */
+        const int gprev = gi;
+        fi += df;
+        si += ds;
+        gi += dg;
+        if (fi >= tf) {
+            fi -= tf;
+            si++;
+        }
+        if (si >= ts) {
+            si -= ts;
+            gi++;
+        }
+        if (a.prefetch && gi < G && tid < 128) {
+            long long g2, bn2, bk2;
+            kq_tile_of(a, fi, si, gi, tn, tk, g2, bn2, bk2);
+            const long long r = bn2 * 128 + tid;
+            if (r < N)
+                kq_prefetch_l2(in + ((g2 * N + r) * a.ld_in + bk2 * 128) * 2,
+                               (int)min(128LL, K - bk2 * 128) * 2);
+        }
+        float s, inv;
+        if (MODE == KQ_DELAYED) {
+            gm = m;
+            kq_given_scale(a.scale[g], inv);
+        } else if (MODE == KQ_TENSOR) {
+            kq_scales<Out>(a.scale[g], s, inv);   /* the group's amax, not yet a scale */
         } else {
             m = kq_warp_amax(m, 32);
             if ((tid & 31) == 0) wmax[slot][warp] = m;
@@ -387,10 +485,8 @@ KDEV void kq_tiles(const kq_args &a)
             m = 0;
 #pragma unroll
             for (int w = 0; w < KQ_WARPS; ++w) m = max(m, wmax[slot][w]);
-            amax = In::to_f32(m);
+            kq_scales<Out>(In::to_f32(m), s, inv);
         }
-        float s, inv;
-        kq_scales<Out>(amax, s, inv);
         if (!TENSOR && tid == 0) {
             a.scale[(g * tn + bn) * tk + bk] = s;
             if (a.scale_t) a.scale_t[(g * tk + bk) * tn + bn] = s;
@@ -420,16 +516,10 @@ KDEV void kq_tiles(const kq_args &a)
             }
         }
         if (TENSOR && out_t) __syncthreads();   /* tile is written again next */
-        bki += dbk;
-        bni += dbn;
-        gi += dg;
-        if (bki >= tk) {
-            bki -= tk;
-            bni++;
-        }
-        if (bni >= tn) {
-            bni -= tn;
-            gi++;
+        if (MODE == KQ_DELAYED && gi != gprev) {   /* the CTA leaves group g: record its amax */
+            kq_flush_group<In>(a.amax + g, gm, wmax[fslot]);
+            gm = 0;
+            fslot ^= 1;
         }
     }
 }
@@ -514,8 +604,11 @@ KDEV void kq_finalize(const kq_args &a)
 #define KQ_TYPED(in_n, In, out_n, Out)                                                             \
     KQ_ENTRY(kiln_quant_rows_##in_n##_##out_n, (kq_rows<In, Out>(a)))                              \
     KQ_ENTRY(kiln_quant_rows_1x128_##in_n##_##out_n, (kq_rows_1x128<In, Out>(a)))                  \
-    KQ_ENTRY(kiln_quant_tiles_##in_n##_##out_n, (kq_tiles<In, Out, false>(a)))                     \
-    KQ_ENTRY_B(kiln_quant_tensor_##in_n##_##out_n, (KQ_THREADS, 4), (kq_tiles<In, Out, true>(a)))
+    KQ_ENTRY(kiln_quant_tiles_##in_n##_##out_n, (kq_tiles<In, Out, KQ_BLOCK>(a)))                  \
+    KQ_ENTRY_B(kiln_quant_tensor_##in_n##_##out_n, (KQ_THREADS, 4),                                \
+               (kq_tiles<In, Out, KQ_TENSOR>(a)))                                                  \
+    KQ_ENTRY_B(kiln_quant_delayed_##in_n##_##out_n, (KQ_THREADS, 4),                               \
+               (kq_tiles<In, Out, KQ_DELAYED>(a)))
 
 KQ_TYPED(bf16, kq_bf16, e4m3, kq_e4m3)
 KQ_TYPED(bf16, kq_bf16, e5m2, kq_e5m2)

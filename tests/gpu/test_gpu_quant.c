@@ -17,6 +17,11 @@
  * poisoned (0xFF) first and compared whole: rows past Σm, padding columns
  * and padding scales must keep their poison.  A rows kind is captured in a
  * CUDA graph and replayed after its counts changed in place.
+ * WEIGHTS_TENSOR_DELAYED takes given scales (kiln.h: inv = min(1/s,
+ * FLT_MAX), q = RNE_satfinite(x * inv)), among them scales too small (the
+ * saturation), 0 and subnormal (inv = FLT_MAX), and must leave them as
+ * they were; its d_amax is compared bit for bit; it is captured and
+ * replayed with new weights and scales.
  * Exits 77 (skipped) without a driver or GPU. */
 #include <float.h>
 
@@ -140,11 +145,18 @@ typedef struct qbuf {
     size_t in_n, out_n, out_t_n, scale_n, scale_t_n;
     uint16_t *in;
     uint8_t *out, *out_t;
-    uint32_t *scale, *scale_t;   /* fp32 bit patterns */
-    CUdeviceptr d_in, d_out, d_out_t, d_scale, d_scale_t, d_sizes;
+    uint32_t *scale, *scale_t;   /* fp32 bit patterns (DELAYED: the given scales) */
+    uint32_t *amax;              /* DELAYED: [G] */
+    CUdeviceptr d_in, d_out, d_out_t, d_scale, d_scale_t, d_sizes, d_amax;
 } qbuf;
 
 static int is_rows(kiln_quant_kind k) { return k == KILN_QUANT_ROWS || k == KILN_QUANT_ROWS_1X128; }
+
+/* One scale per group (the group's amax found first, or given). */
+static int per_group(kiln_quant_kind k)
+{
+    return k == KILN_QUANT_WEIGHTS_TENSOR || k == KILN_QUANT_WEIGHTS_TENSOR_DELAYED;
+}
 
 /* Valid rows of a rows-kind case, clamped as the kernels clamp them. */
 static int64_t valid_rows(const qcase *c)
@@ -210,12 +222,44 @@ static void reference_rows(const qcase *c, qbuf *b)
     }
 }
 
+static float f32_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* DELAYED's given scale for group g of amax a: the TENSOR rule's, too small
+ * by 4 (the largest values saturate), larger (values shrink into the
+ * subnormals), a power of two, a tiny normal scale (all nonzero values
+ * saturate), a subnormal one (1/s is inf: inv is FLT_MAX), one whose
+ * reciprocal rounds (0.1). */
+static float given_scale(int64_t g, float a, kiln_dtype out)
+{
+    const float t = a / fmax_of(out);
+    switch (g % 7) {
+    case 0: return a == 0.0f ? 1.0f : t;
+    case 1: return 0.25f * t;           /* 0 for a zero group: saturates nothing there */
+    case 2: return a == 0.0f ? 3.0f : 3.3f * t;
+    case 3: return 0x1p-3f;
+    case 4: return 1e-30f;
+    case 5: return 1e-40f;
+    default: return 0.1f;
+    }
+}
+
 static void reference_weights(const qcase *c, qbuf *b)
 {
     const int64_t N = c->rows, K = c->cols;
     float s, inv;
     for (int64_t g = 0; g < c->groups; g++) {
         const uint16_t *in = b->in + g * N * b->ld_in;
+        if (c->kind == KILN_QUANT_WEIGHTS_TENSOR_DELAYED) {
+            /* b->scale holds the given scales (case_setup), kept as they are */
+            b->amax[g] = f32_bits(amax_of(c, in, b->ld_in, 0, N, 0, K));
+            quant_block(c, b, g, 0, N, 0, K, fminf(1.0f / f32_of(b->scale[g]), FLT_MAX));
+            continue;
+        }
         if (c->kind == KILN_QUANT_WEIGHTS_TENSOR) {
             ref_scales(amax_of(c, in, b->ld_in, 0, N, 0, K), c->out, &s, &inv);
             b->scale[g] = f32_bits(s);
@@ -249,7 +293,7 @@ static void fill_input(const qcase *c, qbuf *b)
                 if (is_rows(c->kind)) {
                     mode = pick_mode((int)r, edge);
                     first = j % 128 == 0;
-                } else if (c->kind == KILN_QUANT_WEIGHTS_TENSOR) {
+                } else if (per_group(c->kind)) {
                     mode = pick_mode((int)g + 5, edge);  /* random, random, zeros, -0, ties, edge */
                     first = r == 0 && j == 0;
                 } else {
@@ -287,8 +331,9 @@ static void case_setup(const qcase *c, qbuf *b)
     b->out_n = (size_t)(G * c->rows * b->ld_out);
     b->scale_n = c->kind == KILN_QUANT_ROWS         ? (size_t)c->rows
                  : c->kind == KILN_QUANT_ROWS_1X128 ? (size_t)(b->kb * b->ld_scale)
-                 : c->kind == KILN_QUANT_WEIGHTS_TENSOR ? (size_t)G
-                                                        : (size_t)(G * b->tn * b->tk);
+                 : per_group(c->kind)               ? (size_t)G
+                                                    : (size_t)(G * b->tn * b->tk);
+    const int delayed = c->kind == KILN_QUANT_WEIGHTS_TENSOR_DELAYED;
     b->in = xmalloc(b->in_n * 2);
     b->out = xmalloc(b->out_n);
     b->scale = xmalloc(b->scale_n * 4);
@@ -296,12 +341,14 @@ static void case_setup(const qcase *c, qbuf *b)
     memset(b->scale, 0xff, b->scale_n * 4);
     if (c->transposed) {
         b->out_t_n = (size_t)(G * c->rows * c->cols);
-        b->scale_t_n = b->scale_n;
         b->out_t = xmalloc(b->out_t_n);
-        b->scale_t = xmalloc(b->scale_t_n * 4);
         memset(b->out_t, 0xff, b->out_t_n);
-        memset(b->scale_t, 0xff, b->scale_t_n * 4);
         b->d_out_t = dev_poisoned(b->out_t_n);
+    }
+    if (c->transposed && !delayed) {
+        b->scale_t_n = b->scale_n;
+        b->scale_t = xmalloc(b->scale_t_n * 4);
+        memset(b->scale_t, 0xff, b->scale_t_n * 4);
         b->d_scale_t = dev_poisoned(b->scale_t_n * 4);
     }
     fill_input(c, b);
@@ -309,6 +356,16 @@ static void case_setup(const qcase *c, qbuf *b)
     upload(b->d_in, b->in, b->in_n * 2);
     b->d_out = dev_poisoned(b->out_n);
     b->d_scale = dev_poisoned(b->scale_n * 4);
+    if (delayed) {
+        b->amax = xmalloc((size_t)G * 4);
+        memset(b->amax, 0xff, (size_t)G * 4);
+        b->d_amax = dev_poisoned((size_t)G * 4);
+        for (int64_t g = 0; g < G; g++)
+            b->scale[g] = f32_bits(given_scale(
+                g, amax_of(c, b->in + g * c->rows * b->ld_in, b->ld_in, 0, c->rows, 0, c->cols),
+                c->out));
+        upload(b->d_scale, b->scale, b->scale_n * 4);
+    }
     if (c->sizes) {
         b->d_sizes = dev_alloc((size_t)c->groups * 4);
         upload(b->d_sizes, c->sizes, (size_t)c->groups * 4);
@@ -333,6 +390,7 @@ static void case_quant(const qcase *c, const qbuf *b, kiln_quant *q)
     q->ld_scale = c->kind == KILN_QUANT_ROWS_1X128 && c->ld_scale_pad ? b->ld_scale : 0;
     q->d_out_t = (void *)(uintptr_t)b->d_out_t;
     q->d_scale_t = (float *)(uintptr_t)b->d_scale_t;
+    q->d_amax = (float *)(uintptr_t)b->d_amax;
 }
 
 /* The device buffer against its expected image, byte by byte; names the
@@ -364,11 +422,12 @@ static void case_check(const qcase *c, const qbuf *b)
     compare(c->label, "out", b->d_out, b->out, b->out_n, 1, b->ld_out);
     compare(c->label, "scale", b->d_scale, b->scale, b->scale_n * 4, 4,
             c->kind == KILN_QUANT_ROWS_1X128 ? b->ld_scale : (int64_t)b->scale_n);
-    if (c->transposed) {
-        compare(c->label, "out_t", b->d_out_t, b->out_t, b->out_t_n, 1, c->rows);
+    if (c->transposed) compare(c->label, "out_t", b->d_out_t, b->out_t, b->out_t_n, 1, c->rows);
+    if (b->scale_t)
         compare(c->label, "scale_t", b->d_scale_t, b->scale_t, b->scale_t_n * 4, 4,
                 (int64_t)b->scale_t_n);
-    }
+    if (b->amax)
+        compare(c->label, "amax", b->d_amax, b->amax, (size_t)c->groups * 4, 4, c->groups);
 }
 
 static void case_free(qbuf *b)
@@ -379,6 +438,8 @@ static void case_free(qbuf *b)
     dev_free(b->d_scale);
     dev_free(b->d_scale_t);
     dev_free(b->d_sizes);
+    dev_free(b->d_amax);
+    free(b->amax);
     free(b->in);
     free(b->out);
     free(b->out_t);
@@ -480,6 +541,96 @@ static void test_weights_tensor(void **state)
         {"tensor bf16>e5m2 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, BF, E5, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    assert_int_equal(g_failures, 0);
+}
+
+static void test_weights_delayed(void **state)
+{
+    (void)state;
+    const qcase cases[] = {
+        {"delayed bf16>e4m3 both layouts, 7x208x272", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 7, 208, 272, 8, 16, 0, NULL, 0, 1},
+        {"delayed fp16>e5m2 no transpose, 7x100x160", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E5, 7, 100, 160, 0, 0, 0, NULL, 0, 0},
+        {"delayed bf16>e5m2 both layouts, 9x512x1024", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E5, 9, 512, 1024, 0, 0, 0, NULL, 0, 1},
+        /* more tiles than a wave of CTAs: every CTA loops, over many groups */
+        {"delayed fp16>e4m3 both layouts, 14x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E4, 14, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+        {"delayed bf16>e4m3 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
+        /* a group of more tiles than a wave: a CTA takes several tiles of
+         * one group (its amax kept across them, recorded once) */
+        {"delayed bf16>e4m3 both layouts, 3x3072x3072", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 3, 3072, 3072, 0, 0, 0, NULL, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    assert_int_equal(g_failures, 0);
+}
+
+/* The tile kernel's variants under measurement (runtime/quant.c's
+ * KILN_QUANT_TILES: L2 prefetch of the next tile, the N-block-fastest
+ * walk): the same bytes, on cases where every CTA loops. */
+static void test_tile_variants(void **state)
+{
+    (void)state;
+    static const char *const variants[] = {"prefetch", "nfirst", "prefetch,nfirst"};
+    const qcase cases[] = {
+        {"128x128 bf16>e4m3 both layouts, 16x1024x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 16, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+        {"128x128 fp16>e5m2 both layouts, 3x208x272, padded", KILN_QUANT_WEIGHTS_128X128, HF, E5, 3, 208, 272, 8, 16, 0, NULL, 0, 1},
+        {"tensor bf16>e4m3 both layouts, 12x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, BF, E4, 12, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+        {"delayed bf16>e4m3 both layouts, 14x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 14, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+        {"delayed fp16>e4m3 both layouts, 3x3072x3072", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E4, 3, 3072, 3072, 0, 0, 0, NULL, 0, 1},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        setenv("KILN_QUANT_TILES", variants[v], 1);
+        printf("  KILN_QUANT_TILES=%s\n", variants[v]);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    }
+    unsetenv("KILN_QUANT_TILES");
+    assert_int_equal(g_failures, 0);
+}
+
+/* WEIGHTS_TENSOR_DELAYED captured once (the memset of d_amax and the
+ * pass), replayed after new weights and new given scales were written in
+ * place: the new bytes, the new amax (d_amax poisoned before each replay:
+ * the captured memset must zero it). */
+static void test_delayed_graph(void **state)
+{
+    (void)state;
+    qcase c = {"delayed graph", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 7, 256, 400, 0, 0, 0, NULL, 0, 1};
+    qbuf b;
+    case_setup(&c, &b);
+    kiln_quant q;
+    case_quant(&c, &b, &q);
+    CUstream stream;
+    CU(g_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CU(g_drv.cuCtxSynchronize());
+    assert_int_equal(kiln_quantize(g_ctx, &q, stream), KILN_OK); /* loads outside the capture */
+    CU(g_drv.cuStreamSynchronize(stream));
+    CU(g_drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    kiln_status st = kiln_quantize(g_ctx, &q, stream);
+    CUgraph graph;
+    CU(g_drv.cuStreamEndCapture(stream, &graph));
+    if (st != KILN_OK) fail_msg("kiln_quantize under capture: %s", kiln_last_error(g_ctx));
+    CUgraphExec exec;
+    CU(g_drv.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    for (int round = 0; round < 2; round++) {
+        c.label = round ? "delayed graph replay 2, new weights and scales"
+                        : "delayed graph replay 1, new weights and scales";
+        fill_input(&c, &b);
+        upload(b.d_in, b.in, b.in_n * 2);
+        for (int64_t g = 0; g < c.groups; g++) /* other scales than case_setup's */
+            b.scale[g] = f32_bits(given_scale(g + 1 + round, 0.5f + (float)g, c.out));
+        upload(b.d_scale, b.scale, b.scale_n * 4);
+        poison(b.d_out, b.out_n);
+        poison(b.d_out_t, b.out_t_n);
+        poison(b.d_amax, (size_t)c.groups * 4);
+        reference_weights(&c, &b);
+        CU(g_drv.cuCtxSynchronize());
+        CU(g_drv.cuGraphLaunch(exec, stream));
+        CU(g_drv.cuStreamSynchronize(stream));
+        case_check(&c, &b);
+        printf("  %-44s ran\n", c.label);
+    }
+    g_drv.cuGraphExecDestroy(exec);
+    g_drv.cuGraphDestroy(graph);
+    g_drv.cuStreamDestroy(stream);
+    case_free(&b);
     assert_int_equal(g_failures, 0);
 }
 
@@ -596,7 +747,10 @@ int main(void)
         cmocka_unit_test(test_rows_1x128),
         cmocka_unit_test(test_weights_128x128),
         cmocka_unit_test(test_weights_tensor),
+        cmocka_unit_test(test_weights_delayed),
+        cmocka_unit_test(test_tile_variants),
         cmocka_unit_test(test_graph_replay),
+        cmocka_unit_test(test_delayed_graph),
         cmocka_unit_test(test_loaded_once),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);

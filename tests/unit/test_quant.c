@@ -29,7 +29,8 @@ static void base(kiln_quant *q, kiln_quant_kind kind)
         q->rows = 208;
         q->groups = 3;
         q->d_out_t = FAKE(0x500000);
-        q->d_scale_t = FAKE(0x600000);
+        if (kind == KILN_QUANT_WEIGHTS_TENSOR_DELAYED) q->d_amax = FAKE(0x700000);
+        else q->d_scale_t = FAKE(0x600000);
     }
 }
 
@@ -70,7 +71,7 @@ static void test_valid(void **state)
 {
     (void)state;
     kiln_quant q;
-    for (int k = 0; k <= KILN_QUANT_WEIGHTS_TENSOR; k++) {
+    for (int k = 0; k <= KILN_QUANT_WEIGHTS_TENSOR_DELAYED; k++) {
         base(&q, (kiln_quant_kind)k);
         expect_ok(&q);
     }
@@ -92,6 +93,10 @@ static void test_valid(void **state)
     q.d_out_t = NULL;
     q.d_scale_t = NULL;
     q.rows = 200; /* any N without the transposed copy */
+    expect_ok(&q);
+    base(&q, KILN_QUANT_WEIGHTS_TENSOR_DELAYED);
+    q.d_out_t = NULL; /* q only */
+    q.rows = 200;
     expect_ok(&q);
 }
 
@@ -147,6 +152,11 @@ MUT(m_scale_t_no_out_t, q->d_out_t = NULL)
 MUT(m_out_t_align, q->d_out_t = FAKE(0x500008))
 MUT(m_scale_t_align, q->d_scale_t = FAKE(0x600001))
 MUT(m_out_t_rows, q->rows = 200)
+MUT(m_amax_other, q->d_amax = FAKE(0x700000))
+MUT(m_amax_null, q->d_amax = NULL)
+MUT(m_amax_align, q->d_amax = FAKE(0x700002))
+MUT(m_amax_is_scale, q->d_amax = q->d_scale)
+MUT(m_delayed_scale_t, q->d_scale_t = FAKE(0x600000))
 
 static const bad_case k_bad[] = {
     {KILN_QUANT_ROWS, m_size, "kiln_quant.struct_size"},
@@ -194,6 +204,21 @@ static const bad_case k_bad[] = {
     {KILN_QUANT_WEIGHTS_128X128, m_out_t_align, "q->d_out_t (0x500008) is not 16-byte aligned"},
     {KILN_QUANT_WEIGHTS_TENSOR, m_scale_t_align, "q->d_scale_t (0x600001) is not 4-byte aligned"},
     {KILN_QUANT_WEIGHTS_128X128, m_out_t_rows, "q->rows = 200 is not a multiple of 16, but q->d_out_t"},
+    {KILN_QUANT_ROWS, m_amax_other, "q->d_amax is set, but KILN_QUANT_ROWS finds its scales"},
+    {KILN_QUANT_WEIGHTS_TENSOR, m_amax_other, "q->d_amax is set, but KILN_QUANT_WEIGHTS_TENSOR "},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_amax_null, "q->d_amax is NULL"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_amax_align, "q->d_amax (0x700002) is not 4-byte aligned"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_amax_is_scale, "q->d_amax is q->d_scale"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_delayed_scale_t,
+     "q->d_scale_t is set, but KILN_QUANT_WEIGHTS_TENSOR_DELAYED writes no scales"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_scale_null, "q->d_scale is NULL"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_scale_align, "q->d_scale (0x300002) is not 4-byte aligned"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_out_t_align, "q->d_out_t (0x500008) is not 16-byte aligned"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_out_t_rows, "q->rows = 200 is not a multiple of 16, but q->d_out_t"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_w_sizes, "q->d_sizes is set, but KILN_QUANT_WEIGHTS_TENSOR_DELAYED"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_w_ld_scale, "q->ld_scale = 4 is set"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_groups0, "q->groups = 0 is out of range"},
+    {KILN_QUANT_WEIGHTS_TENSOR_DELAYED, m_in_null, "q->d_in is NULL"},
 };
 
 static void test_bad_fields(void **state)

@@ -2,7 +2,8 @@
 /* test_quant_host.c — kiln_quantize's host path on the CPU, with a fake
  * driver table: which kernels it launches for each kind and type pair, in
  * what order (WEIGHTS_TENSOR: the memset of the amax slots, the amax pass,
- * the quantization walking its tiles last first, the finalize), with what
+ * the quantization walking its tiles last first, the finalize;
+ * WEIGHTS_TENSOR_DELAYED: the memset of d_amax, the one pass), with what
  * grid (one wave: 132 SMs x the CTAs the kernel's registers allow) and
  * what arguments (the layout templates/quant.cu reads, leading dimensions
  * 0 made dense).  The module is really compiled (NVRTC, no cache) and
@@ -283,6 +284,64 @@ static void test_weights_kinds(void **state)
         assert_int_equal(ops[i].args.groups, 300);
     }
     assert_int_equal(module_loads, 1);
+
+    /* Delayed: zero the amax slots, then one pass in order with the given
+     * scales. */
+    q = base(KILN_QUANT_WEIGHTS_TENSOR_DELAYED);
+    q.groups = 32;
+    q.rows = 4096;
+    q.cols = 7168;
+    q.d_out_t = FAKE(0x500000);
+    q.d_amax = FAKE(0x700000);
+    quantize(ctx, &q);
+    assert_int_equal(n_ops, 2);
+    expect_op(0, "memset", 0);
+    assert_int_equal(ops[0].mem, 0x700000);
+    assert_int_equal(ops[0].bytes, 32 * 4);
+    expect_op(1, "kiln_quant_delayed_bf16_e4m3", 132 * 4);
+    assert_ptr_equal(ops[1].args.scale, q.d_scale);
+    assert_ptr_equal(ops[1].args.amax, q.d_amax);
+    assert_ptr_equal(ops[1].args.out_t, q.d_out_t);
+    assert_null(ops[1].args.scale_t);
+    assert_int_equal(ops[1].args.reverse, 0);
+    assert_int_equal(ops[1].args.groups, 32);
+    q.groups = 2;
+    q.rows = 200;
+    q.cols = 400; /* 2 x 2 x 4 tiles */
+    q.d_out_t = NULL;
+    q.in_type = KILN_DTYPE_F16;
+    quantize(ctx, &q);
+    expect_op(1, "kiln_quant_delayed_fp16_e4m3", 16);
+    assert_int_equal(ops[0].bytes, 2 * 4);
+    assert_int_equal(module_loads, 1);
+    free_context(ctx);
+}
+
+/* The tile kernels' variants under measurement (KILN_QUANT_TILES): off
+ * unless asked; WEIGHTS_TENSOR keeps its walk (nfirst), not the prefetch. */
+static void test_tile_variants(void **state)
+{
+    (void)state;
+    kiln_context *ctx = fake_context(0);
+    const kiln_quant_kind kinds[] = {KILN_QUANT_WEIGHTS_128X128, KILN_QUANT_WEIGHTS_TENSOR,
+                                     KILN_QUANT_WEIGHTS_TENSOR_DELAYED};
+    const int launch_op[] = {0, 2, 1};
+    for (int v = 0; v < 3; v++) {
+        if (v == 0) unsetenv("KILN_QUANT_TILES");
+        else setenv("KILN_QUANT_TILES", v == 1 ? "prefetch" : "nfirst,prefetch", 1);
+        for (int k = 0; k < 3; k++) {
+            kiln_quant q = base(kinds[k]);
+            q.groups = 4;
+            q.rows = 256;
+            q.cols = 512;
+            if (kinds[k] == KILN_QUANT_WEIGHTS_TENSOR_DELAYED) q.d_amax = FAKE(0x700000);
+            quantize(ctx, &q);
+            const kiln_quant_args *a = &ops[launch_op[k]].args;
+            assert_int_equal(a->prefetch, v > 0);
+            assert_int_equal(a->nfirst, v == 2 && kinds[k] != KILN_QUANT_WEIGHTS_TENSOR);
+        }
+    }
+    unsetenv("KILN_QUANT_TILES");
     free_context(ctx);
 }
 
@@ -309,6 +368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_kinds),
         cmocka_unit_test(test_weights_kinds),
+        cmocka_unit_test(test_tile_variants),
         cmocka_unit_test(test_old_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
