@@ -10,10 +10,6 @@
  *                    WEIGHTS_TENSOR_DELAYED (given scales: one pass), with
  *                    and without the transposed copy
  *                    (default 32,4096,7168 and 128,1536,2048)
- *   --tiles V        run the weights rows with KILN_QUANT_TILES=V (repeat
- *                    it to compare the tile kernel's variants in one run:
- *                    "" (neither), "prefetch", "nfirst", "prefetch,nfirst";
- *                    runtime/quant.c's tile_variant)
  *   --reps N         timed calls per row (default 30); the median is shown
  *   --peak GBS       the HBM bandwidth the fractions are of (default 4300,
  *                    an H200's 4.3 TB/s)
@@ -198,8 +194,7 @@ static void bench_weights(kiln_context *ctx, CUstream s, long G, long N, long K)
 int main(int argc, char **argv)
 {
     long rows[MAX_SHAPES][2], weights[MAX_SHAPES][3];
-    const char *tiles[MAX_SHAPES];
-    int nr = 0, nw = 0, nt = 0;
+    int nr = 0, nw = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc && nr < MAX_SHAPES &&
             sscanf(argv[++i], "%ld,%ld", &rows[nr][0], &rows[nr][1]) == 2)
@@ -208,15 +203,13 @@ int main(int argc, char **argv)
                  sscanf(argv[++i], "%ld,%ld,%ld", &weights[nw][0], &weights[nw][1],
                         &weights[nw][2]) == 3)
             nw++;
-        else if (!strcmp(argv[i], "--tiles") && i + 1 < argc && nt < MAX_SHAPES)
-            tiles[nt++] = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc && (reps = atoi(argv[++i])) > 0)
             continue;
         else if (!strcmp(argv[i], "--peak") && i + 1 < argc && (peak_gbs = atof(argv[++i])) > 0)
             continue;
         else {
-            fprintf(stderr, "usage: %s [--rows T,K]... [--weights G,N,K]... [--tiles V]... "
-                            "[--reps N] [--peak GBS]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--rows T,K]... [--weights G,N,K]... [--reps N] "
+                            "[--peak GBS]\n", argv[0]);
             return 2;
         }
     }
@@ -244,13 +237,7 @@ int main(int argc, char **argv)
     printf("%-26s %-16s %9s %9s %7s %7s\n", "kind (bf16 > e4m3)", "shape", "ms", "GB/s", "peak",
            "copy");
     for (int i = 0; i < nr; i++) bench_rows(ctx, s, rows[i][0], rows[i][1]);
-    for (int v = 0; v < (nt ? nt : 1); v++) {
-        if (nt) setenv("KILN_QUANT_TILES", tiles[v], 1);
-        const char *tv = getenv("KILN_QUANT_TILES");
-        if (tv) printf("KILN_QUANT_TILES=\"%s\"\n", tv);
-        for (int i = 0; i < nw; i++)
-            bench_weights(ctx, s, weights[i][0], weights[i][1], weights[i][2]);
-    }
+    for (int i = 0; i < nw; i++) bench_weights(ctx, s, weights[i][0], weights[i][1], weights[i][2]);
     CU(drv.cuStreamDestroy(s));
     kiln_context_destroy(ctx);
     return 0;

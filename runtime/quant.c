@@ -341,21 +341,6 @@ static int rows_tpr(int64_t cols)
     return tpr;
 }
 
-/* The 128x128 tile kernels' two ways under measurement (templates/quant.cu's
- * kq_tiles), from the environment at each call so that one benchmark
- * process can time each (bench/quant_bench --tiles): KILN_QUANT_TILES
- * holding "prefetch" (L2 prefetch of a CTA's next tile) and/or "nfirst"
- * (the tiles walked N-block fastest: the CTAs at work together write whole
- * rows of q_t); unset, neither.  WEIGHTS_TENSOR keeps its walk (its
- * quantizing pass walks the tiles last first to meet the amax pass's last
- * rows in L2).  A benchmark switch only: it goes when the GPU has chosen. */
-static void tile_variant(kiln_quant_args *a, int walk_may_change)
-{
-    const char *v = getenv("KILN_QUANT_TILES");
-    a->prefetch = v && strstr(v, "prefetch");
-    a->nfirst = walk_may_change && v && strstr(v, "nfirst");
-}
-
 /* WEIGHTS_TENSOR: zero the amax slots, find each group's amax, quantize
  * with it (the tiles last first: the amax pass's last bytes are still in
  * L2), then turn the amax into scales. */
@@ -417,7 +402,7 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
         .ld_in = q->ld_in ? q->ld_in : q->cols, .ld_out = q->ld_out ? q->ld_out : q->cols,
         .ld_scale = q->ld_scale ? q->ld_scale : q->rows,
         .groups = q->groups, .sizes_are_offsets = q->sizes_kind == KILN_SIZES_OFFSETS,
-        .tpr = 32, .reverse = 0, .prefetch = 0, .nfirst = 0};
+        .tpr = 32, .reverse = 0};
     char types[16], name[64];
     snprintf(types, sizeof types, "%s_%s", kiln_dtype_name(q->in_type),
              kiln_dtype_name(q->out_type));
@@ -432,16 +417,13 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
         return launch(*slot, env, name, ceil_div(q->rows, 32) * ceil_div(q->cols, 512), &a,
                       stream, err);
     case KILN_QUANT_WEIGHTS_128X128:
-        tile_variant(&a, 1);
         snprintf(name, sizeof name, "kiln_quant_tiles_%s", types);
         return launch(*slot, env, name,
                       (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), &a,
                       stream, err);
     case KILN_QUANT_WEIGHTS_TENSOR:
-        tile_variant(&a, 0);
         return run_tensor(*slot, env, q, &a, types, stream, err);
     default:
-        tile_variant(&a, 1);
         return run_delayed(*slot, env, q, &a, types, stream, err);
     }
 }

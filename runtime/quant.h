@@ -36,10 +36,8 @@ typedef struct kiln_quant_args {
     int32_t sizes_are_offsets;
     int32_t tpr;             /* ROWS: threads per row */
     int32_t reverse;         /* tiles: walk them last first */
-    int32_t prefetch;        /* tiles: prefetch the CTA's next tile into L2 */
-    int32_t nfirst;          /* tiles: walk them N-block fastest */
 } kiln_quant_args;
-_Static_assert(sizeof(kiln_quant_args) == 120, "kiln_quant_args must match templates/quant.cu");
+_Static_assert(sizeof(kiln_quant_args) == 112, "kiln_quant_args must match templates/quant.cu");
 
 /* The loaded module and the functions fetched from it so far. */
 typedef struct kiln_quant_rt kiln_quant_rt;

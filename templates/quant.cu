@@ -56,10 +56,8 @@ struct kq_args {
     int sizes_are_offsets;      /* sizes NULL: all rows are valid */
     int tpr;                    /* ROWS: threads per row, 32..256, a power of two */
     int reverse;                /* tiles: walk them last first */
-    int prefetch;               /* tiles: prefetch the CTA's next tile into L2 */
-    int nfirst;                 /* tiles: walk them N-block fastest (else K-block) */
 };
-static_assert(sizeof(kq_args) == 120, "kq_args must match runtime/quant.h");
+static_assert(sizeof(kq_args) == 112, "kq_args must match runtime/quant.h");
 
 /* ---- element types ---------------------------------------------------- */
 
@@ -370,30 +368,6 @@ KDEV void kq_transpose16x4(const u32 *w, uint4 *c)
     for (int j = 0; j < 4; ++j) c[j] = make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
 }
 
-/* Tile t of the walk as (g, bn, bk) from its digits: fi the fastest (bk,
- * or bn with nfirst), si the middle one, gi the group. */
-KDEV void kq_tile_of(const kq_args &a, int fi, int si, int gi, int tn, int tk, long long &g,
-                     long long &bn, long long &bk)
-{
-    const int bni = a.nfirst ? fi : si, bki = a.nfirst ? si : fi;
-    g = a.reverse ? a.groups - 1 - gi : gi;
-    bn = a.reverse ? tn - 1 - bni : bni;
-    bk = a.reverse ? tk - 1 - bki : bki;
-}
-
-/* A tile row's bytes (16 to 256, a multiple of 16) at p, 16-byte aligned,
- * into L2, not waited for: one bulk prefetch on sm_90, else the one or two
- * 128-byte lines. */
-KDEV void kq_prefetch_l2(const char *p, int bytes)
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-    if (bytes > 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + 128));
-#endif
-}
-
 /* One CTA per tile at a time: thread t loads rows t/8 + 32·i (i < 4) of the
  * tile, units t mod 8; the block's amax (KQ_TENSOR: the group's amax that
  * kq_group_amax left in scale[g]; KQ_DELAYED: the given scale[g], the
@@ -410,15 +384,10 @@ KDEV void kq_prefetch_l2(const char *p, int bytes)
  * each thread's amax over the tiles of a group in a register and records
  * it when the CTA's walk leaves the group (kq_flush_group).
  * The grid-stride walk keeps the tile index as digits (g, bn, bk), bk
- * fastest (bn with nfirst), advanced by gridDim.x with carries: no
- * division per tile (two of them stood between a tile and its loads).
- * reverse walks tile tiles-1-it, whose digits are the complements of it's
- * (tiles-1 is all maximal digits: no borrow).
- * prefetch: once a tile's loads are issued, threads 0..127 ask L2 for the
- * rows of the CTA's next tile, so that HBM has that tile's reads in flight
- * while this one is quantized, transposed and stored (without it, a CTA
- * has no read in flight from its amax barrier to its next loads), and the
- * next loads hit L2. */
+ * fastest, advanced by gridDim.x with carries: no division per tile (two
+ * of them stood between a tile and its loads).  reverse walks tile
+ * tiles-1-it, whose digits are the complements of it's (tiles-1 is all
+ * maximal digits: no borrow). */
 template <class In, class Out, int MODE>
 KDEV void kq_tiles(const kq_args &a)
 {
@@ -428,9 +397,8 @@ KDEV void kq_tiles(const kq_args &a)
     const long long N = a.rows, K = a.cols;
     /* digits in 32 bits: tn, tk < 2^24 (N, K < 2^31), G <= 65536 */
     const int tn = (int)((N + 127) / 128), tk = (int)((K + 127) / 128), G = a.groups;
-    const int tf = a.nfirst ? tn : tk, ts = a.nfirst ? tk : tn;   /* digit radices */
-    const int df = gridDim.x % tf, ds = gridDim.x / tf % ts, dg = gridDim.x / tf / ts;
-    int fi = blockIdx.x % tf, si = blockIdx.x / tf % ts, gi = blockIdx.x / tf / ts;
+    const int dbk = gridDim.x % tk, dbn = gridDim.x / tk % tn, dg = gridDim.x / tk / tn;
+    int bki = blockIdx.x % tk, bni = blockIdx.x / tk % tn, gi = blockIdx.x / tk / tn;
     const int tid = threadIdx.x, lr = tid >> 3, lu = tid & 7, warp = tid >> 5;
     const char *in = (const char *)a.in;
     unsigned char *out = (unsigned char *)a.out;
@@ -438,8 +406,8 @@ KDEV void kq_tiles(const kq_args &a)
     u32 gm = 0;                  /* DELAYED: this thread's amax bits in the current group */
     int fslot = 0;               /* DELAYED: kq_flush_group's slot of wmax */
     for (int slot = 0; gi < G; slot ^= 1) {
-        long long g, bn, bk;
-        kq_tile_of(a, fi, si, gi, tn, tk, g, bn, bk);
+        const long long g = a.reverse ? G - 1 - gi : gi;
+        const long long bn = a.reverse ? tn - 1 - bni : bni, bk = a.reverse ? tk - 1 - bki : bki;
         const long long r0 = bn * 128, c0 = bk * 128 + lu * 16;
         const bool col_ok = c0 < K;
         const char *gin = in + (g * N * a.ld_in) * 2;
@@ -451,26 +419,6 @@ KDEV void kq_tiles(const kq_args &a)
             if (col_ok && r < N) kq_load(u[i], gin + (r * a.ld_in + c0) * 2);
             else kq_zero(u[i]);
             m = kq_amax_bits(u[i], m);
-        }
-        const int gprev = gi;
-        fi += df;
-        si += ds;
-        gi += dg;
-        if (fi >= tf) {
-            fi -= tf;
-            si++;
-        }
-        if (si >= ts) {
-            si -= ts;
-            gi++;
-        }
-        if (a.prefetch && gi < G && tid < 128) {
-            long long g2, bn2, bk2;
-            kq_tile_of(a, fi, si, gi, tn, tk, g2, bn2, bk2);
-            const long long r = bn2 * 128 + tid;
-            if (r < N)
-                kq_prefetch_l2(in + ((g2 * N + r) * a.ld_in + bk2 * 128) * 2,
-                               (int)min(128LL, K - bk2 * 128) * 2);
         }
         float s, inv;
         if (MODE == KQ_DELAYED) {
@@ -516,6 +464,18 @@ KDEV void kq_tiles(const kq_args &a)
             }
         }
         if (TENSOR && out_t) __syncthreads();   /* tile is written again next */
+        const int gprev = gi;
+        bki += dbk;
+        bni += dbn;
+        gi += dg;
+        if (bki >= tk) {
+            bki -= tk;
+            bni++;
+        }
+        if (bni >= tn) {
+            bni -= tn;
+            gi++;
+        }
         if (MODE == KQ_DELAYED && gi != gprev) {   /* the CTA leaves group g: record its amax */
             kq_flush_group<In>(a.amax + g, gm, wmax[fslot]);
             gm = 0;

@@ -562,29 +562,6 @@ static void test_weights_delayed(void **state)
     assert_int_equal(g_failures, 0);
 }
 
-/* The tile kernel's variants under measurement (runtime/quant.c's
- * KILN_QUANT_TILES: L2 prefetch of the next tile, the N-block-fastest
- * walk): the same bytes, on cases where every CTA loops. */
-static void test_tile_variants(void **state)
-{
-    (void)state;
-    static const char *const variants[] = {"prefetch", "nfirst", "prefetch,nfirst"};
-    const qcase cases[] = {
-        {"128x128 bf16>e4m3 both layouts, 16x1024x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 16, 1024, 1040, 0, 0, 0, NULL, 0, 1},
-        {"128x128 fp16>e5m2 both layouts, 3x208x272, padded", KILN_QUANT_WEIGHTS_128X128, HF, E5, 3, 208, 272, 8, 16, 0, NULL, 0, 1},
-        {"tensor bf16>e4m3 both layouts, 12x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, BF, E4, 12, 1024, 1040, 0, 0, 0, NULL, 0, 1},
-        {"delayed bf16>e4m3 both layouts, 14x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 14, 1024, 1040, 0, 0, 0, NULL, 0, 1},
-        {"delayed fp16>e4m3 both layouts, 3x3072x3072", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E4, 3, 3072, 3072, 0, 0, 0, NULL, 0, 1},
-    };
-    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-        setenv("KILN_QUANT_TILES", variants[v], 1);
-        printf("  KILN_QUANT_TILES=%s\n", variants[v]);
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    }
-    unsetenv("KILN_QUANT_TILES");
-    assert_int_equal(g_failures, 0);
-}
-
 /* WEIGHTS_TENSOR_DELAYED captured once (the memset of d_amax and the
  * pass), replayed after new weights and new given scales were written in
  * place: the new bytes, the new amax (d_amax poisoned before each replay:
@@ -748,7 +725,6 @@ int main(void)
         cmocka_unit_test(test_weights_128x128),
         cmocka_unit_test(test_weights_tensor),
         cmocka_unit_test(test_weights_delayed),
-        cmocka_unit_test(test_tile_variants),
         cmocka_unit_test(test_graph_replay),
         cmocka_unit_test(test_delayed_graph),
         cmocka_unit_test(test_loaded_once),

@@ -317,34 +317,6 @@ static void test_weights_kinds(void **state)
     free_context(ctx);
 }
 
-/* The tile kernels' variants under measurement (KILN_QUANT_TILES): off
- * unless asked; WEIGHTS_TENSOR keeps its walk (nfirst), not the prefetch. */
-static void test_tile_variants(void **state)
-{
-    (void)state;
-    kiln_context *ctx = fake_context(0);
-    const kiln_quant_kind kinds[] = {KILN_QUANT_WEIGHTS_128X128, KILN_QUANT_WEIGHTS_TENSOR,
-                                     KILN_QUANT_WEIGHTS_TENSOR_DELAYED};
-    const int launch_op[] = {0, 2, 1};
-    for (int v = 0; v < 3; v++) {
-        if (v == 0) unsetenv("KILN_QUANT_TILES");
-        else setenv("KILN_QUANT_TILES", v == 1 ? "prefetch" : "nfirst,prefetch", 1);
-        for (int k = 0; k < 3; k++) {
-            kiln_quant q = base(kinds[k]);
-            q.groups = 4;
-            q.rows = 256;
-            q.cols = 512;
-            if (kinds[k] == KILN_QUANT_WEIGHTS_TENSOR_DELAYED) q.d_amax = FAKE(0x700000);
-            quantize(ctx, &q);
-            const kiln_quant_args *a = &ops[launch_op[k]].args;
-            assert_int_equal(a->prefetch, v > 0);
-            assert_int_equal(a->nfirst, v == 2 && kinds[k] != KILN_QUANT_WEIGHTS_TENSOR);
-        }
-    }
-    unsetenv("KILN_QUANT_TILES");
-    free_context(ctx);
-}
-
 /* Before sm_89 (no fp8 conversions): refused, nothing compiled or run. */
 static void test_old_device(void **state)
 {
@@ -368,7 +340,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_kinds),
         cmocka_unit_test(test_weights_kinds),
-        cmocka_unit_test(test_tile_variants),
         cmocka_unit_test(test_old_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
