@@ -20,10 +20,6 @@
  * too.  Each row also shows the fraction of a device-to-device copy's
  * bandwidth, measured here (cuMemcpyDtoD of 2 GiB, read + write).
  * Times are CUDA-event times of one call each, the median of --reps.
- *
- * TEMPORARY: the weights rows run twice, KILN_QUANT_PIPELINE unset, then
- * set to 1 (runtime/quant.c's pipe_infix: the pipelined tile kernels for
- * WEIGHTS_128X128 and WEIGHTS_TENSOR_DELAYED), until the GPU has chosen.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,13 +237,7 @@ int main(int argc, char **argv)
     printf("%-26s %-16s %9s %9s %7s %7s\n", "kind (bf16 > e4m3)", "shape", "ms", "GB/s", "peak",
            "copy");
     for (int i = 0; i < nr; i++) bench_rows(ctx, s, rows[i][0], rows[i][1]);
-    for (int pipe = 0; pipe < 2 && nw; pipe++) {
-        if (pipe) setenv("KILN_QUANT_PIPELINE", "1", 1);
-        else unsetenv("KILN_QUANT_PIPELINE");
-        printf("KILN_QUANT_PIPELINE %s\n", pipe ? "=1" : "unset");
-        for (int i = 0; i < nw; i++)
-            bench_weights(ctx, s, weights[i][0], weights[i][1], weights[i][2]);
-    }
+    for (int i = 0; i < nw; i++) bench_weights(ctx, s, weights[i][0], weights[i][1], weights[i][2]);
     CU(drv.cuStreamDestroy(s));
     kiln_context_destroy(ctx);
     return 0;

@@ -19,9 +19,6 @@
  * limit that binds for them (an SM's 64K, at most 8 CTAs of KQ_THREADS). */
 #define KQ_MAX_CTAS_PER_SM 8
 #define KQ_SM_REGISTERS 65536
-/* quant.cu's KQ_PIPE_BYTES: the pipelined tile kernels' dynamic shared
- * memory (with their 16 KB static, over the 48 KB a launch gets unasked). */
-#define KQ_PIPE_BYTES (8 * KQ_THREADS * 16)
 
 void kiln_quant_init(kiln_quant *q, kiln_quant_kind kind)
 {
@@ -237,7 +234,7 @@ kiln_status kiln_validate_quant(const kiln_quant *q, kiln_error *err)
 
 /* ---- the kernels -------------------------------------------------------- */
 
-#define KQ_MAX_FUNCTIONS 32
+#define KQ_MAX_FUNCTIONS 24
 
 struct kiln_quant_rt {
     CUmodule module;
@@ -287,32 +284,9 @@ static int ctas_per_sm(const kiln_rt_env *env, CUfunction f)
     return n < 1 ? 1 : n > KQ_MAX_CTAS_PER_SM ? KQ_MAX_CTAS_PER_SM : n;
 }
 
-/* A function that takes smem bytes of dynamic shared memory: allowed
- * them, and the largest shared-memory carveout (4 pipelined CTAs take
- * 197 KB of an sm_90 SM's 228). */
-static kiln_status allow_smem(const kiln_rt_env *env, CUfunction f, const char *name, int smem,
-                              kiln_error *err)
-{
-    char what[128];
-    snprintf(what, sizeof what, "cuFuncSetAttribute(%s, MAX_DYNAMIC_SHARED_SIZE_BYTES, %d)", name,
-             smem);
-    kiln_status st = kiln_driver_check(
-        env->drv,
-        env->drv->cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-        what, err);
-    if (st) return st;
-    snprintf(what, sizeof what, "cuFuncSetAttribute(%s, PREFERRED_SHARED_MEMORY_CARVEOUT)", name);
-    return kiln_driver_check(env->drv,
-                             env->drv->cuFuncSetAttribute(
-                                 f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                 CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
-                             what, err);
-}
-
-/* The function `name` of the module (fetched once, allowed smem bytes of
- * dynamic shared memory if any) and its CTAs per SM. */
+/* The function `name` of the module (fetched once) and its CTAs per SM. */
 static kiln_status rt_function(kiln_quant_rt *rt, const kiln_rt_env *env, const char *name,
-                               int smem, CUfunction *out, int *per_sm, kiln_error *err)
+                               CUfunction *out, int *per_sm, kiln_error *err)
 {
     for (int i = 0; i < rt->n_fns; i++)
         if (!strcmp(rt->fns[i].name, name)) {
@@ -327,7 +301,6 @@ static kiln_status rt_function(kiln_quant_rt *rt, const kiln_rt_env *env, const 
     snprintf(what, sizeof what, "cuModuleGetFunction(kiln_quant, \"%s\")", name);
     CUresult r = env->drv->cuModuleGetFunction(out, rt->module, name);
     kiln_status st = kiln_driver_check(env->drv, r, what, err);
-    if (!st && smem) st = allow_smem(env, *out, name, smem, err);
     if (st) return st;
     snprintf(rt->fns[rt->n_fns].name, sizeof rt->fns[0].name, "%s", name);
     rt->fns[rt->n_fns].fn = *out;
@@ -337,16 +310,13 @@ static kiln_status rt_function(kiln_quant_rt *rt, const kiln_rt_env *env, const 
 }
 
 /* Launches `name` on min(work, one wave) CTAs: work is how many CTAs the
- * call could use at most (the kernels loop over the rest); smem: bytes of
- * dynamic shared memory (the pipelined tile kernels; their wave is still
- * counted by registers: on sm_90 their shared memory fits as many). */
-static kiln_status launch_smem(kiln_quant_rt *rt, const kiln_rt_env *env, const char *name,
-                               int64_t work, const kiln_quant_args *a, int smem, CUstream stream,
-                               kiln_error *err)
+ * call could use at most (the kernels loop over the rest). */
+static kiln_status launch(kiln_quant_rt *rt, const kiln_rt_env *env, const char *name,
+                          int64_t work, const kiln_quant_args *a, CUstream stream, kiln_error *err)
 {
     CUfunction f;
     int per_sm = 1;
-    kiln_status st = rt_function(rt, env, name, smem, &f, &per_sm, err);
+    kiln_status st = rt_function(rt, env, name, &f, &per_sm, err);
     if (st || work <= 0) return st;
     const int64_t wave = (int64_t)(env->dev->num_sms > 0 ? env->dev->num_sms : 1) * per_sm;
     const unsigned ctas = (unsigned)(work < wave ? work : wave);
@@ -354,29 +324,9 @@ static kiln_status launch_smem(kiln_quant_rt *rt, const kiln_rt_env *env, const 
     char what[96];
     snprintf(what, sizeof what, "cuLaunchKernel(%s)", name);
     return kiln_driver_check(env->drv,
-                             env->drv->cuLaunchKernel(f, ctas, 1, 1, KQ_THREADS, 1, 1,
-                                                      (unsigned)smem, stream, params, NULL),
+                             env->drv->cuLaunchKernel(f, ctas, 1, 1, KQ_THREADS, 1, 1, 0, stream,
+                                                      params, NULL),
                              what, err);
-}
-
-static kiln_status launch(kiln_quant_rt *rt, const kiln_rt_env *env, const char *name,
-                          int64_t work, const kiln_quant_args *a, CUstream stream, kiln_error *err)
-{
-    return launch_smem(rt, env, name, work, a, 0, stream, err);
-}
-
-/* KILN_QUANT_PIPELINE set (and not "0"): WEIGHTS_128X128 and
- * WEIGHTS_TENSOR_DELAYED run the pipelined tile kernels (quant.cu's
- * kq_pipe_issue: the next tile's reads in flight while a tile is
- * transposed).  Read at each call, so that bench/quant_bench times both in
- * one process.  TEMPORARY: a measurement switch, to go (with the kernels
- * that lose) once the GPU has decided. */
-static const char *pipe_infix(int *smem)
-{
-    const char *v = getenv("KILN_QUANT_PIPELINE");
-    const int on = v && *v && strcmp(v, "0");
-    *smem = on ? KQ_PIPE_BYTES : 0;
-    return on ? "_pipe" : "";
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -427,12 +377,10 @@ static kiln_status run_delayed(kiln_quant_rt *rt, const kiln_rt_env *env, const 
         "cuMemsetD8Async(q->d_amax)", err);
     if (st) return st;
     char name[64];
-    int smem;
-    const char *pipe = pipe_infix(&smem);
-    snprintf(name, sizeof name, "kiln_quant_delayed%s_%s", pipe, types);
-    return launch_smem(rt, env, name,
-                       (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), a,
-                       smem, stream, err);
+    snprintf(name, sizeof name, "kiln_quant_delayed_%s", types);
+    return launch(rt, env, name,
+                  (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), a, stream,
+                  err);
 }
 
 kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_kernels *ks,
@@ -468,14 +416,11 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
         /* tiles of 32 rows x 4 k-blocks (quant.cu's kq_rows_1x128) */
         return launch(*slot, env, name, ceil_div(q->rows, 32) * ceil_div(q->cols, 512), &a,
                       stream, err);
-    case KILN_QUANT_WEIGHTS_128X128: {
-        int smem;
-        const char *pipe = pipe_infix(&smem);
-        snprintf(name, sizeof name, "kiln_quant_tiles%s_%s", pipe, types);
-        return launch_smem(*slot, env, name,
-                           (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128),
-                           &a, smem, stream, err);
-    }
+    case KILN_QUANT_WEIGHTS_128X128:
+        snprintf(name, sizeof name, "kiln_quant_tiles_%s", types);
+        return launch(*slot, env, name,
+                      (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), &a,
+                      stream, err);
     case KILN_QUANT_WEIGHTS_TENSOR:
         return run_tensor(*slot, env, q, &a, types, stream, err);
     default:

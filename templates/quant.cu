@@ -368,92 +368,6 @@ KDEV void kq_transpose16x4(const u32 *w, uint4 *c)
     for (int j = 0; j < 4; ++j) c[j] = make_uint4(o[j][0], o[j][1], o[j][2], o[j][3]);
 }
 
-/* The tile of digits (gi, bni, bki) of the walk: reverse walks tile
- * tiles-1-it, whose digits are the complements of it's (tiles-1 is all
- * maximal digits: no borrow). */
-KDEV void kq_tile_of(const kq_args &a, int tn, int tk, int gi, int bni, int bki, long long &g,
-                     long long &bn, long long &bk)
-{
-    g = a.reverse ? a.groups - 1 - gi : gi;
-    bn = a.reverse ? tn - 1 - bni : bni;
-    bk = a.reverse ? tk - 1 - bki : bki;
-}
-
-/* The walk's next tile: the digits advanced by (dg, dbn, dbk) with carries;
- * gprev: the group digit before. */
-KDEV void kq_next_tile(int &gi, int &bni, int &bki, int &gprev, int dg, int dbn, int dbk, int tn,
-                       int tk)
-{
-    gprev = gi;
-    bki += dbk;
-    bni += dbn;
-    gi += dg;
-    if (bki >= tk) {
-        bki -= tk;
-        bni++;
-    }
-    if (bni >= tn) {
-        bni -= tn;
-        gi++;
-    }
-}
-
-/* ---- KILN_QUANT_PIPELINE (temporary, under measurement) ---------------- */
-
-/* The pipelined tile kernels (kiln_quant_{tiles,delayed}_pipe_*, chosen by
- * runtime/quant.c only while KILN_QUANT_PIPELINE is set): a thread's four
- * units of the CTA's next tile are copied global -> shared by cp.async as
- * soon as it has read the current tile's out of the same slots, so that
- * the tile's reads are in flight through the whole of the current tile
- * (amax barrier, quantization, staging, transposition, stores) instead of
- * only between its loads and their first use, at no register cost.  Each
- * thread reads only the slots it filled (its own cp.async.wait_all makes
- * them visible: no barrier), and fills them again only after reading them
- * (its own program order, one address).  The slots: KQ_PIPE_BYTES of
- * dynamic shared memory, unit i half h of thread t at uint4 (2i + h) · 256
- * + t, so that a warp's reads and copies are 512 contiguous bytes. */
-#define KQ_PIPE_BYTES (8 * KQ_THREADS * 16)
-
-/* 16 bytes from src to shared dst, not waited for; !ok: 16 zero bytes and
- * nothing read (src must still be a valid address). */
-KDEV void kq_cp16(uint4 *dst, const void *src, bool ok)
-{
-    const u32 d = (u32)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
-                 "r"(ok ? 16 : 0)
-                 : "memory");
-}
-
-/* This thread's four units of tile (g, bn, bk) into its slots of pre. */
-KDEV void kq_pipe_issue(const kq_args &a, long long g, long long bn, long long bk, uint4 *pre)
-{
-    const int tid = threadIdx.x, lr = tid >> 3, lu = tid & 7;
-    const long long N = a.rows, c0 = bk * 128 + lu * 16;
-    const char *gin = (const char *)a.in + (g * N * a.ld_in) * 2;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const long long r = bn * 128 + lr + 32 * i;
-        const bool ok = c0 < a.cols && r < N;
-        const char *p = ok ? gin + (r * a.ld_in + c0) * 2 : (const char *)a.in;
-        kq_cp16(pre + (2 * i) * KQ_THREADS + tid, p, ok);
-        kq_cp16(pre + (2 * i + 1) * KQ_THREADS + tid, p + (ok ? 16 : 0), ok);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-/* This thread's four units of the tile its last kq_pipe_issue asked for. */
-KDEV void kq_pipe_take(kq_unit *u, const uint4 *pre)
-{
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    const int tid = threadIdx.x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const uint4 x = pre[(2 * i) * KQ_THREADS + tid], y = pre[(2 * i + 1) * KQ_THREADS + tid];
-        u[i].w[0] = x.x; u[i].w[1] = x.y; u[i].w[2] = x.z; u[i].w[3] = x.w;
-        u[i].w[4] = y.x; u[i].w[5] = y.y; u[i].w[6] = y.z; u[i].w[7] = y.w;
-    }
-}
-
 /* One CTA per tile at a time: thread t loads rows t/8 + 32·i (i < 4) of the
  * tile, units t mod 8; the block's amax (KQ_TENSOR: the group's amax that
  * kq_group_amax left in scale[g]; KQ_DELAYED: the given scale[g], the
@@ -471,16 +385,15 @@ KDEV void kq_pipe_take(kq_unit *u, const uint4 *pre)
  * it when the CTA's walk leaves the group (kq_flush_group).
  * The grid-stride walk keeps the tile index as digits (g, bn, bk), bk
  * fastest, advanced by gridDim.x with carries: no division per tile (two
- * of them stood between a tile and its loads).
- * PIPE: the loads come from the slots kq_pipe_issue filled (above), and
- * the walk advances right after them, to ask for the next tile. */
-template <class In, class Out, int MODE, bool PIPE>
+ * of them stood between a tile and its loads).  reverse walks tile
+ * tiles-1-it, whose digits are the complements of it's (tiles-1 is all
+ * maximal digits: no borrow). */
+template <class In, class Out, int MODE>
 KDEV void kq_tiles(const kq_args &a)
 {
     constexpr bool TENSOR = MODE != KQ_BLOCK;  /* one scale per group, no amax barrier */
     __shared__ __align__(16) u32 tile[128 * 32];
     __shared__ u32 wmax[2][KQ_WARPS];
-    extern __shared__ uint4 pre[];             /* PIPE: KQ_PIPE_BYTES */
     const long long N = a.rows, K = a.cols;
     /* digits in 32 bits: tn, tk < 2^24 (N, K < 2^31), G <= 65536 */
     const int tn = (int)((N + 127) / 128), tk = (int)((K + 127) / 128), G = a.groups;
@@ -492,38 +405,20 @@ KDEV void kq_tiles(const kq_args &a)
     unsigned char *out_t = (unsigned char *)a.out_t;
     u32 gm = 0;                  /* DELAYED: this thread's amax bits in the current group */
     int fslot = 0;               /* DELAYED: kq_flush_group's slot of wmax */
-    int gprev = gi;
-    if (PIPE && gi < G) {
-        long long g, bn, bk;
-        kq_tile_of(a, tn, tk, gi, bni, bki, g, bn, bk);
-        kq_pipe_issue(a, g, bn, bk, pre);
-    }
     for (int slot = 0; gi < G; slot ^= 1) {
-        long long g, bn, bk;
-        kq_tile_of(a, tn, tk, gi, bni, bki, g, bn, bk);
+        const long long g = a.reverse ? G - 1 - gi : gi;
+        const long long bn = a.reverse ? tn - 1 - bni : bni, bk = a.reverse ? tk - 1 - bki : bki;
         const long long r0 = bn * 128, c0 = bk * 128 + lu * 16;
         const bool col_ok = c0 < K;
+        const char *gin = in + (g * N * a.ld_in) * 2;
         kq_unit u[4];
         u32 m = MODE == KQ_DELAYED ? gm : 0u;
-        if (PIPE) {
-            kq_pipe_take(u, pre);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) m = kq_amax_bits(u[i], m);
-            kq_next_tile(gi, bni, bki, gprev, dg, dbn, dbk, tn, tk);
-            if (gi < G) {
-                long long g2, bn2, bk2;
-                kq_tile_of(a, tn, tk, gi, bni, bki, g2, bn2, bk2);
-                kq_pipe_issue(a, g2, bn2, bk2, pre);
-            }
-        } else {
-            const char *gin = in + (g * N * a.ld_in) * 2;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const long long r = r0 + lr + 32 * i;
-                if (col_ok && r < N) kq_load(u[i], gin + (r * a.ld_in + c0) * 2);
-                else kq_zero(u[i]);
-                m = kq_amax_bits(u[i], m);
-            }
+        for (int i = 0; i < 4; ++i) {
+            const long long r = r0 + lr + 32 * i;
+            if (col_ok && r < N) kq_load(u[i], gin + (r * a.ld_in + c0) * 2);
+            else kq_zero(u[i]);
+            m = kq_amax_bits(u[i], m);
         }
         float s, inv;
         if (MODE == KQ_DELAYED) {
@@ -569,7 +464,18 @@ KDEV void kq_tiles(const kq_args &a)
             }
         }
         if (TENSOR && out_t) __syncthreads();   /* tile is written again next */
-        if (!PIPE) kq_next_tile(gi, bni, bki, gprev, dg, dbn, dbk, tn, tk);
+        const int gprev = gi;
+        bki += dbk;
+        bni += dbn;
+        gi += dg;
+        if (bki >= tk) {
+            bki -= tk;
+            bni++;
+        }
+        if (bni >= tn) {
+            bni -= tn;
+            gi++;
+        }
         if (MODE == KQ_DELAYED && gi != gprev) {   /* the CTA leaves group g: record its amax */
             kq_flush_group<In>(a.amax + g, gm, wmax[fslot]);
             gm = 0;
@@ -658,15 +564,11 @@ KDEV void kq_finalize(const kq_args &a)
 #define KQ_TYPED(in_n, In, out_n, Out)                                                             \
     KQ_ENTRY(kiln_quant_rows_##in_n##_##out_n, (kq_rows<In, Out>(a)))                              \
     KQ_ENTRY(kiln_quant_rows_1x128_##in_n##_##out_n, (kq_rows_1x128<In, Out>(a)))                  \
-    KQ_ENTRY(kiln_quant_tiles_##in_n##_##out_n, (kq_tiles<In, Out, KQ_BLOCK, false>(a)))           \
+    KQ_ENTRY(kiln_quant_tiles_##in_n##_##out_n, (kq_tiles<In, Out, KQ_BLOCK>(a)))                  \
     KQ_ENTRY_B(kiln_quant_tensor_##in_n##_##out_n, (KQ_THREADS, 4),                                \
-               (kq_tiles<In, Out, KQ_TENSOR, false>(a)))                                           \
+               (kq_tiles<In, Out, KQ_TENSOR>(a)))                                                  \
     KQ_ENTRY_B(kiln_quant_delayed_##in_n##_##out_n, (KQ_THREADS, 4),                               \
-               (kq_tiles<In, Out, KQ_DELAYED, false>(a)))                                          \
-    KQ_ENTRY_B(kiln_quant_tiles_pipe_##in_n##_##out_n, (KQ_THREADS, 4),                            \
-               (kq_tiles<In, Out, KQ_BLOCK, true>(a)))                                             \
-    KQ_ENTRY_B(kiln_quant_delayed_pipe_##in_n##_##out_n, (KQ_THREADS, 4),                          \
-               (kq_tiles<In, Out, KQ_DELAYED, true>(a)))
+               (kq_tiles<In, Out, KQ_DELAYED>(a)))
 
 KQ_TYPED(bf16, kq_bf16, e4m3, kq_e4m3)
 KQ_TYPED(bf16, kq_bf16, e5m2, kq_e5m2)

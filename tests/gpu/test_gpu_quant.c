@@ -562,31 +562,6 @@ static void test_weights_delayed(void **state)
     assert_int_equal(g_failures, 0);
 }
 
-/* The pipelined tile kernels (KILN_QUANT_PIPELINE, under measurement):
- * the same bytes, scales and amax as the reference, on every type pair,
- * padded rows, tiles off the edges, and cases where every CTA loops
- * (the slots refilled while a tile is transposed) and takes several
- * tiles of one group. */
-static void test_pipeline(void **state)
-{
-    (void)state;
-    const qcase cases[] = {
-        {"pipe 128x128 bf16>e4m3 both layouts, 208x272, padded", KILN_QUANT_WEIGHTS_128X128, BF, E4, 3, 208, 272, 8, 16, 0, NULL, 0, 1},
-        {"pipe 128x128 fp16>e5m2 no transpose, 200x400", KILN_QUANT_WEIGHTS_128X128, HF, E5, 2, 200, 400, 0, 0, 0, NULL, 0, 0},
-        {"pipe 128x128 bf16>e5m2 both layouts, 16x16", KILN_QUANT_WEIGHTS_128X128, BF, E5, 9, 16, 16, 0, 0, 0, NULL, 0, 1},
-        {"pipe 128x128 bf16>e4m3 both layouts, 16x1024x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 16, 1024, 1040, 0, 0, 0, NULL, 0, 1},
-        {"pipe 128x128 fp16>e4m3 no transpose, 6x1000x2000", KILN_QUANT_WEIGHTS_128X128, HF, E4, 6, 1000, 2000, 0, 0, 0, NULL, 0, 0},
-        {"pipe delayed bf16>e4m3 both layouts, 7x208x272, padded", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 7, 208, 272, 8, 16, 0, NULL, 0, 1},
-        {"pipe delayed fp16>e4m3 both layouts, 14x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E4, 14, 1024, 1040, 0, 0, 0, NULL, 0, 1},
-        {"pipe delayed bf16>e5m2 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E5, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
-        {"pipe delayed fp16>e4m3 both layouts, 3x3072x3072", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E4, 3, 3072, 3072, 0, 0, 0, NULL, 0, 1},
-    };
-    setenv("KILN_QUANT_PIPELINE", "1", 1);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    unsetenv("KILN_QUANT_PIPELINE");
-    assert_int_equal(g_failures, 0);
-}
-
 /* WEIGHTS_TENSOR_DELAYED captured once (the memset of d_amax and the
  * pass), replayed after new weights and new given scales were written in
  * place: the new bytes, the new amax (d_amax poisoned before each replay:
@@ -750,7 +725,6 @@ int main(void)
         cmocka_unit_test(test_weights_128x128),
         cmocka_unit_test(test_weights_tensor),
         cmocka_unit_test(test_weights_delayed),
-        cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_graph_replay),
         cmocka_unit_test(test_delayed_graph),
         cmocka_unit_test(test_loaded_once),

@@ -26,11 +26,6 @@ static const char *const k_entries[] = {
     "kiln_quant_tensor_fp16_e4m3",      "kiln_quant_tensor_fp16_e5m2",
     "kiln_quant_delayed_bf16_e4m3",     "kiln_quant_delayed_bf16_e5m2",
     "kiln_quant_delayed_fp16_e4m3",     "kiln_quant_delayed_fp16_e5m2",
-    /* KILN_QUANT_PIPELINE's (temporary, under measurement) */
-    "kiln_quant_tiles_pipe_bf16_e4m3",  "kiln_quant_tiles_pipe_bf16_e5m2",
-    "kiln_quant_tiles_pipe_fp16_e4m3",  "kiln_quant_tiles_pipe_fp16_e5m2",
-    "kiln_quant_delayed_pipe_bf16_e4m3", "kiln_quant_delayed_pipe_bf16_e5m2",
-    "kiln_quant_delayed_pipe_fp16_e4m3", "kiln_quant_delayed_pipe_fp16_e5m2",
     "kiln_quant_amax_bf16",             "kiln_quant_amax_fp16",
     "kiln_quant_finalize_e4m3",         "kiln_quant_finalize_e5m2",
 };

@@ -73,23 +73,6 @@ static CUresult fake_attribute(int *v, CUfunction_attribute a, CUfunction f)
     return CUDA_SUCCESS;
 }
 
-/* cuFuncSetAttribute calls: (function's name, attribute, value). */
-static struct {
-    char fn[48];
-    CUfunction_attribute attr;
-    int value;
-} attrs[8];
-static int n_attrs;
-
-static CUresult fake_set_attribute(CUfunction f, CUfunction_attribute a, int v)
-{
-    assert_true(n_attrs < 8);
-    snprintf(attrs[n_attrs].fn, sizeof attrs[0].fn, "%s", fn_names[(uintptr_t)f - 1]);
-    attrs[n_attrs].attr = a;
-    attrs[n_attrs++].value = v;
-    return CUDA_SUCCESS;
-}
-
 static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                             unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
                             void **extra)
@@ -134,7 +117,6 @@ static kiln_context *fake_context(int cc_minor)
     ctx->drv.cuModuleUnload = fake_unload;
     ctx->drv.cuModuleGetFunction = fake_get_function;
     ctx->drv.cuFuncGetAttribute = fake_attribute;
-    ctx->drv.cuFuncSetAttribute = fake_set_attribute;
     ctx->drv.cuLaunchKernel = fake_launch;
     ctx->drv.cuMemsetD8Async = fake_memset;
     ctx->cu = fake_cu;
@@ -335,66 +317,6 @@ static void test_weights_kinds(void **state)
     free_context(ctx);
 }
 
-/* KILN_QUANT_PIPELINE (temporary, under measurement): WEIGHTS_128X128 and
- * WEIGHTS_TENSOR_DELAYED launch the pipelined kernels with their 32 KB of
- * dynamic shared memory, allowed (and the shared-memory carveout asked)
- * once per function; WEIGHTS_TENSOR keeps its kernels; "0" or unset,
- * nothing changes.  Without it, no kernel takes dynamic shared memory. */
-static void test_pipeline(void **state)
-{
-    (void)state;
-    kiln_context *ctx = fake_context(0);
-    n_attrs = 0;
-    kiln_quant w = base(KILN_QUANT_WEIGHTS_128X128);
-    w.groups = 32;
-    w.rows = 4096;
-    w.cols = 7168;
-    w.d_out_t = FAKE(0x500000);
-    w.d_scale_t = FAKE(0x600000);
-    kiln_quant d = base(KILN_QUANT_WEIGHTS_TENSOR_DELAYED);
-    d.groups = 4;
-    d.rows = 256;
-    d.cols = 512;
-    d.d_out_t = FAKE(0x500000);
-    d.d_amax = FAKE(0x700000);
-    kiln_quant t = base(KILN_QUANT_WEIGHTS_TENSOR);
-    t.groups = 4;
-    t.rows = 256;
-    t.cols = 512;
-    for (int v = 0; v < 3; v++) {
-        if (v == 1) setenv("KILN_QUANT_PIPELINE", "1", 1);
-        if (v == 2) setenv("KILN_QUANT_PIPELINE", "0", 1);
-        const int on = v == 1;
-        for (int rep = 0; rep < 2; rep++) {
-            quantize(ctx, &w);
-            expect_op(0, on ? "kiln_quant_tiles_pipe_bf16_e4m3" : "kiln_quant_tiles_bf16_e4m3",
-                      132 * 4);
-            assert_int_equal(ops[0].smem, on ? 32768 : 0);
-            quantize(ctx, &d);
-            expect_op(1, on ? "kiln_quant_delayed_pipe_bf16_e4m3" : "kiln_quant_delayed_bf16_e4m3",
-                      32);
-            assert_int_equal(ops[1].smem, on ? 32768 : 0);
-            quantize(ctx, &t);
-            expect_op(2, "kiln_quant_tensor_bf16_e4m3", 32);
-            for (int i = 0; i < n_ops; i++) assert_int_equal(ops[i].smem, 0);
-        }
-    }
-    unsetenv("KILN_QUANT_PIPELINE");
-    assert_int_equal(n_attrs, 4);
-    for (int i = 0; i < 4; i++) {
-        assert_string_equal(attrs[i].fn, i < 2 ? "kiln_quant_tiles_pipe_bf16_e4m3"
-                                               : "kiln_quant_delayed_pipe_bf16_e4m3");
-        if (i % 2 == 0) {
-            assert_int_equal(attrs[i].attr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
-            assert_int_equal(attrs[i].value, 32768);
-        } else {
-            assert_int_equal(attrs[i].attr, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT);
-            assert_int_equal(attrs[i].value, CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
-        }
-    }
-    free_context(ctx);
-}
-
 /* Before sm_89 (no fp8 conversions): refused, nothing compiled or run. */
 static void test_old_device(void **state)
 {
@@ -418,7 +340,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_kinds),
         cmocka_unit_test(test_weights_kinds),
-        cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_old_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
