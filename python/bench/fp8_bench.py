@@ -242,11 +242,15 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
     x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
     w = torch.randn(G, N, K, device=dev, dtype=torch.bfloat16) * 0.05
     flops = 2.0 * T * N * K
+    dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
+    wt = w.transpose(1, 2).contiguous()
+    bounds = list(zip([0] + offs.tolist()[:-1], offs.tolist()))
+    refs = {}
     for kname, kl in kernels:
         dgrad = "_dgrad_" in kname
         block = "_block" in kname
-        a_src = x if not dgrad else torch.randn(T, N, device=dev, dtype=torch.bfloat16)
-        b_src = w if not dgrad else w.transpose(1, 2).contiguous()
+        a_src = x if not dgrad else dy
+        b_src = w if not dgrad else wt
         if block:
             aq, sa = quant_blocks_1x128(a_src)
             bq, sb = quant_blocks_128x128(b_src)
@@ -259,13 +263,20 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
             fn = kl.run(_lib.OP_DGRAD if dgrad else _lib.OP_FPROP,
                         _lib.FP8_BLOCK if block else _lib.FP8_ROW, int("promote" in kname),
                         aq, bq, out, sa, sb, offs, G, N, K)
+            fn()
+            torch.cuda.synchronize()
             ms = timed(fn, reps)
         except _lib.KilnError as e:
             print(f"  {name:16s} {kname}: {str(e)[:120]}")
             continue
+        # the unquantized product: the quantization error is small against it
+        if dgrad not in refs:
+            refs[dgrad] = torch.cat([a_src[a:b].float() @ b_src[g].float().t()
+                                     for g, (a, b) in enumerate(bounds)])
+        err = rel_err(out, refs[dgrad])
         tf = flops / ms / 1e9
-        print(f"  {name:16s} {kname:40s} {ms:8.4f} ms {tf:7.1f} TFLOP/s  {tf / ceil:5.3f} of ceiling",
-              flush=True)
+        print(f"  {name:16s} {kname:40s} {ms:8.4f} ms {tf:7.1f} TFLOP/s  {tf / ceil:5.3f} of ceiling"
+              f"  err {err:.1e}", flush=True)
 
 
 def main():
