@@ -271,6 +271,26 @@ static void test_group_shapes(void **state)
     assert_int_equal(g_failures, before);
 }
 
+/* The promoting kernels over every shape of their k-loop: 1, 3 and 6
+ * k-blocks (the two-set loop's odd and even tails; the block recipe's
+ * 4-k-block window of A scales turns over at the fourth) and 34 (its
+ * 32-k-block window of B scales turns over). */
+static void test_kblock_counts(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    const int32_t counts[4] = {0, 1, 77, 60};
+    const size_t promoting[] = {2, 3, 6, 7};
+    const int64_t k_reds[] = {112, 304, 656, 4240};
+    for (size_t i = 0; i < sizeof promoting / sizeof promoting[0]; i++)
+        for (size_t j = 0; j < sizeof k_reds / sizeof k_reds[0]; j++) {
+            char what[64];
+            snprintf(what, sizeof what, "k_red %lld", (long long)k_reds[j]);
+            run_case(&variants[promoting[i]], counts, 4, 200, 256, k_reds[j], what);
+        }
+    assert_int_equal(g_failures, before);
+}
+
 /* Captured once, replayed after the counts changed in place. */
 static void test_graph_replay(void **state)
 {
@@ -318,6 +338,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recipes),
         cmocka_unit_test(test_group_shapes),
+        cmocka_unit_test(test_kblock_counts),
         cmocka_unit_test(test_graph_replay),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
