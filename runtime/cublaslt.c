@@ -12,6 +12,11 @@
 #include "problem.h"
 
 #define KILN_LT_WORKSPACE (32u << 20)
+/* The workspace's tail holds fp8 scales, 16 bytes apart: cuBLASLt refuses
+ * (NOT_SUPPORTED) a scale pointer that is not 16-byte aligned, as
+ * scale_b + g is for most g (measured on an H200, cuBLASLt 13). */
+#define KILN_LT_SCALES (16u * (KILN_MAX_GROUPS + 1))
+#define KILN_LT_MATMUL_WORKSPACE (KILN_LT_WORKSPACE - KILN_LT_SCALES)
 
 #define KILN_LT_FUNCTIONS(X)                                                                       \
     X(cublasLtCreate)                                                                              \
@@ -253,7 +258,7 @@ static kiln_status lt_matmul(kiln_cublaslt *lt, lt_call *c, const kiln_problem *
     st = lt_check(lt,
                   lt->cublasLtMatmul(lt->handle, c->desc, &alpha, a, c->la, b, c->lb, &beta, d, c->ld,
                                      d, c->ld, NULL, (void *)(uintptr_t)lt->workspace,
-                                     KILN_LT_WORKSPACE, stream),
+                                     KILN_LT_MATMUL_WORKSPACE, stream),
                   what, err);
     lt_call_free(lt, c);
     return st;
@@ -274,12 +279,23 @@ static kiln_status lt_fp8_accumulation(kiln_cublaslt *lt, cublasLtMatmulDesc_t d
 
 /* fp8, before group g's product: its dequantization scales, device
  * pointers that cuBLASLt takes into the launch (so the next group may set
- * others).  cuBLASLt's A is W (scale_b[g]), its B the rows (scale_a). */
-static kiln_status lt_fp8_scales(kiln_cublaslt *lt, cublasLtMatmulDesc_t desc,
-                                 const kiln_problem *p, int g, kiln_error *err)
+ * others).  cuBLASLt's A is W (scale_b[g]), its B the rows (scale_a); both
+ * are copied on the stream to 16-byte aligned slots of the workspace's
+ * tail (slot g, and slot G for scale_a). */
+static kiln_status lt_fp8_scales(kiln_cublaslt *lt, const kiln_driver *drv,
+                                 cublasLtMatmulDesc_t desc, const kiln_problem *p, int g,
+                                 CUstream stream, kiln_error *err)
 {
-    const float *sw = p->fp8.d_scale_b + g, *sx = p->fp8.d_scale_a;
-    kiln_status st = lt_check(lt,
+    const CUdeviceptr slots = lt->workspace + KILN_LT_MATMUL_WORKSPACE;
+    const float *sw = (const float *)(uintptr_t)(slots + 16u * (unsigned)g);
+    const float *sx = (const float *)(uintptr_t)(slots + 16u * (unsigned)p->groups);
+    kiln_status st = kiln_driver_check(
+        drv,
+        drv->cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)sw,
+                               (CUdeviceptr)(uintptr_t)(p->fp8.d_scale_b + g), sizeof(float), stream),
+        "cuMemcpyDtoDAsync (group scale_b to an aligned slot)", err);
+    if (st) return st;
+    st = lt_check(lt,
                               lt->cublasLtMatmulDescSetAttribute(
                                   desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw),
                               "cublasLtMatmulDescSetAttribute (A_SCALE_POINTER)", err);
@@ -366,6 +382,12 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
         lt->cublasLtMatmulDescDestroy(c.desc);
         return st;
     }
+    if (fp8 && !st)
+        st = kiln_driver_check(
+            drv,
+            drv->cuMemcpyDtoDAsync(lt->workspace + KILN_LT_MATMUL_WORKSPACE + 16u * (unsigned)p->groups,
+                                   (CUdeviceptr)(uintptr_t)p->fp8.d_scale_a, sizeof(float), stream),
+            "cuMemcpyDtoDAsync (scale_a to an aligned slot)", err);
     float alpha = p->op == KILN_OP_WGRAD || e->d_alpha ? 1.0f : e->alpha;
     const char *A = p->d_a, *B = fp8_dgrad ? p->fp8.d_bt : p->d_b;
     char *D = p->d_out;
@@ -402,7 +424,7 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
             char *dg = D + off * ldd * osz;
             const uint64_t kred = (uint64_t)kiln_problem_a_cols(p);
             const uint64_t nout = (uint64_t)kiln_problem_out_cols(p);
-            if (fp8) st = lt_fp8_scales(lt, c.desc, p, g, err);
+            if (fp8) st = lt_fp8_scales(lt, drv, c.desc, p, g, stream, err);
             /* fprop: Y^T[N,m] = (W^T[K,N])^T · X^T[K,m].  fp8 dgrad in the
              * same "TN" form (cuBLASLt's only one for fp8 on sm_90):
              * dX^T[K,m] = (W[N,K])^T · dY^T[N,m], d_bt's K rows of N being

@@ -54,6 +54,7 @@
     X(cuMemcpyDtoD)                                                                                \
     X(cuMemcpyHtoDAsync)                                                                           \
     X(cuMemcpyDtoHAsync)                                                                           \
+    X(cuMemcpyDtoDAsync)                                                                           \
     X(cuMemsetD8)                                                                                  \
     X(cuMemsetD8Async)                                                                             \
     X(cuMemsetD2D8Async)                                                                           \
