@@ -257,15 +257,18 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
                 for (int h = 0; h < 2; ++h)
                     sa[mi][h] = __shfl_sync(0xffffffffu, wa[mi][h], (lane & ~3) | (kb & 3));
             /* a spent window: take the next, and load the one after it */
-            const bool ra = (kb & 3) == 3, rb = (kb & 31) == 31;
+            if ((kb & 3) == 3) {
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
+                for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-                for (int h = 0; h < 2; ++h) wa[mi][h] = ra ? na[mi][h] : wa[mi][h];
-            load_a(kb + 5, na, ra);
-            wb0 = rb ? nb0 : wb0;
-            wb1 = rb ? nb1 : wb1;
-            load_b(kb + 33, nb0, nb1, rb);
+                    for (int h = 0; h < 2; ++h) wa[mi][h] = na[mi][h];
+                load_a(kb + 5, na, true);
+            }
+            if ((kb & 31) == 31) {
+                wb0 = nb0;
+                wb1 = nb1;
+                load_b(kb + 33, nb0, nb1, true);
+            }
         }
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
