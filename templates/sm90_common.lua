@@ -114,9 +114,10 @@ function M.check(spec, arch, what)
   end
   local promote = spec.fp8.accumulate == "promote"
   if promote and regs > 64 then
-    fail("fp8.accumulate", "fp8.accumulate promote keeps two sets of accumulators: tile %dx%d " ..
-         "with %d warp group%s needs 2 x %d registers per thread; at most 2 x 64 (use a " ..
-         "cooperative 128x128 tile)", bm, bn, consumers, consumers > 1 and "s" or "", regs)
+    fail("fp8.accumulate", "fp8.accumulate promote keeps three sets of accumulators (the " ..
+         "sums and two k-blocks' products): tile %dx%d with %d warp group%s needs 3 x %d " ..
+         "registers per thread; at most 3 x 64 (use a cooperative 128x128 tile)",
+         bm, bn, consumers, consumers > 1 and "s" or "", regs)
   end
   if spec.fp8.recipe == "block" and bn % 128 ~= 0 then
     fail("tile.n", "fp8.recipe block scales the weights in 128x128 blocks: tile.n must be 128 " ..

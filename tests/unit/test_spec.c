@@ -571,7 +571,7 @@ static void test_validate_direct(void **state)
     d.fp8_recipe = KILN_FP8_BLOCK;
     expect_refused(&d, "sm_90a", "fp8.accumulate", "so it promotes");
     d.fp8_promote = 1;
-    expect_refused(&d, "sm_90a", "fp8.accumulate", "two sets of accumulators"); /* pingpong 128x128 */
+    expect_refused(&d, "sm_90a", "fp8.accumulate", "three sets of accumulators"); /* pingpong 128x128 */
     snprintf(d.schedule, sizeof d.schedule, "cooperative");
     assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
     d.tile_n = 64;
