@@ -27,9 +27,9 @@
  * and needs no GPU: torch_peer.py takes its sizes from there, so all three
  * time the same problems.
  *
- * Host time: for every case and op, the mean wall time of one kiln_gemm
- * call on the calling thread (calls enqueued back to back, the clock around
- * the calls only), for the generated path with its per-call caches (as
+ * Host time: for every case and op, the wall time of one kiln_gemm call on
+ * the calling thread (calls enqueued back to back, the clock around the
+ * calls only; the median of 9 batches' means), for the generated path with its per-call caches (as
  * shipped) and without them (KILN_HOST_CACHE=0), and for the cuBLASLt
  * backend; printed as the section "Host time of one kiln_gemm call".
  * KILN_BENCH_HOST=0 leaves it out (a few seconds less).
@@ -164,31 +164,42 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-/* Mean wall µs of one call: n calls enqueued back to back, the clock read
- * around the calls only (synchronisation before and after, outside).  n is
- * kept small enough that the launch queue never fills (a full queue would
- * make a launch wait for the GPU).  *gpu_ms, when given, gets the GPU time
- * per call of the same run (events around all n): back to back, where
+/* Wall µs of one call: n calls enqueued back to back, the clock read
+ * around the calls only (synchronisation before and after, outside); the
+ * median over HOST_BATCHES such batches of the batch's mean, so that one
+ * preemption of the benchmark's thread does not stand for the library's
+ * cost (single batches of 32 varied 3.2-5.8 µs on the same code path).  n
+ * is kept small enough that the launch queue never fills (a full queue
+ * would make a launch wait for the GPU).  *gpu_ms, when given, gets the GPU
+ * time per call of the batches (events around each): back to back, where
  * programmatic dependent launch (KILN_PDL=1) would show. */
+#define HOST_BATCHES 9
 static double host_us(runner *r, CUstream s, int n, double *gpu_ms)
 {
     for (int i = 0; i < 3; i++) call(r, s);
     CUevent e0, e1;
     CU(drv.cuEventCreate(&e0, CU_EVENT_DEFAULT));
     CU(drv.cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    CU(drv.cuStreamSynchronize(s));
-    CU(drv.cuEventRecord(e0, s));
-    double t0 = now_us();
-    for (int i = 0; i < n; i++) call(r, s);
-    double t1 = now_us();
-    CU(drv.cuEventRecord(e1, s));
-    CU(drv.cuEventSynchronize(e1));
-    float ms;
-    CU(drv.cuEventElapsedTime(&ms, e0, e1));
-    if (gpu_ms) *gpu_ms = ms / n;
+    float us[HOST_BATCHES], dev_ms[HOST_BATCHES];
+    for (int b = 0; b < HOST_BATCHES; b++) {
+        CU(drv.cuStreamSynchronize(s));
+        CU(drv.cuEventRecord(e0, s));
+        double t0 = now_us();
+        for (int i = 0; i < n; i++) call(r, s);
+        double t1 = now_us();
+        CU(drv.cuEventRecord(e1, s));
+        CU(drv.cuEventSynchronize(e1));
+        float ms;
+        CU(drv.cuEventElapsedTime(&ms, e0, e1));
+        us[b] = (float)((t1 - t0) / n);
+        dev_ms[b] = ms / n;
+    }
+    qsort(us, HOST_BATCHES, sizeof *us, cmp_float);
+    qsort(dev_ms, HOST_BATCHES, sizeof *dev_ms, cmp_float);
+    if (gpu_ms) *gpu_ms = dev_ms[HOST_BATCHES / 2];
     CU(drv.cuEventDestroy(e0));
     CU(drv.cuEventDestroy(e1));
-    return (t1 - t0) / n;
+    return us[HOST_BATCHES / 2];
 }
 
 /* One row: kiln's generated path (per-call caches on, as shipped, and off:
@@ -215,7 +226,8 @@ static void host_time_row(kiln_context *nocache, const char *name, const char *o
 static void host_time_print(void)
 {
     if (!host_rows) return;
-    printf("\nHost time of one kiln_gemm call, us (mean of back-to-back calls, no sync inside; "
+    printf("\nHost time of one kiln_gemm call, us (median of 9 batches' means of back-to-back "
+           "calls, no sync inside; "
            "goal <= 5 on the generated path); kiln's GPU ms per call, alone (median) and back to "
            "back\n%-15s %-9s %9s %9s %9s %9s %9s\n%s"
            "host us/call, kiln generated: mean %.2f, max %.2f over %d rows\n",
