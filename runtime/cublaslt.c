@@ -277,28 +277,42 @@ static kiln_status lt_fp8_accumulation(kiln_cublaslt *lt, cublasLtMatmulDesc_t d
                     "cublasLtMatmulDescSetAttribute (FAST_ACCUM)", err);
 }
 
+/* fp8 scale i's 16-byte aligned slot in the workspace's tail: group i's
+ * scale_b, and slot G for scale_a. */
+static CUdeviceptr lt_scale_slot(const kiln_cublaslt *lt, int i)
+{
+    return lt->workspace + KILN_LT_MATMUL_WORKSPACE + 16u * (unsigned)i;
+}
+
+/* One fp32 scale copied on the stream into its slot. */
+static kiln_status lt_stage_scale(const kiln_cublaslt *lt, const kiln_driver *drv, int i,
+                                  const float *src, CUstream stream, const char *what,
+                                  kiln_error *err)
+{
+    return kiln_driver_check(drv,
+                             drv->cuMemcpyDtoDAsync(lt_scale_slot(lt, i),
+                                                    (CUdeviceptr)(uintptr_t)src, sizeof(float),
+                                                    stream),
+                             what, err);
+}
+
 /* fp8, before group g's product: its dequantization scales, device
  * pointers that cuBLASLt takes into the launch (so the next group may set
- * others).  cuBLASLt's A is W (scale_b[g]), its B the rows (scale_a); both
- * are copied on the stream to 16-byte aligned slots of the workspace's
- * tail (slot g, and slot G for scale_a). */
+ * others).  cuBLASLt's A is W (scale_b[g], staged here), its B the rows
+ * (scale_a, staged once per call). */
 static kiln_status lt_fp8_scales(kiln_cublaslt *lt, const kiln_driver *drv,
                                  cublasLtMatmulDesc_t desc, const kiln_problem *p, int g,
                                  CUstream stream, kiln_error *err)
 {
-    const CUdeviceptr slots = lt->workspace + KILN_LT_MATMUL_WORKSPACE;
-    const float *sw = (const float *)(uintptr_t)(slots + 16u * (unsigned)g);
-    const float *sx = (const float *)(uintptr_t)(slots + 16u * (unsigned)p->groups);
-    kiln_status st = kiln_driver_check(
-        drv,
-        drv->cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)sw,
-                               (CUdeviceptr)(uintptr_t)(p->fp8.d_scale_b + g), sizeof(float), stream),
-        "cuMemcpyDtoDAsync (group scale_b to an aligned slot)", err);
+    const float *sw = (const float *)(uintptr_t)lt_scale_slot(lt, g);
+    const float *sx = (const float *)(uintptr_t)lt_scale_slot(lt, p->groups);
+    kiln_status st = lt_stage_scale(lt, drv, g, p->fp8.d_scale_b + g, stream,
+                                    "cuMemcpyDtoDAsync (group scale_b to an aligned slot)", err);
     if (st) return st;
     st = lt_check(lt,
-                              lt->cublasLtMatmulDescSetAttribute(
-                                  desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw, sizeof sw),
-                              "cublasLtMatmulDescSetAttribute (A_SCALE_POINTER)", err);
+                  lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                     &sw, sizeof sw),
+                  "cublasLtMatmulDescSetAttribute (A_SCALE_POINTER)", err);
     if (st) return st;
     return lt_check(lt,
                     lt->cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
@@ -383,11 +397,8 @@ kiln_status kiln_cublaslt_run(kiln_cublaslt **slot, const kiln_rt_env *env, kiln
         return st;
     }
     if (fp8 && !st)
-        st = kiln_driver_check(
-            drv,
-            drv->cuMemcpyDtoDAsync(lt->workspace + KILN_LT_MATMUL_WORKSPACE + 16u * (unsigned)p->groups,
-                                   (CUdeviceptr)(uintptr_t)p->fp8.d_scale_a, sizeof(float), stream),
-            "cuMemcpyDtoDAsync (scale_a to an aligned slot)", err);
+        st = lt_stage_scale(lt, drv, p->groups, p->fp8.d_scale_a, stream,
+                            "cuMemcpyDtoDAsync (scale_a to an aligned slot)", err);
     float alpha = p->op == KILN_OP_WGRAD || e->d_alpha ? 1.0f : e->alpha;
     const char *A = p->d_a, *B = fp8_dgrad ? p->fp8.d_bt : p->d_b;
     char *D = p->d_out;
