@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""scripts/table_from_csv.py on the CPU (ctest table_from_csv):
+
+1. a hand-made CSV whose geometric-mean winner is neither the arithmetic
+   mean's nor any one shape's best, with a tie broken by name, a faster
+   variant that failed on one shape, and a class every variant failed on
+   one shape of (no entry with kiln tune's rule: the old one is kept; an
+   entry from the other shape with --skip-untimed-shapes); the merged table
+   must parse in kiln (kiln_bench loads it) and keep every other entry;
+2. `kiln tune --timer fake` on two shapes of one class and one of another:
+   the script's entries from its CSV are kiln tune's own table's;
+3. the shipped table is what the script gives from the committed CSVs.
+
+    table_from_csv_test.py KILN KILN_BENCH      (from the top folder)
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "table_from_csv.py")
+SHIPPED = os.path.join(ROOT, "specs", "tuning", "sm_90a.tuning")
+HEADER = ("variant,arch,op,epilogue,shape,groups,tokens_per_group,k,n,sizes,class,state,"
+          "median_ms,tflops,rel_err,from_journal,winner,note")
+KA = "fprop_sm90_bf16_plain__m64_n256_k64_s4_rgroup_pingpong"   # sorts before KB
+KB = "fprop_sm90_bf16_plain__m64_n256_k64_s4_rm_pingpong"
+KC = "sm90_fprop_bf16_128x128"
+KD = "sm90_fprop_bf16_64x256"
+X, Y = "t1024.g32.n8192.k2048", "t16.g8.nmax.k4096"
+failures = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, SCRIPT] + list(args), cwd=ROOT, capture_output=True,
+                       text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def entries(path):
+    """{(op, class): fields after the key} of a table's entries."""
+    out = {}
+    for line in open(path).read().splitlines():
+        if line.startswith("sm_"):
+            f = line.split(None, 14)
+            out[(f[1], f[6])] = f[8:]
+    return out
+
+
+def row(variant, op, shape, cls, state, ms):
+    return "%s,sm_90a,%s,%s,%s,32,1024,2048,8192,uniform,%s,%s,%s,1,0,0,0," % (
+        variant, op, "plain" if op else "", shape, cls, state, ms)
+
+
+def hand_csv(path):
+    rows = [HEADER,
+            # X: KB and KA tie (geomean 2; KB listed first, KA wins by name);
+            # KC's arithmetic mean (2.1) beats theirs (2.5), its geomean does not;
+            # KD is fastest on s1 but failed on s2, so it does not compete.
+            row(KB, "fprop", "s1", X, "timed", "1"), row(KB, "fprop", "s2", X, "timed", "4"),
+            row(KA, "fprop", "s1", X, "timed", "1"), row(KA, "fprop", "s2", X, "timed", "4"),
+            row(KC, "fprop", "s1", X, "timed", "2.1"), row(KC, "fprop", "s2", X, "timed", "2.1"),
+            row(KD, "fprop", "s1", X, "timed", "0.5"), row(KD, "fprop", "s2", X, "failed", "9"),
+            # Y: every variant failed on s3; on s4 KD is best.
+            row(KC, "fprop", "s3", Y, "failed", "0.1"), row(KC, "fprop", "s4", Y, "timed", "0.3"),
+            row(KD, "fprop", "s3", Y, "failed", "0.1"), row(KD, "fprop", "s4", Y, "timed", "0.2"),
+            # dgrad's key is apart from fprop's on the same shapes.
+            row("sm90_dgrad_bf16_128x128", "dgrad", "s1", X, "timed", "1"),
+            row("sm90_dgrad_bf16_64x256", "dgrad", "s1", X, "timed", "0.9"),
+            # a variant kiln tune could not use (no op): ignored, needs no ids.
+            row("never_compiled", "", "s1", X, "skipped", "")]
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+
+
+def test_hand(d, bench):
+    csv_path, out = os.path.join(d, "hand.csv"), os.path.join(d, "hand.tuning")
+    hand_csv(csv_path)
+    rc, text = run("--table", SHIPPED, "-o", out, "--timer", "gpu:TEST", csv_path)
+    check(rc == 0, "exact rule: exit 0 (%s)" % text.strip())
+    if rc:
+        return
+    new, old = entries(out), entries(SHIPPED)
+    check(new[("fprop", X)][:6][0] == KA and new[("fprop", X)][3:6] == ["2", KB, "2"],
+          "geomean winner KA (tie with KB broken by name), runner-up KB: %s" % new[("fprop", X)][:6])
+    check(new[("fprop", Y)] == old[("fprop", Y)], "class with a shape no variant was timed on: "
+          "no entry from the CSV, the old entry kept as it was")
+    check(new[("dgrad", X)][0] == "sm90_dgrad_bf16_64x256" and new[("dgrad", X)][3:6] ==
+          ["0.9", "sm90_dgrad_bf16_128x128", "1"], "dgrad chosen apart from fprop")
+    others = [k for k in old if k not in (("fprop", X), ("dgrad", X))]
+    check(all(new[k] == old[k] for k in others) and len(new) == len(old),
+          "every other entry of the old table kept (%d)" % len(others))
+    check(new[("fprop", X)][-1].startswith("name=%s " % KA), "KA's description from its entry")
+    shapes = os.path.join(d, "hand.tsv")
+    with open(shapes, "w") as f:
+        f.write("s1\t32\t1024\t2048\t8192\tuniform\ns4\t8\t16\t4096\t16384\tuniform\n")
+    p = subprocess.run([bench, "--dispatch-report", csv_path, "--cases", shapes, "--table", out],
+                       cwd=ROOT, capture_output=True, text=True)
+    check(p.returncode == 0 and "%d entries" % len(new) in p.stdout,
+          "kiln parses the merged table (integrity line, sorted keys): %s" % p.stderr.strip())
+    rc, text = run("--table", out, "--timer", "gpu:TEST", "--check", csv_path)
+    check(rc == 0, "--check: a merged table is what the same CSV gives again")
+    rc, _ = run("--table", SHIPPED, "--timer", "gpu:TEST", "--check", csv_path)
+    check(rc == 1, "--check: exit 1 when the table differs (the shipped one, not merged)")
+    rc, _ = run("--table", SHIPPED, "-o", out, "--timer", "gpu:TEST", "--skip-untimed-shapes",
+                csv_path)
+    check(rc == 0 and entries(out)[("fprop", Y)][:6][0] == KD and
+          entries(out)[("fprop", Y)][3:6] == ["0.2", KC, "0.3"],
+          "--skip-untimed-shapes: Y's entry from s4 alone (KD, runner-up KC)")
+    # A winner no table names: refused, naming it.
+    bad = os.path.join(d, "unknown.csv")
+    with open(bad, "w") as f:
+        f.write(HEADER + "\n" + row("fprop_nowhere", "fprop", "s1", X, "timed", "0.1") + "\n")
+    rc, text = run("--table", SHIPPED, "-o", out, "--timer", "gpu:TEST", bad)
+    check(rc == 2 and "fprop_nowhere (wins sm_90a fprop" in text, "unknown winner refused: " + text)
+    # A damaged table: refused, naming the line.
+    damaged = os.path.join(d, "damaged.tuning")
+    with open(damaged, "w") as f:
+        f.write(open(SHIPPED).read().replace(" plain t16.", " plain t64.", 1))
+    rc, text = run("--table", damaged, "-o", out, "--timer", "gpu:TEST", csv_path)
+    check(rc == 2 and "integrity line does not match" in text, "damaged table refused: " + text)
+
+
+def test_fake_tune(d, kiln):
+    """The script's entries from kiln tune's CSV are kiln tune's own."""
+    shapes, table, csv_path = (os.path.join(d, n) for n in ("f.tsv", "f.tuning", "f.csv"))
+    with open(shapes, "w") as f:
+        f.write("bal\t8\t2048\t4096\t14336\tuniform\nskew\t8\t2048\t4096\t14336\tskew\n"
+                "dec\t64\t8\t4096\t2048\tuniform\n")
+    specs = ["specs/default/sm90_%s_bf16_%s.yaml" % (op, t) for op in ("fprop", "dgrad")
+             for t in ("128x128", "64x256")]
+    with open(csv_path, "w") as out:
+        p = subprocess.run([kiln, "tune"] + specs + ["--shapes", shapes, "--timer", "fake", "-o",
+                                                    table, "--csv"], cwd=ROOT, stdout=out,
+                           stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, KILN_CACHE_DIR=os.path.join(d, "cache")))
+    check(p.returncode == 0, "kiln tune --timer fake (%s)" % p.stderr.strip()[-300:])
+    if p.returncode:
+        return
+    merged = os.path.join(d, "f.merged")
+    rc, text = run("--table", table, "-o", merged, "--timer", "fake", csv_path)
+    check(rc == 0, "script on kiln tune's CSV: %s" % text.strip())
+    if rc:
+        return
+    want, got = entries(table), entries(merged)
+    check(set(want) == set(got) and len(want) == 4, "the same keys as kiln tune (%d)" % len(want))
+    same = all(got[k][0] == want[k][0] and got[k][4] == want[k][4] and got[k][1:3] == want[k][1:3]
+               and got[k][-1] == want[k][-1] for k in want)
+    close = all(abs(float(got[k][3]) / float(want[k][3]) - 1) < 2e-5 and
+                abs(float(got[k][5]) / float(want[k][5]) - 1) < 2e-5 for k in want)
+    check(same and close, "winners, runner-ups, ids and times as kiln tune chose them")
+
+
+def test_shipped():
+    csvs = ["docs/results/session4-corpus-tune-h200-2026-11-22.csv",
+            "docs/results/session4-corpus-tune-wgrad-h200-2026-11-22.csv"]
+    rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
+                   "--check", *csvs)
+    # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
+    check(rc == 0, "the shipped table is what the committed CSVs give: " + text.strip())
+
+
+def main():
+    kiln, bench = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as d:
+        test_hand(d, bench)
+        test_fake_tune(d, kiln)
+    test_shipped()
+    print("%d failed" % len(failures) if failures else "all passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
