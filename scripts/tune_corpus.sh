@@ -22,7 +22,8 @@
 # re-times nothing), sweeps/ (the reduced sweeps).  Unless --no-write or
 # --fake, specs/tuning/sm_90a.tuning becomes the new entries plus every
 # entry of the old table whose key the run did not produce (wgrad, other
-# epilogues, fp16), and then: rebuild (the catalog embeds the table), and
+# epilogues, fp16; the merge is scripts/table_from_csv.py --entries), and
+# then: rebuild (the catalog embeds the table), and
 #   BUILD_DIR/bench/kiln_bench --dispatch-report OUT/corpus.csv \
 #       --cases OUT/shapes.tsv
 # prints, per case and op, the dispatched kernel's time and the model
@@ -119,34 +120,14 @@ echo "kiln tune: exit $rc after $(( $(date +%s) - start )) s; $(grep -c ',timed,
 [ $rc = 0 ] || exit $rc
 
 if [ $write = 1 ]; then
-  python3 - "$out/corpus.tuning" specs/tuning/sm_90a.tuning <<'EOF'
-# The new entries plus the old table's whose keys the run did not produce,
-# with the integrity line recomputed (docs/tuning.md: SHA-256 of every line
-# above it, each ended by "\n").  The parser sorts entries by key itself.
-import hashlib, sys
-new_path, old_path = sys.argv[1], sys.argv[2]
-def split(path):
-    head, entries = [], []
-    for line in open(path).read().splitlines():
-        if line.startswith("integrity "): continue
-        (entries if line.startswith("sm_") else head).append(line)
-    return head, entries
-key = lambda l: tuple(l.split()[:7])
-head, entries = split(new_path)
-_, old = split(old_path)
-have = {key(l) for l in entries}
-kept = [l for l in old if key(l) not in have]
-head.append("# merged by scripts/tune_corpus.sh: %d entries from this run (bench/corpus.tsv and "
-            "bench/cases.tsv), %d kept from the previous table" % (len(entries), len(kept)))
-lines = head + entries + kept
-h = hashlib.sha256()
-for l in lines: h.update((l + "\n").encode())
-with open(old_path + ".tmp", "w") as f:
-    f.write("".join(l + "\n" for l in lines))
-    f.write("integrity entries=%d sha256=%s\n" % (len(entries) + len(kept), h.hexdigest()))
-import os; os.replace(old_path + ".tmp", old_path)
-print("wrote %s: %d new entries, %d kept" % (old_path, len(entries), len(kept)))
-EOF
+  # The one merge (scripts/table_from_csv.py): the run's entries replace
+  # the old table's of the same keys, the others stay, the integrity line is
+  # recomputed.  kiln tune keeps no entry for a class with a shape that no
+  # variant passed the check on; `scripts/table_from_csv.py --table
+  # specs/tuning/sm_90a.tuning --timer TIMER --skip-untimed-shapes
+  # $out/corpus.csv` chooses such a class from its other shapes instead
+  # (docs/dispatch.md).
+  python3 scripts/table_from_csv.py --table specs/tuning/sm_90a.tuning --entries "$out/corpus.tuning"
   echo "next: rebuild ($build), then"
 fi
 echo "  $build/bench/kiln_bench --dispatch-report $out/corpus.csv --cases $out/shapes.tsv"

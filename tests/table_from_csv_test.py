@@ -156,6 +156,16 @@ def test_fake_tune(d, kiln):
     close = all(abs(float(got[k][3]) / float(want[k][3]) - 1) < 2e-5 and
                 abs(float(got[k][5]) / float(want[k][5]) - 1) < 2e-5 for k in want)
     check(same and close, "winners, runner-ups, ids and times as kiln tune chose them")
+    # --entries (scripts/tune_corpus.sh's merge): kiln tune's entries replace
+    # the shipped table's of their keys, the rest stay, the header is kiln tune's.
+    rc, text = run("--table", SHIPPED, "-o", merged, "--entries", table)
+    got, old = entries(merged), entries(SHIPPED)
+    head = [l for l in open(merged).read().splitlines() if l.startswith("#")]
+    check(rc == 0 and all(got[k] == want[k] for k in want) and
+          all(got[k] == old[k] for k in old if k not in want) and
+          len(got) == len(set(old) | set(want)) and head[0].startswith("# written by kiln tune ")
+          and "timer fake" in head[0] and "entries (%s)" % table in head[-1],
+          "--entries: kiln tune's table merged into the shipped one (%s)" % text.strip())
 
 
 def test_shipped():
