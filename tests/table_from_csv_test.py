@@ -14,6 +14,7 @@
 
     table_from_csv_test.py KILN KILN_BENCH      (from the top folder)
 """
+import hashlib
 import os
 import subprocess
 import sys
@@ -156,6 +157,15 @@ def test_fake_tune(d, kiln):
     close = all(abs(float(got[k][3]) / float(want[k][3]) - 1) < 2e-5 and
                 abs(float(got[k][5]) / float(want[k][5]) - 1) < 2e-5 for k in want)
     check(same and close, "winners, runner-ups, ids and times as kiln tune chose them")
+    # Ids from another table (--descs) when the merged-into one names none.
+    empty = os.path.join(d, "empty.tuning")
+    with open(empty, "w") as f:
+        f.write("kiln-tuning 1\nintegrity entries=0 sha256=%s\n"
+                % hashlib.sha256(b"kiln-tuning 1\n").hexdigest())
+    rc, text = run("--table", empty, "-o", merged, "--timer", "fake", csv_path)
+    check(rc == 2 and "no bundle id" in text, "winners no table names: refused")
+    rc, text = run("--table", empty, "-o", merged, "--timer", "fake", "--descs", table, csv_path)
+    check(rc == 0 and entries(merged) == got, "--descs: the ids and descriptions from there")
     # --entries (scripts/tune_corpus.sh's merge): kiln tune's entries replace
     # the shipped table's of their keys, the rest stay, the header is kiln tune's.
     rc, text = run("--table", SHIPPED, "-o", merged, "--entries", table)
