@@ -583,11 +583,14 @@ void kiln_spec_type_defaults(const kiln_spec_ctx *c, kiln_kernel_desc *d)
     if (!c->seen[kiln_knob_find("types.b") - kiln_knobs]) d->b_type = d->a_type;
     if (!c->seen[kiln_knob_find("types.out") - kiln_knobs])
         d->out_type = is_16(d->a_type) ? d->a_type : KILN_DTYPE_BF16;
-    /* Family sm90 reads fprop/dgrad weights through one tensor map, so its
-     * default is contiguous weights; `weights: any` there is an error. */
+    /* Family sm90 takes fp8 weights as one tensor only (the quantizer writes
+     * them so), and clusters read one tensor only (templates/sm90.lua says
+     * why); every other kernel takes them either way by default. */
     if (!c->seen[kiln_knob_find("weights") - kiln_knobs])
-        d->weights = !strcmp(d->family, "sm90") && d->op != KILN_OP_WGRAD ? KILN_WEIGHTS_CONTIGUOUS
-                                                                          : KILN_WEIGHTS_ANY;
+        d->weights = !strcmp(d->family, "sm90") && d->op != KILN_OP_WGRAD &&
+                             (!is_16(d->a_type) || d->cluster_m * d->cluster_n > 1)
+                         ? KILN_WEIGHTS_CONTIGUOUS
+                         : KILN_WEIGHTS_ANY;
 }
 
 /* Defaults that depend on other keys, and blocks that do not fit the op. */

@@ -247,7 +247,9 @@ typedef struct kiln_problem {
     /* fprop/dgrad: W [G,N,K] contiguous (d_b) or G pointers (d_b_ptrs);
      * wgrad: X [cap,K] in d_b. */
     const void *d_b;  int64_t ldb;            /* 0: dense rows (fp8 dgrad: rows of fp8.d_bt) */
-    const void *const *d_b_ptrs;              /* device array of G pointers */
+    const void *const *d_b_ptrs;              /* device array of G pointers, each to
+                                                 an [N, ldb] matrix, 16-byte aligned
+                                                 as d_b (read on the device only) */
     /* fprop: Y [cap,N]; dgrad: dX [cap,K]; wgrad: dW [G,N,K] (dense) */
     void *d_out;      int64_t ldd;            /* 0: dense rows */
     void *const *d_out_ptrs;                  /* wgrad discrete: device array of G */

@@ -169,6 +169,13 @@ static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
             /* fp8 dgrad: W transposed, one [G*K, N] matrix */
             st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, a->b, p->n,
                            (int64_t)p->groups * p->k, a->ldb, err);
+        else if (p->d_b_ptrs)
+            /* pointer-array weights: one group's [N, K], which the kernel
+             * points at each group's weights on the device (a kernel built
+             * with weights: any; dispatch sends no other).  The address
+             * here is a stand-in, never read: d_a, for its alignment. */
+            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_a, p->k, p->n,
+                           a->ldb, err);
         else /* contiguous weights viewed as one [G*N, K] matrix */
             st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
                            (int64_t)p->groups * p->n, a->ldb, err);

@@ -30,13 +30,26 @@ end
 if cn == 2 and (bm // 2) % 8 ~= 0 then
   fail("cluster.n", "cluster n: 2 needs tile.m divisible by 16 (got %d)", bm)
 end
-if spec.weights ~= "contiguous" then
-  fail("weights", "family sm90 reads the weights through one tensor map: %s needs weights: " ..
-       "contiguous (pointer-array weights are served by family simple)", op)
+-- weights: any also takes the weights as G pointers: the producer points a
+-- per-SM copy of B's tensor map at each group's weights (sm90_gemm.cuh).
+local wptrs = spec.weights == "any"
+if wptrs and k.esize == 1 then
+  fail("weights", "fp8 weights are one contiguous tensor (the quantizer writes them so, with " ..
+       "their transposed copy): %s with types.a %s needs weights: contiguous", op, spec.types.a)
+end
+-- A pair's multicast of B through per-CTA map copies has not run on a GPU
+-- yet (no shipped kernel has a cluster): not built until it has.
+if wptrs and cm * cn > 1 then
+  fail("weights", "pointer-array weights are built for cluster 1x1 only (cluster %dx%d): set " ..
+       "weights: contiguous", cm, cn)
 end
 
 local smem = common.smem(k, common.staging_warp, 2 * stages)
 common.check_smem(k, smem, arch)
+-- The per-SM map copies need each CTA to have its SM to itself: ask for
+-- more than half of an SM's shared memory (every shipped kernel does
+-- anyway; 2 x (smem + 1 KiB reserved) must exceed the SM's 228 KiB).
+if wptrs and smem < common.smem_per_sm[arch] // 2 then smem = common.smem_per_sm[arch] // 2 end
 if mode == "check" then return {smem = smem} end
 
 local epi = spec.epilogue
@@ -62,6 +75,7 @@ local pre = common.preamble("sm90", entry, k, {
   string.format("constexpr int CM = %d, CN = %d;", cm, cn),
   string.format("constexpr int FP8_RECIPE = %d, FP8_PROMOTE = %d;  /* kiln_fp8_recipe */",
                 recipe, b(k.promote)),
+  string.format("constexpr int WPTRS = %d;  /* weights may be G pointers */", b(wptrs)),
 }, smem, wgmma)
 
 local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_gemm.cuh")
@@ -73,7 +87,8 @@ local launch = common.launch(entry, k, smem, {m = cm, n = cn}, {
   a = {box_inner = bk, box_outer = cn == 2 and bm // 2 or bm, swizzle = 128},
   -- B K-major: W as {inner = K, outer = G*N} (fp8 dgrad: W transposed,
   -- {inner = N, outer = G*K}), {BK, BN} boxes; 16-bit dgrad: BN/64 boxes
-  -- of {64 (K, the output dim), BK (N, the reduction)}
+  -- of {64 (K, the output dim), BK (N, the reduction)}.  Pointer-array
+  -- weights: one group's {inner = K, outer = N}, re-pointed on the device.
   b = {box_inner = bk, box_outer = b_kmajor and (cm == 2 and bn // 2 or bn) or bk, swizzle = 128},
 })
 

@@ -10,6 +10,10 @@ local M = {}
 
 -- Dynamic shared memory per block the family may use, by arch.
 M.smem_limit = { sm_90a = 232448 }
+-- Shared memory of one SM (the per-block limit above, plus the 1 KiB the
+-- hardware reserves per block): two blocks asking for more than half of it
+-- cannot share the SM.
+M.smem_per_sm = { sm_90a = 233472 }
 
 -- Groups the tile schedule holds in shared memory (MAXG of the device code);
 -- the kernels trap on more, so the launch table reports it.

@@ -13,6 +13,8 @@
  *                                 multicast; set at launch, 1-D along x
  *   FP8_RECIPE FP8_PROMOTE        8-bit inputs: kiln_fp8_recipe (0 none,
  *                                 1 tensor, 2 row, 3 block) and promotion
+ *   WPTRS                         1: the weights may come as G pointers
+ *                                 (args.b_ptrs; spec weights: any)
  *   kiln_wgmma(acc, desc_a, desc_b, scale_d)   m64n{BN}k16 for 16-bit inputs,
  *                                 m64n{BN}k32 for 8-bit ones
  *
@@ -74,13 +76,77 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
     return T;
 }
 
+/* ------------------------------------------------ per-group weight maps */
+
+/* Weights given as G pointers (WPTRS and args.b_ptrs): tmap_b describes one
+ * group's [N, K] (launch.c encodes it over a stand-in address), and the
+ * producer points a copy of it at group g's weights whenever its tiles move
+ * to another group: in global memory (TMA reads maps from there, not from
+ * shared memory), with tensormap.replace and the proxy fences that make the
+ * generic-proxy writes visible to the TMA unit's tensormap proxy.
+ *
+ * The copies live in this module's own slots, WMAP_SLOTS per SM, indexed by
+ * the SM the CTA runs on: no two CTAs of a kiln sm90 kernel share an SM
+ * (the template asks for more than half of its shared memory), so a slot is
+ * written by one CTA at a time, even with concurrent launches on several
+ * streams, and nothing is allocated per call.  A slot is rewritten only
+ * WMAP_SLOTS group changes later; every change is followed by at least one
+ * k-block, and a stage is acquired only after the loads of the k-block
+ * STAGES before it have completed, so the loads that used the slot are done
+ * by then (WMAP_SLOTS > STAGES).  %smid is read at every change: if a
+ * preempted CTA is resumed on another SM, its later copies follow it. */
+constexpr int WMAP_SMS = 256;           /* %smid bound: Hopper has at most 144 SMs */
+constexpr int WMAP_SLOTS = STAGES + 2;
+__device__ kiln_tmap kiln_wmap_slots[WPTRS ? WMAP_SMS * WMAP_SLOTS : 1];
+
+struct kiln_wmap {
+    const kiln_tmap *map;   /* the map the B loads of the current group use */
+    int g;                  /* its group (-1: none yet) */
+    int row0;               /* the group's first row in the map */
+    int turn;               /* group changes so far (which slot is next) */
+};
+
+KDEV kiln_wmap kiln_wmap_init(const kiln_tmap *tmap_b) { return {tmap_b, -1, 0, 0}; }
+
+/* Points w at group g's weights: contiguous weights (one [G*N, K] map):
+ * rows g*wn on; pointer-array weights: a slot's copy of tmap_b, at row 0. */
+KDEV void kiln_wmap_select(kiln_wmap &w, const kiln_kernel_args &args, const kiln_gemm &P,
+                           const kiln_tmap *tmap_b, int g)
+{
+    if (!WPTRS || !args.b_ptrs) {
+        w.row0 = g * P.wn;
+        return;
+    }
+    if (g == w.g) return;
+    kiln_u32 sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    if (sm >= WMAP_SMS) __trap();
+    kiln_tmap *slot = &kiln_wmap_slots[sm * WMAP_SLOTS + w.turn % WMAP_SLOTS];
+    const uint4 *src = (const uint4 *)tmap_b;
+    uint4 *dst = (uint4 *)slot;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) dst[i] = src[i];
+    const kiln_u64 gaddr = (kiln_u64)__cvta_generic_to_global(slot);
+    asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;"
+                 :: "l"(gaddr), "l"((kiln_u64)args.b_ptrs[g]) : "memory");
+    asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
+                 :: "l"((kiln_u64)slot) : "memory");
+    w.map = slot;
+    w.g = g;
+    w.row0 = 0;
+    w.turn++;
+}
+
 /* ---------------------------------------------------------- producer */
 
-/* One k-block of a tile into ring slot s.  With a cluster, each CTA loads
- * half of the shared operand and multicasts it to both; the rest is its own. */
+/* One k-block of a tile into ring slot s; B from w (its group's map and
+ * first row).  With a cluster, each CTA loads half of the shared operand and
+ * multicasts it to both; the rest is its own. */
 KDEV void kiln_load_kblock(const kiln_gemm &P, const kiln_tile &T, kiln_u32 sa, kiln_u32 full,
-                           int kb, const kiln_tmap *tmap_a, const kiln_tmap *tmap_b)
+                           int kb, const kiln_tmap *tmap_a, const kiln_wmap &w)
 {
+    const kiln_tmap *tmap_b = w.map;
     const kiln_u32 sb = sa + A_BYTES;
     if (CN == 2)
         kiln_tma_load_2d_mc(sa + P.crank * (BM / 2) * 128, tmap_a, full, kb * BK,
@@ -90,9 +156,9 @@ KDEV void kiln_load_kblock(const kiln_gemm &P, const kiln_tile &T, kiln_u32 sa, 
     if (B_KMAJOR) {
         if (CM == 2)
             kiln_tma_load_2d_mc(sb + P.crank * (BN / 2) * 128, tmap_b, full, kb * BK,
-                                T.g * P.wn + T.col0 + P.crank * (BN / 2), 3);
+                                w.row0 + T.col0 + P.crank * (BN / 2), 3);
         else
-            kiln_tma_load_2d(sb, tmap_b, full, kb * BK, T.g * P.wn + T.col0);
+            kiln_tma_load_2d(sb, tmap_b, full, kb * BK, w.row0 + T.col0);
     } else {
         /* dgrad: BN/64 MN-major boxes of {64 output columns, BK rows of W} */
 #pragma unroll
@@ -100,24 +166,27 @@ KDEV void kiln_load_kblock(const kiln_gemm &P, const kiln_tile &T, kiln_u32 sa, 
             if (CM == 2) {
                 if ((j & 1) == P.crank)
                     kiln_tma_load_2d_mc(sb + j * BOX_BYTES, tmap_b, full, T.col0 + 64 * j,
-                                        T.g * P.wn + kb * BK, 3);
+                                        w.row0 + kb * BK, 3);
             } else {
                 kiln_tma_load_2d(sb + j * BOX_BYTES, tmap_b, full, T.col0 + 64 * j,
-                                 T.g * P.wn + kb * BK);
+                                 w.row0 + kb * BK);
             }
         }
     }
 }
 
-KDEV void kiln_produce(const kiln_gemm &P, const kiln_smem &m, const kiln_tmap *tmap_a,
-                       const kiln_tmap *tmap_b)
+KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m,
+                       const kiln_tmap *tmap_a, const kiln_tmap *tmap_b)
 {
     kiln_ring r = {0, 0};
+    kiln_wmap w = kiln_wmap_init(tmap_b);
     for (int t = P.cid; t < P.items; t += P.ncl) {
         const kiln_tile T = kiln_decode(P, m, t);
         for (int kb = 0; kb < P.nkb; ++kb) {
             const kiln_u32 full = kiln_acquire(m, r);
-            kiln_load_kblock(P, T, m.stage(r.s), full, kb, tmap_a, tmap_b);
+            /* after the acquire: the slot it may rewrite is then free */
+            if (kb == 0) kiln_wmap_select(w, args, P, tmap_b, T.g);
+            kiln_load_kblock(P, T, m.stage(r.s), full, kb, tmap_a, w);
             r.next();
         }
     }
@@ -441,7 +510,7 @@ KILN_SM90_KERNEL
     const int wg = kiln_warpgroup();
     if (wg == 0) {
         kiln_producer_regs();
-        if (threadIdx.x == 0) kiln_produce(P, m, &tmap_a, &tmap_b);
+        if (threadIdx.x == 0) kiln_produce(args, P, m, &tmap_a, &tmap_b);
     } else {
         kiln_consumer_regs();
         kiln_consume(args, P, m, wg - 1);

@@ -666,6 +666,90 @@ static void test_group_patterns(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* Pointer-array weights on sm90 (weights: any, every shipped 16-bit
+ * kernel): the producer re-points a per-SM copy of B's map at each group's
+ * weights.  Many groups of 0..300 tokens make every CTA change groups many
+ * times (more changes than map slots), sizes off every tile; each case has
+ * its own weight buffers, so a map left from the case before would show.
+ * Then the tables' cooperative 256x128 and 128x256 kernels (the defaults
+ * are pingpong), forced through KILN_KERNEL. */
+static void test_sm90_pointer_weights(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    char label[160];
+    for (int pat = 0; pat < 3; pat++)
+        for (int op = 0; op < 2; op++)
+            for (int ti = 0; ti < 2; ti++) {
+                kiln_dtype in = in_types[ti];
+                gcase c = {0};
+                c.op = (kiln_op)op;
+                c.in = c.out = in;
+                int32_t *m;
+                const char *what;
+                if (pat == 0) {
+                    c.groups = 40;
+                    m = random_counts(40, 0, 300);
+                    m[3] = m[17] = 0;
+                    c.n = 200;
+                    c.k = 136;
+                    what = "40 groups of 0..300, N=200 K=136";
+                } else if (pat == 1) {
+                    c.groups = 3;
+                    m = random_counts(3, 500, 700);
+                    c.n = 256;
+                    c.k = 512;
+                    what = "3 groups of 500..700, N=256 K=512";
+                } else {
+                    c.groups = 130;
+                    m = random_counts(130, 0, 9);
+                    c.n = 64;
+                    c.k = 1024;
+                    what = "130 decode groups of 0..9, K=1024";
+                }
+                c.counts = m;
+                c.capacity = sum_counts(m, c.groups) + 11;
+                c.ptr_weights = 1;
+                c.bias = pat == 1 && in == KILN_DTYPE_BF16; /* the bf16 _epilogue kernels */
+                c.want_kernel = "sm90_";
+                snprintf(label, sizeof label, "sm90 pointer weights %s %s %s%s", kiln_op_name(c.op),
+                         kiln_dtype_name(in), what, c.bias ? " + bias" : "");
+                c.label = label;
+                run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
+                free(m);
+            }
+    static const char *const forced[] = {"fprop_sm90_bf16_plain__m256_n128_k64_s4_rgroup_cooperative",
+                                         "dgrad_sm90_bf16_plain__m128_n256_k64_s4_rm_cooperative"};
+    for (int i = 0; i < 2; i++) {
+        setenv("KILN_KERNEL", forced[i], 1);
+        kiln_context *ctx = NULL;
+        kiln_status st = kiln_context_create(NULL, &ctx);
+        unsetenv("KILN_KERNEL");
+        if (st != KILN_OK) {
+            CASE_FAIL("kiln_context_create(KILN_KERNEL=%s): %s", forced[i], kiln_last_error(ctx));
+            kiln_context_destroy(ctx);
+            continue;
+        }
+        int32_t *m = random_counts(12, 0, 200);
+        gcase c = {0};
+        c.op = (kiln_op)i;
+        c.in = c.out = KILN_DTYPE_BF16;
+        c.groups = 12;
+        c.n = 136;
+        c.k = 200;
+        c.counts = m;
+        c.capacity = sum_counts(m, 12) + 5;
+        c.ptr_weights = 1;
+        c.want_kernel = forced[i];
+        snprintf(label, sizeof label, "%s, pointer weights", forced[i]);
+        c.label = label;
+        run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+        free(m);
+        kiln_context_destroy(ctx);
+    }
+    assert_int_equal(g_failures, failures_before);
+}
+
 /* Σm > capacity: rows past capacity are not computed, the flag is set. */
 static void test_overflow(void **state)
 {
@@ -805,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_wgrad_dbias_matrix),
         cmocka_unit_test(test_wgrad_dbias_patterns),
         cmocka_unit_test(test_group_patterns),
+        cmocka_unit_test(test_sm90_pointer_weights),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),

@@ -230,7 +230,8 @@ static void test_pdl(void **state)
     for (int i = 0; i < 12; i++) {
         kiln_problem p;
         problem_of(i, &p);
-        if (i >= 6 && p.op != KILN_OP_WGRAD) { /* pointer-array weights: the simple family */
+        if (i >= 6 && p.op != KILN_OP_WGRAD) p.out_type = KILN_DTYPE_F32; /* the simple family */
+        if (i >= 9 && p.op != KILN_OP_WGRAD) { /* and with pointer-array weights */
             p.d_b = NULL;
             p.d_b_ptrs = FAKE(0x7b0000000000);
         }
@@ -253,6 +254,43 @@ static void test_pdl(void **state)
     assert_true(sm90 > 0 && simple > 0);
     free_context(off);
     free_context(on);
+}
+
+/* Pointer-array weights (fprop, dgrad) go to the sm90 kernel the same call
+ * with contiguous weights gets (the shipped kernels take both: weights:
+ * any), with B's map over one group's [N, K] at a stand-in address (d_a)
+ * that the kernel re-points per group; contiguous weights get the map over
+ * all G*N rows at d_b. */
+static void test_pointer_array_weights(void **state)
+{
+    (void)state;
+    kiln_context *ctx = fake_context(1);
+    for (int i = 0; i < 2; i++) {
+        kiln_problem p;
+        problem_of(i, &p); /* fprop, then dgrad */
+        assert_int_equal(kiln_gemm(ctx, &p, NULL), KILN_OK);
+        kiln_call_report rep;
+        kiln_last_call(ctx, &rep);
+        assert_non_null(strstr(rep.kernel, "sm90_"));
+        char contiguous_kernel[sizeof rep.kernel];
+        snprintf(contiguous_kernel, sizeof contiguous_kernel, "%s", rep.kernel);
+        assert_int_equal(last.maps[1].opaque[0], (uint64_t)(uintptr_t)p.d_b);
+        assert_int_equal(last.maps[1].opaque[3], (uint64_t)(p.groups * p.n));
+        assert_null(last.args.b_ptrs);
+
+        p.d_b = NULL;
+        p.d_b_ptrs = FAKE(0x7b0000000000);
+        assert_int_equal(kiln_gemm(ctx, &p, NULL), KILN_OK);
+        kiln_last_call(ctx, &rep);
+        assert_string_equal(rep.kernel, contiguous_kernel);
+        assert_int_equal(last.maps[1].opaque[0], (uint64_t)(uintptr_t)p.d_a);
+        assert_int_equal(last.maps[1].opaque[2], (uint64_t)p.k);
+        assert_int_equal(last.maps[1].opaque[3], (uint64_t)p.n);
+        assert_ptr_equal(last.args.b_ptrs, p.d_b_ptrs);
+        /* more than half of the SM's shared memory: the per-SM map slots */
+        assert_true(last.smem > 233472 / 2);
+    }
+    free_context(ctx);
 }
 
 /* KILN_HOST_CACHE: 0 off, 1 or unset on; KILN_PDL: 1 on, 0 or unset off;
@@ -296,4 +334,5 @@ static void test_env(void **state)
 KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_repeat_encodes_nothing),
                cmocka_unit_test(test_pdl),
+               cmocka_unit_test(test_pointer_array_weights),
                cmocka_unit_test(test_env))

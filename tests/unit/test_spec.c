@@ -247,11 +247,11 @@ static void test_good_defaults(void **state)
     const kiln_kernel_desc *d = &s->desc;
     kiln_kernel_desc def;
     kiln_desc_init(&def);
-    /* b and out (16-bit) default to a; family sm90 fprop: weights through
-     * one tensor map */
+    /* b and out (16-bit) default to a; family sm90 with 16-bit weights:
+     * contiguous or pointers (fp8: contiguous, below) */
     assert_desc(d, &(desc_want){"fprop_minimal", "sm_90a", "sm90", KILN_DTYPE_F16, KILN_DTYPE_F16,
                                 KILN_DTYPE_F16, KILN_DTYPE_F32, 128, 128, 64, 4, 1, 1, 1,
-                                KILN_WEIGHTS_CONTIGUOUS, "group"});
+                                KILN_WEIGHTS_ANY, "group"});
     assert_memory_equal(&d->epilogue, &def.epilogue, sizeof def.epilogue);
     assert_int_equal(d->split, 1);
     assert_int_equal(d->dbias, 0);
@@ -266,6 +266,11 @@ static void test_good_defaults(void **state)
     assert_int_equal(col, 1);
     kiln_spec_list_free(&list);
 
+    /* fp8 weights on sm90: one tensor, the quantizer's layout */
+    load_ok("tests/data/specs/good/fp8_minimal.yaml", &list);
+    assert_int_equal(list.count, 1);
+    assert_int_equal(list.items[0].desc.weights, KILN_WEIGHTS_CONTIGUOUS);
+    kiln_spec_list_free(&list);
 }
 
 /* What templates/simple.lua builds is what the spec language accepts for
