@@ -6,7 +6,9 @@
  * main-grad buffer; its cost over overwrite is printed).  Not run unless
  * named in --ops: wgrad_dbias and wgrad_acc_dbias, the same wgrad calls
  * with the fused bias gradient (f32 db) timed against the calls without it
- * (the extra percent is printed; bench_dbias).
+ * (the extra percent is printed; bench_dbias); fprop_ptrs and dgrad_ptrs,
+ * the fprop/dgrad calls with the weights given as G pointers (d_b_ptrs)
+ * timed against the same calls with one contiguous tensor (bench_ptrs).
  * For each case and op, in one process: kiln's generated kernel, cuBLASLt as
  * a per-group loop (kiln's cuBLASLt backend), and one dense cuBLASLt GEMM of
  * the same FLOPs (the same backend with one group of all the tokens).  Each
@@ -16,7 +18,7 @@
  * bench/torch_peer.py in the same call can be merged in with --peer FILE.
  *
  * usage: kiln_bench [--cases FILE] [--ops fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias,
- *                   wgrad_acc_dbias] [--only a,b]
+ *                   wgrad_acc_dbias,fprop_ptrs,dgrad_ptrs] [--only a,b]
  *                   [--reps N] [--json FILE] [--peer FILE] [--untuned]
  *        kiln_bench --sizes [--cases FILE]
  *        kiln_bench --dispatch-report TUNE.csv [--cases FILE] [--table FILE]
@@ -526,6 +528,70 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
     kiln_context_destroy(ctx);
 }
 
+/* --ops fprop_ptrs / dgrad_ptrs: the call with the weights as G pointers
+ * (into the same [G,N,K] tensor, group by group) against the same call with
+ * the contiguous tensor, both as dispatched by the shipped context (tables
+ * on): what a caller with per-expert weights gets against one with a
+ * stacked tensor.  Outputs compared first (they must agree exactly: the same
+ * products in the same order, or within bf16 rounding if the kernels
+ * differ), then three alternating rounds of medians (best of each). */
+static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, int op)
+{
+    const char *name = op == KILN_OP_DGRAD ? "dgrad_ptrs" : "fprop_ptrs";
+    const int G = c->groups;
+    const size_t n_out = (size_t)cb->t * (op == KILN_OP_FPROP ? c->n : c->k);
+    kiln_problem p;
+    kts_problem_init(&p, (kiln_op)op, G, c->n, c->k, cb->t, cb->sizes,
+                     op == KILN_OP_FPROP ? cb->x : cb->dy, cb->w, 0);
+    p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
+    p.host_sizes = cb->m;
+    CUdeviceptr *host_ptrs = malloc((size_t)G * sizeof *host_ptrs), dptrs;
+    for (int g = 0; g < G; g++) host_ptrs[g] = cb->w + (CUdeviceptr)g * c->n * c->k * 2;
+    CU(drv.cuMemAlloc(&dptrs, (size_t)G * sizeof *host_ptrs));
+    CU(drv.cuMemcpyHtoD(dptrs, host_ptrs, (size_t)G * sizeof *host_ptrs));
+    free(host_ptrs);
+    runner cont = {b->gen, p}, ptrs = {b->gen, p};
+    cont.p.d_out = (void *)(uintptr_t)cb->out_b;
+    ptrs.p.d_out = (void *)(uintptr_t)cb->out_a;
+    ptrs.p.d_b = NULL;
+    ptrs.p.d_b_ptrs = (const void *const *)(uintptr_t)dptrs;
+    CU(drv.cuMemsetD8(cb->out_a, KTS_POISON, n_out * 2));
+    CU(drv.cuMemsetD8(cb->out_b, KTS_POISON, n_out * 2));
+    kiln_call_report rp, rc;
+    call(&ptrs, b->s);
+    CU(drv.cuStreamSynchronize(b->s));
+    kiln_last_call(b->gen, &rp);
+    call(&cont, b->s);
+    CU(drv.cuStreamSynchronize(b->s));
+    kiln_last_call(b->gen, &rc);
+    double e = rel_err(cb->out_a, cb->out_b, n_out, 0);
+    if (!(e < 1e-2)) {
+        printf("%-15s %-15s FAILED: differs from the contiguous call by %.3g (%s vs %s)\n",
+               c->name, name, e, rp.kernel, rc.kernel);
+        CU(drv.cuMemFree(dptrs));
+        return;
+    }
+    double best_p = 1e30, best_c = 1e30;
+    for (int round = 0; round < 3; round++) {
+        double x = time_call(&ptrs, b->s), y = time_call(&cont, b->s);
+        if (x < best_p) best_p = x;
+        if (y < best_c) best_c = y;
+    }
+    b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
+                              "%-15s %-15s pointer weights %.3f vs contiguous %.3f ms: %.3fx "
+                              "(rel diff %.1e)  %s / %s\n",
+                              c->name, name, best_p, best_c, best_c / best_p, e, rp.kernel,
+                              rc.kernel);
+    if (b->json) {
+        fprintf(b->json, "%s  {\"case\": \"%s\", \"op\": \"%s\", \"kiln_ms\": %.4f, "
+                         "\"contiguous_ms\": %.4f, \"kernel\": \"%s\", \"contiguous_kernel\": "
+                         "\"%s\"}",
+                b->first_row ? "" : ",\n", c->name, name, best_p, best_c, rp.kernel, rc.kernel);
+        b->first_row = 0;
+    }
+    CU(drv.cuMemFree(dptrs));
+}
+
 /* Every op of one case, on random data (never zeros). */
 static void bench_case(bench *b, const kiln_tune_shape *c)
 {
@@ -559,6 +625,8 @@ static void bench_case(bench *b, const kiln_tune_shape *c)
     }
     for (int acc = 0; acc < 2; acc++)
         if (has_op(b->ops, acc ? "wgrad_acc_dbias" : "wgrad_dbias")) bench_dbias(b, c, &cb, acc);
+    for (int op = 0; op < 2; op++)
+        if (has_op(b->ops, op ? "dgrad_ptrs" : "fprop_ptrs")) bench_ptrs(b, c, &cb, op);
     CUdeviceptr all[] = {cb.x, cb.w, cb.dy, cb.out_a, cb.out_b, cb.sizes, cb.dense_sizes};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CU(drv.cuMemFree(all[i]));
     free(m);
