@@ -132,6 +132,8 @@ KDEV void kiln_wmap_select(kiln_wmap &w, const kiln_kernel_args &args, const kil
     asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
     asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
                  :: "l"((kiln_u64)slot) : "memory");
+    /* into the TMA unit's descriptor cache before the first load needs it */
+    asm volatile("prefetch.tensormap [%0];" :: "l"((kiln_u64)slot) : "memory");
     w.map = slot;
     w.g = g;
     w.row0 = 0;
