@@ -11,7 +11,10 @@ Prints one JSON object per line: {"case", "op", "ms", "tflops"}.
 of kiln (kiln_bench --json) against this peer's results from the same call,
 with each case's floor = max(FLOPs / 800 TFLOP/s, compulsory bytes /
 4.3 TB/s) (docs/benchmarks.md; bytes: each operand read once, the output
-written once) and the fraction of it each reaches (floor / time).
+written once) and the fraction of it each reaches (floor / time); for wgrad
+also kiln's fraction of the write floor (dW written once at the write-only
+bandwidth kiln_bench measured in the same call, a memset's, which on an
+H200 is about 3.3 TB/s against 4.2 for copies).
 """
 import argparse
 import json
@@ -82,7 +85,9 @@ def floor_ms(op, g, t, k, n):
 def table(bench, cases_path, kiln_json, peer_jsonl):
     cases = {c[0]: c for c in load_cases(bench, cases_path)}
     with open(kiln_json) as f:
-        kiln = json.load(f)["rows"]
+        doc = json.load(f)
+    kiln = doc["rows"]
+    write_bw = doc.get("write_bandwidth_GBps", 0) * 1e9
     peer = {}
     with open(peer_jsonl) as f:
         for line in f:
@@ -90,7 +95,7 @@ def table(bench, cases_path, kiln_json, peer_jsonl):
             if "ms" in r:
                 peer[(r["case"], r["op"])] = r["ms"]
     print(f"{'case':16} {'op':9} {'kiln_ms':>8} {'torch_ms':>8} {'ratio':>6} {'floor_ms':>8} "
-          f"{'kiln/fl':>7} {'trch/fl':>7}  kernel")
+          f"{'kiln/fl':>7} {'trch/fl':>7} {'kiln/wfl':>8}  kernel")
     ratios = []
     for r in kiln:
         name, op = r["case"], r["op"]
@@ -100,8 +105,11 @@ def table(bench, cases_path, kiln_json, peer_jsonl):
         ratio = tm / km if tm else float("nan")
         if tm:
             ratios.append(ratio)
+        wfl = float("nan")
+        if op == "wgrad" and write_bw > 0:
+            wfl = len(sizes) * n * k * 2 / write_bw * 1e3 / km
         print(f"{name:16} {op:9} {km:8.3f} {tm or float('nan'):8.3f} {ratio:6.2f} {fl:8.3f} "
-              f"{fl / km:7.2f} {(fl / tm) if tm else float('nan'):7.2f}  {r['kernel']}")
+              f"{fl / km:7.2f} {(fl / tm) if tm else float('nan'):7.2f} {wfl:8.2f}  {r['kernel']}")
     if ratios:
         print(f"geometric mean kiln speed-up over torch: "
               f"{math.exp(sum(math.log(x) for x in ratios) / len(ratios)):.3f} "

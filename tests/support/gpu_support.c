@@ -196,16 +196,22 @@ int64_t kts_first_unpoisoned(const void *buf, size_t from, size_t bytes)
 
 CUresult kts_copy_bandwidth(const kiln_driver *d, double *bytes_per_s)
 {
+    return kts_bandwidths(d, bytes_per_s, NULL);
+}
+
+CUresult kts_bandwidths(const kiln_driver *d, double *copy_bps, double *write_bps)
+{
     const size_t bytes = (size_t)2 << 30;
     CUdeviceptr a = 0, b = 0;
     CUevent e0 = NULL, e1 = NULL;
-    float best = 1e9f;
+    float best = 1e9f, best_w = 1e9f;
     CUresult r = d->cuMemAlloc(&a, bytes);
     if (!r) r = d->cuMemAlloc(&b, bytes);
     if (!r) r = d->cuMemsetD8(a, 1, bytes);
     if (!r) r = d->cuEventCreate(&e0, CU_EVENT_DEFAULT);
     if (!r) r = d->cuEventCreate(&e1, CU_EVENT_DEFAULT);
-    /* cuMemcpyDtoD runs on the legacy stream: time it there */
+    /* cuMemcpyDtoD and cuMemsetD8 run on the legacy stream: time them
+     * there; the best of 8 after 2 warm-ups */
     for (int i = 0; i < 10 && !r; i++) {
         float ms = 0;
         r = d->cuEventRecord(e0, NULL);
@@ -214,11 +220,19 @@ CUresult kts_copy_bandwidth(const kiln_driver *d, double *bytes_per_s)
         if (!r) r = d->cuEventSynchronize(e1);
         if (!r) r = d->cuEventElapsedTime(&ms, e0, e1);
         if (!r && i >= 2 && ms < best) best = ms;
+        if (!write_bps) continue;
+        if (!r) r = d->cuEventRecord(e0, NULL);
+        if (!r) r = d->cuMemsetD8(b, 0x3f, bytes);
+        if (!r) r = d->cuEventRecord(e1, NULL);
+        if (!r) r = d->cuEventSynchronize(e1);
+        if (!r) r = d->cuEventElapsedTime(&ms, e0, e1);
+        if (!r && i >= 2 && ms < best_w) best_w = ms;
     }
     if (e0) d->cuEventDestroy(e0);
     if (e1) d->cuEventDestroy(e1);
     if (a) d->cuMemFree(a);
     if (b) d->cuMemFree(b);
-    *bytes_per_s = r ? 0 : 2.0 * (double)bytes / (best * 1e-3);
+    *copy_bps = r ? 0 : 2.0 * (double)bytes / (best * 1e-3);
+    if (write_bps) *write_bps = r ? 0 : (double)bytes / (best_w * 1e-3);
     return r;
 }

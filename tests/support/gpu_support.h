@@ -63,6 +63,12 @@ void kts_problem_init(kiln_problem *p, kiln_op op, int groups, int64_t n, int64_
  * call's result. */
 CUresult kts_copy_bandwidth(const kiln_driver *d, double *bytes_per_s);
 
+/* The same copy bandwidth into *copy_bps and, when write_bps is given, the
+ * write-only bandwidth of a 2 GiB memset (bytes written per second, best of
+ * 8): the ceiling of an op that mostly writes (wgrad with few tokens), which
+ * on an H200 lies well below the copy bandwidth. */
+CUresult kts_bandwidths(const kiln_driver *d, double *copy_bps, double *write_bps);
+
 /* ---- random data (xorshift64: reproducible from a printed seed) -------- */
 
 uint64_t kts_rng_next(uint64_t *state);
