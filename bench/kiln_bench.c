@@ -458,12 +458,33 @@ static double dbias_err(CUdeviceptr db, const kiln_tune_shape *c, const case_buf
     return e.nan ? INFINITY : kts_err_rel(&e);
 }
 
+/* Two calls timed against each other: four rounds of medians, the best of
+ * each, the first of each round alternating: the second of two back-to-back
+ * timings can run warmer (up to 20% slower on the large shapes, H200, sixth
+ * session), and drift between rounds hits both. */
+static void best_of_pairs(runner *x, runner *y, CUstream s, double *bx, double *by)
+{
+    *bx = *by = 1e30;
+    for (int round = 0; round < 4; round++) {
+        double tx, ty;
+        if (round & 1) {
+            ty = time_call(y, s);
+            tx = time_call(x, s);
+        } else {
+            tx = time_call(x, s);
+            ty = time_call(y, s);
+        }
+        if (tx < *bx) *bx = tx;
+        if (ty < *by) *by = ty;
+    }
+}
+
 /* --ops wgrad_dbias / wgrad_acc_dbias: wgrad (bf16 dW, or dW += ... into
  * fp32) with the fused bias gradient (f32 db, dense) against the same call
  * without it, in this process: dW of the two compared and db checked
- * against a host sum first, then three alternating rounds of medians (best
- * of each, so drift hits both).  Prints the extra time of dbias.  Both
- * calls ignore the tuning table (a context of their own), so they run the
+ * against a host sum first, then timed against each other (best_of_pairs).
+ * Prints the extra time of dbias.  Both calls ignore the tuning table (a
+ * context of their own), so they run the
  * default kernels, which differ only in dbias (tuned entries never serve a
  * dbias call). */
 static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb, int acc)
@@ -513,12 +534,8 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
         kiln_context_destroy(ctx);
         return;
     }
-    double best_f = 1e30, best_p = 1e30;
-    for (int round = 0; round < 3; round++) {
-        double f = time_call(&fused, b->s), q = time_call(&plain, b->s);
-        if (f < best_f) best_f = f;
-        if (q < best_p) best_p = q;
-    }
+    double best_f, best_p;
+    best_of_pairs(&fused, &plain, b->s, &best_f, &best_p);
     b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
                               "%-15s %-15s fused dbias costs %+.1f%% (%.3f vs %.3f ms; db rel err "
                               "%.1e)  %s / %s\n",
@@ -542,7 +559,7 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
  * on): what a caller with per-expert weights gets against one with a
  * stacked tensor.  Outputs compared first (they must agree exactly: the same
  * products in the same order, or within bf16 rounding if the kernels
- * differ), then three alternating rounds of medians (best of each). */
+ * differ), then timed against each other (best_of_pairs). */
 static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, int op)
 {
     const char *name = op == KILN_OP_DGRAD ? "dgrad_ptrs" : "fprop_ptrs";
@@ -579,16 +596,9 @@ static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
         CU(drv.cuMemFree(dptrs));
         return;
     }
-    /* timed into one buffer, so that the calls differ in the weights'
-     * layout only: timed into two, the same kernel ran 8-14% apart on the
-     * large shapes (H200), the contiguous call the slower (not understood) */
-    cont.p.d_out = ptrs.p.d_out;
-    double best_p = 1e30, best_c = 1e30;
-    for (int round = 0; round < 3; round++) {
-        double x = time_call(&ptrs, b->s), y = time_call(&cont, b->s);
-        if (x < best_p) best_p = x;
-        if (y < best_c) best_c = y;
-    }
+    cont.p.d_out = ptrs.p.d_out; /* timed into one buffer: only the weights' layout differs */
+    double best_p, best_c;
+    best_of_pairs(&ptrs, &cont, b->s, &best_p, &best_c);
     b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
                               "%-15s %-15s pointer weights %.3f vs contiguous %.3f ms: %.3fx "
                               "(rel diff %.1e)  %s / %s\n",
