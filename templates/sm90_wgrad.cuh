@@ -98,10 +98,10 @@ struct kiln_wtile {
 };
 
 /* Work item t: split chunk slowest, then the dW tile in raster order. */
-KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t)
+KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int &gcur)
 {
     kiln_wtile T;
-    T.g = kiln_find_group(t, m.tile_start, P.G);
+    T.g = gcur = kiln_find_group(t, m.tile_start, P.G, gcur);
     int local = t - m.tile_start[T.g];
     T.s = min(m.row_start[T.g], P.cap);
     T.e = min(m.row_start[T.g + 1], P.cap);
@@ -125,8 +125,9 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
                        const kiln_tmap *tmap_b)
 {
     kiln_ring r = {0, 0};
+    int gcur = 0;   /* the group of the last item (kiln_find_group) */
     for (int t = blockIdx.x; t < P.items; t += gridDim.x) {
-        const kiln_wtile T = kiln_decode(P, m, t);
+        const kiln_wtile T = kiln_decode(P, m, t, gcur);
         for (int kb = T.kb0; kb < T.kb1; ++kb) {
             const kiln_u32 full = kiln_acquire(m, r);
             const kiln_u32 sa = m.stage(r.s);
@@ -396,7 +397,45 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
 {
     constexpr int OSZ = OUT_T == 2 ? 4 : 2;
     constexpr int OCW = 128 / OSZ;             /* output columns per box */
+    constexpr int BOXES = MI * (BN / OCW);     /* the warp's share of a tile */
     const int lane = threadIdx.x & 31;
+    if constexpr (STG_BUFS >= BOXES) {
+        /* The whole share fits the staging: one wait (the last tile's
+         * stores have read their boxes, long since, under this tile's main
+         * loop), every box written, one proxy fence, then the stores.  Per
+         * box, the fences waited on each box's stmatrix in turn (~10% of a
+         * decode tile, ncu). */
+        if (lane == 0) kiln_bulk_wait_read<0>();
+        __syncwarp();
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int q = 0; q < BN / OCW; ++q)
+                if (wrow0 + mi * 64 < P.wn && T.k0 + q * OCW < P.wk)
+                    kiln_box_from_frag<OSZ>(stg + (mi * (BN / OCW) + q) * 2048,
+                                            &acc[mi][q * (OCW / 2)], lane);
+        kiln_fence_async_smem();
+        __syncwarp();
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const int wrow = wrow0 + mi * 64;
+#pragma unroll
+            for (int q = 0; q < BN / OCW; ++q) {
+                const int col0 = T.k0 + q * OCW;
+                if (wrow >= P.wn || col0 >= P.wk) continue;
+                unsigned char *box = stg + (mi * (BN / OCW) + q) * 2048;
+                if (wrow + 16 <= P.wn) {
+                    if (lane == 0) kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow);
+                } else {
+                    kiln_box_to_global(box, dg + ((long long)wrow * args.ldd + col0) * OSZ,
+                                       args.ldd * OSZ, P.wn - wrow, min(OCW, P.wk - col0) * OSZ, lane);
+                }
+            }
+        }
+        if (lane == 0) kiln_bulk_commit();
+        __syncwarp();   /* the hand-written boxes' reads, before the next tile's writes */
+        return;
+    }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
         const int wrow = wrow0 + mi * 64;
@@ -440,8 +479,9 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     kiln_ring r = {0, 0};
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
+    int gcur = 0;   /* the group of the last item (kiln_find_group) */
     for (int t = blockIdx.x; t < P.items; t += gridDim.x, ++j) {
-        const kiln_wtile T = kiln_decode(P, m, t);
+        const kiln_wtile T = kiln_decode(P, m, t, gcur);
         if (!turn.mine(j)) {
             r.skip(T.kb1 - T.kb0);
             continue;
