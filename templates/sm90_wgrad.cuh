@@ -147,30 +147,31 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
 /* ---------------------------------------------------------- consumer */
 
 /* A group's last k-block may hold `valid` < BK token rows of its own: zero
- * rows [valid, end) of the boxes this warpgroup reads (its A boxes, its share
- * of the B boxes), whole 128-byte rows so the swizzle does not matter; both
+ * rows [valid, end) of the boxes this warpgroup reads (its A boxes and every
+ * B box), whole 128-byte rows so the swizzle does not matter; both
  * operands, so NaN/Inf past the group cannot turn into 0·Inf.  The
  * generic-proxy writes are fenced against the async proxy, and the
- * warpgroups sharing the stage sync (named barrier 3, or 3 + cw in
- * pingpong) before wgmma reads it. */
+ * warpgroup syncs (named barrier 3 + cw) before its wgmma reads them.
+ * Cooperative warpgroups share the B boxes and both zero all of them: the
+ * other's writes to those rows store the same zeros, so they cannot change
+ * what either wgmma reads, and no warpgroup waits for the other (a
+ * CTA-wide barrier here was ~5% of a decode tile, ncu); each releases the
+ * stage only after its own writes and wgmma. */
 KDEV void kiln_mask_tail(const kiln_smem &m, int s, int valid, int end, int cw)
 {
-    constexpr int ZN = PINGPONG ? 1 : CONSUMERS;   /* warpgroups sharing the B boxes */
-    const int zid = PINGPONG ? 0 : cw;
     const int abox0 = PINGPONG ? 0 : cw * MI;
     const int ltid = threadIdx.x & 127;
     const int nz = end - valid;
     unsigned char *st = m.base + s * STAGE_BYTES;
     const int per_box = nz * 8;
-    const int nzb = (BN / 64 - zid + ZN - 1) / ZN;
-    for (int i = ltid; i < (MI + nzb) * per_box; i += 128) {
+    for (int i = ltid; i < (MI + BN / 64) * per_box; i += 128) {
         const int bx = i / per_box, w = i - bx * per_box;
-        const int box = bx < MI ? abox0 + bx : BM / 64 + zid + (bx - MI) * ZN;
+        const int box = bx < MI ? abox0 + bx : BM / 64 + (bx - MI);
         *(uint4 *)(st + box * BOX_BYTES + (valid + (w >> 3)) * 128 + (w & 7) * 16) =
             make_uint4(0, 0, 0, 0);
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    kiln_named_sync(PINGPONG ? 3 + cw : 3, ZN * 128);
+    kiln_named_sync(3 + cw, 128);
 }
 
 /* The first NK k16 steps of a k-block (stage at sa / sb) into this
