@@ -22,7 +22,9 @@
  *               (the nearest class, else the model), as the corpus's own
  *               classes are all measured once it is tuned.
  * A choice whose kernel the run did not time prints "-" and is left out of
- * the summary.
+ * the summary.  The summary gives every op together, then (when the CSV
+ * has more than one) each op alone: fprop and dgrad have two defaults to
+ * choose between, wgrad one, so their columns mean different things.
  */
 #include <math.h>
 #include <stdio.h>
@@ -211,11 +213,13 @@ static void add_ratio(column *c, double r, double limit)
     c->n++;
 }
 
-static void put_ratio(double ms, double best, column *c, double limit)
+/* Prints ms / best and adds it to c[0] (every op) and c[slot] (its op). */
+static void put_ratio(double ms, double best, column *c, int slot, double limit)
 {
     if (ms > 0) {
         printf(" %7.3f", ms / best);
-        add_ratio(c, ms / best, limit);
+        add_ratio(&c[0], ms / best, limit);
+        add_ratio(&c[slot], ms / best, limit);
     } else {
         printf(" %7s", "-");
     }
@@ -251,7 +255,8 @@ int kiln_bench_dispatch_report(const char *csv_path, const kiln_tune_shape *case
            rc.n, rc.n_defaults);
     printf("%-26s %-5s %8s %7s %7s %7s %7s  %-8s %-8s %s\n", "case", "op", "best_ms", "disp",
            "model", "mod_all", "unseen", "rule", "unseen", "best / dispatched / model / unseen");
-    column cd = {0}, cm = {0}, ca = {0}, cu = {0};
+    /* [0]: every op; [1 + op]: that op alone. */
+    column cd[4] = {{0}}, cm[4] = {{0}}, ca[4] = {{0}}, cu[4] = {{0}};
     for (size_t ci = 0; ci < n_cases; ci++)
         for (int op = KILN_OP_FPROP; op <= KILN_OP_WGRAD; op++) {
             const kiln_tune_shape *c = &cases[ci];
@@ -275,23 +280,31 @@ int kiln_bench_dispatch_report(const char *csv_path, const kiln_tune_shape *case
             const char *ka = choose(&rc, rc.n, NULL, 0, &p, &cha);
             const char *ku = rest ? choose(&rc, rc.n_defaults, rest, 0, &p, &chu) : "";
             printf("%-26s %-5s %8.4f", c->name, opn, best->ms);
-            put_ratio(ms_of(cells, n_cells, c->name, opn, kd), best->ms, &cd, 1.03);
-            put_ratio(ms_of(cells, n_cells, c->name, opn, km), best->ms, &cm, 1.08);
-            put_ratio(ms_of(cells, n_cells, c->name, opn, ka), best->ms, &ca, 1.08);
-            put_ratio(ms_of(cells, n_cells, c->name, opn, ku), best->ms, &cu, 1.08);
+            put_ratio(ms_of(cells, n_cells, c->name, opn, kd), best->ms, cd, 1 + op, 1.03);
+            put_ratio(ms_of(cells, n_cells, c->name, opn, km), best->ms, cm, 1 + op, 1.08);
+            put_ratio(ms_of(cells, n_cells, c->name, opn, ka), best->ms, ca, 1 + op, 1.08);
+            put_ratio(ms_of(cells, n_cells, c->name, opn, ku), best->ms, cu, 1 + op, 1.08);
             printf("  %-8s %-8s %s / %s / %s / %s\n", rule_names[chd.rule],
                    rest ? rule_names[chu.rule] : "-", best->variant, kd, km, ku);
             /* The choices name kernels of rest's entries: print first. */
             kiln_tuning_table_destroy(rest);
         }
-    column *cols[4] = {&cd, &cm, &ca, &cu};
+    column *cols[4] = {cd, cm, ca, cu};
     const char *names[4] = {"dispatch (tables)", "model alone (defaults)", "model alone (catalog)",
                             "unseen class"};
-    for (int i = 0; i < 4; i++)
-        if (cols[i]->n)
-            printf("%-24s geomean %.3f, worst %.3f, %d of %d within %s\n", names[i],
-                   exp(cols[i]->log_sum / cols[i]->n), cols[i]->worst, cols[i]->within,
-                   cols[i]->n, i ? "8%" : "3%");
+    /* Every op together, then each op alone when the CSV has more than one. */
+    int ops = 0;
+    for (int op = KILN_OP_FPROP; op <= KILN_OP_WGRAD; op++) ops += cd[1 + op].n > 0;
+    for (int slot = 0; slot < 4; slot++) {
+        if (slot && ops < 2) break;
+        for (int i = 0; i < 4; i++) {
+            const column *c = &cols[i][slot];
+            if (!c->n) continue;
+            printf("%-24s %-6s geomean %.3f, worst %.3f, %d of %d within %s\n", names[i],
+                   slot ? kiln_op_name((kiln_op)(slot - 1)) : "", exp(c->log_sum / c->n),
+                   c->worst, c->within, c->n, i ? "8%" : "3%");
+        }
+    }
     close_catalog(&rc);
     kiln_tuning_table_destroy(t);
     free(cells);

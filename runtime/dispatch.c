@@ -136,7 +136,10 @@ static int unused_features(const kiln_kernel_desc *d, const kiln_problem *p)
 }
 
 /* The tile rule, for kernels the model cannot tell apart: few tokens per
- * group take small M tiles (fewer padded rows), many take large tiles. */
+ * group take small M tiles (fewer padded rows), many take large tiles; of
+ * the same tile, the deeper pipeline (more loads in flight to hide the
+ * memory's latency: wgrad 128x256 and 256x128 at 3 stages run 5-25%
+ * behind 4 on most corpus shapes, session4-corpus-tune-wgrad CSV). */
 static int tile_rule(const kiln_kernel_desc *a, const kiln_kernel_desc *b, const kiln_problem *p)
 {
     long long ta = (long long)a->tile_m * a->tile_n, tb = (long long)b->tile_m * b->tile_n;
@@ -147,7 +150,7 @@ static int tile_rule(const kiln_kernel_desc *a, const kiln_kernel_desc *b, const
         if (ta != tb) return ta > tb;
         if (a->tile_m != b->tile_m) return a->tile_m > b->tile_m;
     }
-    return 0;
+    return a->stages > b->stages;
 }
 
 /* One kernel the model ranks: a catalog default (kernel >= 0) or a tuning
@@ -292,11 +295,11 @@ static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispat
         kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, &c.est);
         if (!(*n_served)++ || ranks_before(&c, best, p)) *best = c;
     }
-    /* The tables' kernels only when no default serves the call: over the
-     * 60-shape corpus the model ranked among defaults alone came within 8%
-     * of the best kernel on 81 of 87 cases, and among the defaults and the
-     * tables' kernels on 58 (it overrates their 256x128 cooperative tiles;
-     * docs/dispatch.md). */
+    /* The tables' kernels only when no default serves the call: on shapes
+     * whose class the table lacks (the report's "unseen" column, session6
+     * and session4 CSVs) ranking them too gains 2 of 146 fprop/dgrad cases
+     * within 8% and loses 5 of 73 wgrad ones (the model cannot tell wgrad's
+     * tiles apart; docs/dispatch.md). */
     const int defaults_serve = *n_served > 0;
     for (size_t i = 0; !defaults_serve && tables_usable(in) && i < kiln_tuning_table_count(in->tuning);
          i++) {

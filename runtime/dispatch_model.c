@@ -1,23 +1,52 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* dispatch_model.c — a kernel's estimated time on a call (see the header). */
+/* dispatch_model.c — a kernel's estimated time on a call (see the header).
+ *
+ * The constants are H200's (sm_90a), per SM at the 1.75 GHz the model
+ * counts in.  Where a datasheet number and the measurements disagree the
+ * measurement wins: the corpus runs (docs/results/session6-corpus-tune-h200-
+ * 2026-11-23.csv, every candidate on every corpus shape) are what the
+ * ranking must reproduce, and docs/dispatch.md ("The cost model") shows
+ * the cells each constant comes from. */
+#include <math.h>
 #include <string.h>
 
 #include "dispatch_model.h"
 
-/* H100/H200 SXM per SM, at the ~1.75 GHz they hold under load. */
 #define CLOCK_HZ 1.75e9
-#define MMA_FLOP_PER_CLK_16 4096.0 /* dense bf16/fp16 wgmma: 989 TFLOP/s over 132 SMs */
+/* Dense bf16/fp16 wgmma as sustained: the fastest compute-bound corpus
+ * cells reach ~810 TFLOP/s (balanced32 fprop 128x128 pingpong 796,
+ * mixtral8x7b_fc2_bal fprop 128x256 809), i.e. 3506 FLOP per clock per SM
+ * over 132 SMs at 1.75 GHz (the datasheet's 989 TFLOP/s is 4096). */
+#define MMA_FLOP_PER_CLK_16 3506.0
+/* Shared memory: 32 banks x 4 bytes per clock (the Hopper tuning guide). */
 #define SMEM_BYTES_PER_CLK 128.0
-/* An SM's share of L2 bandwidth (~12 TB/s over 132 SMs): it makes 128×128
- * tiles reach ~80% of the tensor peak and 128×256 reach it, as measured. */
-#define L2_BYTES_PER_CLK 52.0
-/* An SM's share of HBM bandwidth (H200 ~4.8 TB/s; H100's 3.35 only scales
- * every memory-bound kernel alike). */
-#define HBM_BYTES_PER_CLK 20.8
-/* Per tile: the pipeline's refill and the tile scheduler, in clocks. */
+/* An SM's share of L2 bandwidth when every SM reads (~15 TB/s in all).
+ * Measured two ways: 64x256 pingpong tiles, which ask 68 B/clk at the MMA
+ * rate above, run ~5% behind 128x128 ones (55 B/clk) on compute-bound
+ * shapes (balanced32, dsv3_fc1_ep8, qwen2_57b_fc1_bal); and decode tiles of
+ * 128x128, whose L2 moves the A box, the B tile and B's fill from HBM
+ * (3 bytes per weight byte), stream weights at 4.1 TB/s (dsv3_fc1_dec,
+ * dsv2_fc1_dec): 12.3 TB/s of L2 traffic. */
+#define L2_BYTES_PER_CLK 65.0
+/* An SM's share of HBM bandwidth: decode tiles of 64x256, which move little
+ * but the weights, stream them at 4.2-4.4 TB/s (dsv3_fc1_dec 4.37,
+ * llama4scout_fc1_dec 4.36; the datasheet's 4.8 is not reached). */
+#define HBM_BYTES_PER_CLK 18.8
+/* The cooperative schedule's epilogue store, per SM, not overlapped with
+ * the main loop: 128x128 cooperative runs 5-10% behind the same tile in
+ * pingpong, whose epilogue overlaps the other consumer's main loop
+ * (balanced32, dsv3_fc1_ep8, qwen3_30b_fc1_bal). */
+#define EPILOGUE_BYTES_PER_CLK 16.0
+/* Per tile: the tile scheduler and the pipeline's turn-around, in clocks. */
 #define TILE_OVERHEAD_CLK 200.0
+/* Routed group sizes are not all equal (dispatch cannot see them): the last
+ * m tile of a group is on average half full, so a group computes at least
+ * rows/BM + 1/2 tiles of BM rows.  Exactly balanced routing pads less, but
+ * never occurs in training; skewed corpus shapes pay for bigger m tiles
+ * (256x128 dgrad 1.08-1.35x the best on skew and Dirichlet routing). */
+#define ROUTING_SLACK_TILES 0.5
 
-static double cdiv(double a, double b) { return b > 0 ? (double)(long long)((a + b - 1) / b) : 0; }
+static double cdiv(double a, double b) { return b > 0 ? ceil(a / b) : 0; }
 static double dmax(double a, double b) { return a > b ? a : b; }
 static double dmin(double a, double b) { return a < b ? a : b; }
 
@@ -29,12 +58,13 @@ typedef struct tiling {
     double red;                  /* reduction length */
     double bm, bn;               /* the tile */
     double split;                /* CTAs a reduction is split over (wgrad) */
+    double m_tiles, n_tiles;     /* a group's; m_tiles may be fractional (slack) */
 } tiling;
 
 static void tiling_of(const kiln_kernel_desc *d, const kiln_problem *p, tiling *t)
 {
     double g = p->groups > 0 ? (double)p->groups : 1.0;
-    double tpg = cdiv((double)(p->capacity > 0 ? p->capacity : 0), g);
+    double tpg = (double)(p->capacity > 0 ? p->capacity : 0) / g;
     t->groups = g;
     t->bm = d->tile_m;
     t->bn = d->tile_n;
@@ -43,43 +73,60 @@ static void tiling_of(const kiln_kernel_desc *d, const kiln_problem *p, tiling *
         /* dW_g [N,K] = dY_gᵀ X_g: the tokens are the reduction. */
         t->rows = (double)p->n;
         t->cols = (double)p->k;
-        t->red = tpg;
+        t->red = ceil(tpg);
         t->split = d->split > 1 ? d->split : 1;
+        t->m_tiles = cdiv(t->rows, t->bm);
     } else {
-        t->rows = tpg;
+        t->rows = ceil(tpg);
         t->cols = (double)(p->op == KILN_OP_FPROP ? p->n : p->k);
         t->red = (double)(p->op == KILN_OP_FPROP ? p->k : p->n);
+        t->m_tiles = tpg > 0 ? dmax(cdiv(t->rows, t->bm), tpg / t->bm + ROUTING_SLACK_TILES) : 0;
     }
+    t->n_tiles = cdiv(t->cols, t->bn);
 }
 
-/* Clocks of one tile: the slowest of its tensor time, its shared-memory
- * reads, its operand reads from L2, and its share of the call's HBM
- * traffic, plus the epilogue's store where nothing overlaps it. */
-static double tile_clk(const kiln_kernel_desc *d, const kiln_problem *p, const tiling *t,
-                       double m_tiles, double n_tiles, double hbm_rate, double *efficiency)
+/* One tile's demands: clocks on its own SM, bytes through L2 and from HBM. */
+typedef struct tile_cost {
+    double sm_clk;               /* main loop (MMA or shared memory) + epilogue + overhead */
+    double mma_clk;
+    double l2_bytes, hbm_bytes;
+} tile_cost;
+
+static void tile_cost_of(const kiln_kernel_desc *d, const kiln_problem *p, const tiling *t,
+                         tile_cost *c)
 {
     double in = (double)kiln_dtype_size(p->a_type), out = (double)kiln_dtype_size(p->out_type);
     double mma_rate = MMA_FLOP_PER_CLK_16 * (in == 1 ? 2 : 1);
     double red = cdiv(t->red / t->split, d->tile_k) * d->tile_k; /* whole k blocks */
-    double mma = 2.0 * t->bm * t->bn * red / mma_rate;
+    c->mma_clk = 2.0 * t->bm * t->bn * red / mma_rate;
     /* wgmma is m64: each 64-row slab reads the B tile from shared memory. */
     double slabs = t->bm > 64 ? t->bm / 64 : 1;
     double smem = in * red * (t->bm + slabs * t->bn) / SMEM_BYTES_PER_CLK;
-    /* A's valid rows only: TMA fills rows past a group's end without
-     * reading memory. */
-    double a_rows = p->op == KILN_OP_WGRAD ? t->bm : dmin(t->bm, t->rows);
-    double a_bytes = in * red * a_rows, b_bytes = in * red * t->bn;
-    double l2 = (a_bytes + b_bytes) / L2_BYTES_PER_CLK;
-    /* Each byte comes from HBM once: the A tile is shared by the group's n
-     * tiles, the B tile by its m tiles (decode: one m tile, every weight
-     * byte streamed for this tile alone). */
-    double hbm = (a_bytes / n_tiles + b_bytes / m_tiles) / hbm_rate;
-    double body = dmax(dmax(mma, smem), dmax(l2, hbm));
-    *efficiency = body > 0 ? mma / body : 1;
+    /* The rows a tile holds that are real (the others are padding). */
+    double valid = p->op == KILN_OP_WGRAD ? t->bm : dmin(t->bm, t->rows);
+    /* TMA loads A's whole box of BM rows (rows past a group's end belong
+     * to the next group and come from L2); HBM supplies each byte once: the
+     * A tile shared by the group's n tiles, the B tile by its m tiles (a
+     * decode tile streams its weights alone), and L2 also takes every HBM
+     * byte in (its fill). */
+    double b_bytes = in * red * t->bn;
+    c->hbm_bytes = in * red * valid / t->n_tiles + b_bytes / dmax(t->m_tiles, 1);
+    c->l2_bytes = in * red * t->bm + b_bytes + c->hbm_bytes;
     double epi = 0;
     if (!strcmp(d->schedule, "cooperative") || p->op == KILN_OP_WGRAD)
-        epi = a_rows * t->bn * out / hbm_rate;
-    return body + epi + TILE_OVERHEAD_CLK;
+        epi = valid * t->bn * out / EPILOGUE_BYTES_PER_CLK;
+    c->sm_clk = dmax(c->mma_clk, smem) + epi + TILE_OVERHEAD_CLK;
+}
+
+/* Clocks of a wave of w tiles running at once, each on its own SM slot:
+ * the slowest SM, or the wave's L2 or HBM traffic over the whole chip's
+ * bandwidth.  A last, partial wave of a memory-bound call is short: its
+ * few tiles share all of HBM (a decode call's tail costs what its bytes
+ * do, not a whole wave). */
+static double wave_clk(const tile_cost *c, double w, int sms)
+{
+    return dmax(c->sm_clk, dmax(w * c->l2_bytes / (L2_BYTES_PER_CLK * sms),
+                                w * c->hbm_bytes / (HBM_BYTES_PER_CLK * sms)));
 }
 
 /* Bytes every kernel must move at least once: A, B and D. */
@@ -109,10 +156,9 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
     int per_sm = launch && launch->persistent && launch->ctas_per_sm > 1 ? launch->ctas_per_sm : 1;
     tiling t;
     tiling_of(d, p, &t);
-    double m_tiles = cdiv(t.rows, t.bm), n_tiles = cdiv(t.cols, t.bn);
-    double tiles = t.groups * m_tiles * n_tiles * t.split;
-    out->tiles = (long long)tiles;
-    out->padding = m_tiles > 0 && p->op != KILN_OP_WGRAD ? 1.0 - t.rows / (m_tiles * t.bm) : 0;
+    double tiles = t.groups * t.m_tiles * t.n_tiles * t.split;
+    out->tiles = (long long)ceil(tiles);
+    out->padding = t.m_tiles > 0 && p->op != KILN_OP_WGRAD ? 1.0 - t.rows / (t.m_tiles * t.bm) : 0;
     if (tiles <= 0) {
         out->wave_efficiency = 1;
         out->tile_efficiency = 1;
@@ -120,14 +166,14 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
     }
     double slots = (double)sms * per_sm;
     out->waves = tiles / slots;
-    double full = cdiv(tiles, slots);
-    out->wave_efficiency = out->waves / full;
-    /* HBM is shared by the SMs that have work: a call of fewer tiles than
-     * SMs gives each a larger share, up to what one SM takes in (its L2
-     * rate). */
-    double active = dmin(tiles, slots);
-    double hbm_rate = dmin(L2_BYTES_PER_CLK, HBM_BYTES_PER_CLK * sms / active);
-    double clk = full * tile_clk(d, p, &t, m_tiles, n_tiles, hbm_rate, &out->tile_efficiency) * per_sm;
+    double full = floor(tiles / slots), rest = tiles - full * slots;
+    out->wave_efficiency = out->waves / ceil(out->waves);
+    tile_cost c;
+    tile_cost_of(d, p, &t, &c);
+    c.sm_clk *= per_sm;
+    double wave = wave_clk(&c, slots, sms);
+    out->tile_efficiency = c.mma_clk * per_sm / wave;
+    double clk = full * wave + (rest > 0 ? wave_clk(&c, rest, sms) : 0);
     double floor_clk = compulsory_bytes(p) / (HBM_BYTES_PER_CLK * sms);
     out->us = dmax(clk, floor_clk) / CLOCK_HZ * 1e6;
 }

@@ -5,27 +5,29 @@
  * dispatcher can rank kernels for shapes no tuning table holds (DeepGEMM's
  * heuristic, made one number: waves, padded rows, the tile's traffic).
  *
- * What it counts (docs/dispatch.md has the derivation):
- *   - rows per group: capacity / groups, rounded up.  The sizes live on the
- *     device and dispatch never reads them, so the model assumes balanced
- *     routing; skewed routing pads more, alike for every kernel.
- *   - tiles: groups × ⌈rows / BM⌉ × ⌈out_cols / BN⌉ (fprop: out_cols = N,
+ * What it counts (docs/dispatch.md has the derivation and the measurements):
+ *   - rows per group: capacity / groups.  The sizes live on the device and
+ *     dispatch never reads them, so the model assumes routing near
+ *     balanced: a group computes at least rows/BM + 1/2 m tiles (the last
+ *     one half full on average), never fewer than balanced routing needs.
+ *   - tiles: groups × m tiles × ⌈out_cols / BN⌉ (fprop: out_cols = N,
  *     reduction K; dgrad: out_cols = K, reduction N; wgrad: an N×K output
- *     per group, reduction over the rows).  The padded fraction of the last
- *     m tile is computed work thrown away.
- *   - waves: ⌈tiles / SMs⌉ of equal tiles (the persistent schedule hands
- *     out tiles round-robin); the last, partial wave costs a whole one.
- *   - a tile's time: the largest of its tensor-core time (2·BM·BN·red /
- *     FLOP per clock per SM), its shared-memory reads (every m64 slab of
- *     wgmma reads the B tile again), its L2 reads ((rows + BN)·red operand
- *     bytes at an SM's share of L2 bandwidth) and its share of HBM (the A
- *     tile once per group's n tiles, the B tile once per its m tiles: a
- *     decode tile streams its weights alone), plus the epilogue's store
- *     where the schedule does not overlap it (cooperative).
- *   - a floor: the call's compulsory HBM bytes (A, B, D once) over the
- *     device's bandwidth.
- * Constants are H100/H200's (sm_90a); the ranking, not the absolute time,
- * is what dispatch uses, and ties fall to dispatch.c's tile rule.
+ *     per group, reduction over the rows).
+ *   - a tile's demands: on its SM, the larger of its tensor-core time and
+ *     its shared-memory reads (every m64 slab of wgmma reads the B tile
+ *     again), plus the epilogue's store where the schedule does not overlap
+ *     it (cooperative) and a fixed overhead; through L2, A's whole TMA box
+ *     (BM rows: rows past a group's end are the next group's), the B tile
+ *     and the fill of every byte HBM brings; from HBM, each byte once (the
+ *     A tile shared by the group's n tiles, the B tile by its m tiles).
+ *   - waves: the persistent schedule runs SMs tiles at once; a wave takes
+ *     the longest of a tile's SM time and its tiles' L2 and HBM bytes over
+ *     the chip's bandwidth, so the last, partial wave of a compute-bound
+ *     call costs a whole one and that of a memory-bound call its bytes.
+ *   - a floor: the call's compulsory HBM bytes (A, B, D once).
+ * Constants are H200's (sm_90a), taken from the corpus measurements; the
+ * ranking, not the absolute time, is what dispatch uses, and ties fall to
+ * dispatch.c's tile rule.
  *
  * Pure and cheap (a few dozen flops a kernel); reads no device memory.
  */
@@ -42,8 +44,9 @@ typedef struct kiln_dispatch_estimate {
     long long tiles;             /* output tiles of the call */
     double waves;                /* tiles / SMs (fractional) */
     double wave_efficiency;      /* waves / ⌈waves⌉ */
-    double padding;              /* fraction of computed rows past a group's end */
-    double tile_efficiency;      /* tensor time / the tile's limiting time */
+    double padding;              /* fraction of computed rows past a group's end
+                                    (routing slack included) */
+    double tile_efficiency;      /* tensor time / a full wave's limiting time */
 } kiln_dispatch_estimate;
 
 /* Estimates d's time on p over sms SMs (<= 0: KILN_DISPATCH_MODEL_SMS);

@@ -159,9 +159,10 @@ static void test_nearest_class_no_cliff(void **state)
 }
 
 /* Shapes where the answer is clear: a decode call (8 tokens a group) takes
- * the 64-row tile (the others compute 94% padding); a large one (Mixtral's
- * 8 experts of 4096 tokens, N 14336) takes a big tile over 64x256, whose
- * L2 traffic per FLOP caps it; the estimate's parts add up. */
+ * the 64-row tile (the others compute 94% padding); on a large one
+ * (Mixtral's 8 experts of 4096 tokens, N 14336) 64x256 is not capped by L2
+ * (measured the fastest kernel there: docs/dispatch.md); the estimate's
+ * parts add up. */
 static void test_model_clear_choices(void **state)
 {
     (void)state;
@@ -183,14 +184,11 @@ static void test_model_clear_choices(void **state)
     assert_true(e.waves > 7.75 && e.waves < 7.76);
 
     problem(&p, KILN_OP_FPROP, 8, 4096, 14336, 4096);
-    ch = choose(&c, &p, NULL, 0);
-    const char *big = c.d[ch.kernel].name;
-    if (strcmp(big, "t128x256") && strcmp(big, "t256x128")) fail_msg("chose %s", big);
     kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
-    assert_true(e.tile_efficiency < 0.7); /* 64x256: L2-bound */
+    assert_true(e.tile_efficiency > 0.85); /* 64x256: L2 keeps up */
     kiln_dispatch_model_estimate(&c.d[2], &c.l[2], &p, 132, &e);
-    assert_true(e.tile_efficiency > 0.99);
-    assert_true(e.padding == 0.0);
+    assert_true(e.tile_efficiency > 0.85 && e.tile_efficiency < 0.99); /* its epilogue */
+    assert_true(e.padding > 0.0 && e.padding < 0.02); /* half a tile of 32: 1.5% */
 
     /* Many rows but N 128: the big tiles would compute half their columns
      * (128x256) or serialise (256x128: 16 tiles on 132 SMs); the tile rule
@@ -202,7 +200,80 @@ static void test_model_clear_choices(void **state)
     /* dgrad's output columns are K, its reduction N. */
     problem(&p, KILN_OP_DGRAD, 8, 128, 4096, 128);
     kiln_dispatch_model_estimate(&c.d[2], &c.l[2], &p, 132, &e);
-    assert_int_equal(e.tiles, 8); /* 8 groups x 1 m tile x 1 n tile (K 128 < 256) */
+    assert_int_equal(e.tiles, 12); /* 8 groups x 1.5 m tiles (routing slack) x 1 n tile (K 128 < 256) */
+}
+
+/* A memory-bound call's last, partial wave costs its bytes, not a whole
+ * wave: Llama-4 Scout's decode dgrad (16 experts of 8 tokens, K 5120, N
+ * 16384) gives 64x256 2.42 waves and 128x128 4.85; charging 64x256 a whole
+ * third wave (the old model, 20% more) chose 128x128, measured 1.21x the
+ * best, where 64x256 is the best (session6 corpus CSV). */
+static void test_memory_bound_tail_wave(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "t128x128", KILN_OP_DGRAD, 128, 128, "pingpong");
+    add(&c, "t64x256", KILN_OP_DGRAD, 64, 256, "pingpong");
+    kiln_problem p;
+    problem(&p, KILN_OP_DGRAD, 16, 8, 16384, 5120);
+    kiln_dispatch_estimate e64, e128;
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e64);
+    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 132, &e128);
+    assert_true(e64.waves > 2.42 && e64.waves < 2.43);
+    assert_true(e64.wave_efficiency < 0.81);
+    /* The weights (16 x 5120 x 16384 bf16, 2.7 GB) at the model's 4.3 TB/s:
+     * 624 us; the tail adds no more than a few percent. */
+    assert_true(e64.us > 600 && e64.us < 660);
+    assert_true(e64.us <= e128.us);
+    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+    assert_string_equal(c.d[ch.kernel].name, "t64x256");
+}
+
+/* Routed group sizes are never all equal, so the model counts half an m
+ * tile a group of padding at least: on 32 groups of 1024 tokens a 256-row
+ * tile pads 11% (4.5 tiles of 256 for 1024 rows), a 128-row one 6%, and the
+ * model takes 128x128 (256x128 measured 1.04-1.08x the best on balanced32
+ * dgrad and 1.08-1.16x on its skewed twin skew32, 128x128 pingpong 1.00). */
+static void test_routing_slack(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "t256x128", KILN_OP_DGRAD, 256, 128, "cooperative");
+    add(&c, "t128x128", KILN_OP_DGRAD, 128, 128, "pingpong");
+    kiln_problem p;
+    problem(&p, KILN_OP_DGRAD, 32, 1024, 4096, 4096);
+    kiln_dispatch_estimate e;
+    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 132, &e);
+    assert_true(e.padding > 0.110 && e.padding < 0.112); /* 1 - 1024/1152 */
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
+    assert_true(e.padding > 0.058 && e.padding < 0.060); /* 1 - 1024/1088 */
+    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+    assert_string_equal(c.d[ch.kernel].name, "t128x128");
+    /* Exactly a tile's worth past a bucket (1025 tokens): the balanced
+     * count, 9 tiles of 128, is the larger. */
+    problem(&p, KILN_OP_DGRAD, 32, 1025, 4096, 4096);
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
+    assert_int_equal(e.tiles, 32 * 9 * 32);
+}
+
+/* Of two kernels of the same tile, the deeper pipeline: wgrad 128x256 at 3
+ * stages ran 5-20% behind 4 on most corpus shapes (session4 wgrad CSV),
+ * whichever comes first in the catalog. */
+static void test_deeper_pipeline_breaks_ties(void **state)
+{
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        catalog c = {0};
+        kiln_kernel_desc *s3 = add(&c, order ? "s4" : "s3", KILN_OP_WGRAD, 128, 256, "cooperative");
+        kiln_kernel_desc *s4 = add(&c, order ? "s3" : "s4", KILN_OP_WGRAD, 128, 256, "cooperative");
+        s3->stages = order ? 4 : 3;
+        s4->stages = order ? 3 : 4;
+        kiln_problem p;
+        problem(&p, KILN_OP_WGRAD, 8, 4096, 14336, 4096);
+        p.out_type = KILN_DTYPE_BF16;
+        kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+        assert_string_equal(c.d[ch.kernel].name, "s4");
+    }
 }
 
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
@@ -308,6 +379,9 @@ static void test_types_must_match(void **state)
 KILN_TEST_MAIN(
     cmocka_unit_test(test_nearest_class_no_cliff),
     cmocka_unit_test(test_model_clear_choices),
+    cmocka_unit_test(test_memory_bound_tail_wave),
+    cmocka_unit_test(test_routing_slack),
+    cmocka_unit_test(test_deeper_pipeline_breaks_ties),
     cmocka_unit_test(test_tables_off),
     cmocka_unit_test(test_dbias_gets_its_own_entry),
     cmocka_unit_test(test_types_must_match))
