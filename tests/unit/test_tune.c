@@ -691,11 +691,12 @@ static void test_fp8_sweeps(void **state)
                 }
     kiln_tuning_table_destroy(t);
 
-    /* The CSV names the recipe in each variant's signature. */
+    /* The CSV names the recipe in each variant's signature, the types last. */
     rc = tune(&out, NULL, FP8_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer fake --csv", table);
     if (rc != 0) fail_msg("kiln tune --csv failed (%d):\n%s", rc, out);
     kiln_test_has(out, ",sm_90a,dgrad,fp8_recipe=row,odd,8,200,400,320,random,t256.g8.n1024.k1024,timed,",
-                  ",sm_90a,fprop,fp8_recipe=block+fp8_accumulate,skewed,");
+                  ",sm_90a,fprop,fp8_recipe=block+fp8_accumulate,skewed,",
+                  "from_journal,winner,note,a,b,out\n", ",0,,e4m3,e4m3,bf16\n");
     free(out);
 
     /* The GPU timer where there is no GPU (this machine), or a real run:
