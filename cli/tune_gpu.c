@@ -14,7 +14,9 @@
  * median is the result.
  *
  * The reference is kiln_gemm on a context allowed only cuBLASLt (host sizes
- * are given), which is independent of every generated kernel.  Data,
+ * are given), which is independent of every generated kernel; for fp8
+ * inputs, which cuBLASLt serves only per tensor, a host computation from
+ * the dequantized inputs (kiln_tune_fp8_reference, tuner.c).  Data,
  * problem set-up and the error measure are the GPU tests' own
  * (tests/support/gpu_support.h, library kiln_testsupport).
  */
@@ -66,7 +68,7 @@ typedef struct gpu_state {
     float *ref;                  /* the reference at the sampled rows x columns */
     int64_t *rows;               /* which rows */
     size_t n_rows;
-    int64_t *cols;               /* which columns (all, but for fp8: see fp8_sample) */
+    int64_t *cols;               /* which columns (all, but for fp8: see sample) */
     size_t n_cols;
     int fp8;                     /* 8-bit inputs: scales, a host reference */
     kiln_tune_chunk kept[KEPT_N];
