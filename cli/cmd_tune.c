@@ -347,8 +347,11 @@ static void csv_field(const char *s, int last)
  * winner flag being the table's choice for that cell's tuning key. */
 static void print_csv(const run *r, const kiln_tuning_table *table)
 {
+    /* a, b, out last: the types of the call, which the key holds and the
+     * signature does not (scripts/table_from_csv.py reads them; CSVs of
+     * older runs lack them); the first columns keep their places. */
     printf("variant,arch,op,epilogue,shape,groups,tokens_per_group,k,n,sizes,class,state,"
-           "median_ms,tflops,rel_err,from_journal,winner,note\n");
+           "median_ms,tflops,rel_err,from_journal,winner,note,a,b,out\n");
     for (size_t i = 0; i < r->n_v; i++)
         for (size_t s = 0; s < r->n_shapes; s++) {
             const kiln_tune_entry *v = &r->v[i];
@@ -388,7 +391,10 @@ static void print_csv(const run *r, const kiln_tuning_table *table)
             }
             if (tf == tf) snprintf(tfs, sizeof tfs, "%.4g", tf); /* timed and correct only */
             printf("%s,%s,%s,%d,%d,", ms, tfs, rel, measured && c->from_journal, winner);
-            csv_field(measured ? c->m.note : v->usable ? "" : v->status, 1);
+            csv_field(measured ? c->m.note : v->usable ? "" : v->status, 0);
+            csv_field(v->usable ? kiln_dtype_name(v->cfg.a_type) : "", 0);
+            csv_field(v->usable ? kiln_dtype_name(v->cfg.b_type) : "", 0);
+            csv_field(v->usable ? kiln_dtype_name(v->cfg.out_type) : "", 1);
         }
 }
 

@@ -51,6 +51,8 @@ typedef struct kiln_tune_config {
     kiln_epilogue_desc epilogue; /* fprop/dgrad: the terms used */
     kiln_wgrad_output wgrad_output;
     int accumulate;
+    kiln_fp8_recipe fp8_recipe;  /* 8-bit inputs: the variant's recipe, its scales */
+    int fp8_promote;             /* fp32 promotion every 128 of k (block: always) */
     char sig[KILN_TUNING_SIG_MAX]; /* kiln_tuning_sig_from_problem of that call */
 } kiln_tune_config;
 
@@ -60,6 +62,42 @@ int kiln_tune_config_equal(const kiln_tune_config *a, const kiln_tune_config *b)
  * fields the tuning key and the grid are computed from. */
 void kiln_tune_problem_of(const kiln_tune_config *cfg, const kiln_tune_shape *s,
                           kiln_problem *p);
+
+/* ---- the fp8 reference ------------------------------------------------- */
+
+/* The GPU timer's inputs are a host chunk repeated over the device buffer
+ * (tune_gpu.c, alloc_fill): element i of the buffer is element i % n of
+ * the chunk. */
+typedef struct kiln_tune_chunk {
+    const void *data;            /* NULL: the term is off */
+    size_t n;                    /* elements */
+    kiln_dtype type;
+} kiln_tune_chunk;
+
+/* One fp8 call (kiln.h, kiln_fp8), as the GPU timer makes it: A [capacity,
+ * k_red], B [G, n_out, k_red] (fprop: W; dgrad: W transposed, fp8.d_bt),
+ * the recipe's scales (block: scale_a with ld capacity), the epilogue's
+ * terms (bias [G, n_out], row_scale [capacity], alpha [G], c [capacity,
+ * n_out]; beta when c is given; scale_bias). */
+typedef struct kiln_tune_fp8_call {
+    kiln_fp8_recipe recipe;
+    int groups;
+    int64_t capacity, n_out, k_red;
+    const int32_t *sizes;        /* [G] host counts */
+    kiln_tune_chunk a, b, scale_a, scale_b;
+    kiln_tune_chunk bias, row_scale, alpha, c;
+    float beta;
+    int scale_bias;
+} kiln_tune_fp8_call;
+
+/* The exact result (double, from the dequantized inputs) of the call at
+ * rows[i] × cols[j] into ref[i * n_cols + j], and into mag[...] the sum of
+ * the magnitudes of the terms summed (scales, row scale and α applied):
+ * what the accumulation's rounding is proportional to.  A row at or past
+ * Σ sizes gets 0.  KILN_ERROR_OUT_OF_MEMORY, or KILN_OK. */
+kiln_status kiln_tune_fp8_reference(const kiln_tune_fp8_call *call, const int64_t *rows,
+                                    size_t n_rows, const int64_t *cols, size_t n_cols, double *ref,
+                                    double *mag, kiln_error *err);
 
 /* ---- timer backends ----------------------------------------------------- */
 

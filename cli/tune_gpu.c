@@ -14,7 +14,9 @@
  * median is the result.
  *
  * The reference is kiln_gemm on a context allowed only cuBLASLt (host sizes
- * are given), which is independent of every generated kernel.  Data,
+ * are given), which is independent of every generated kernel; for fp8
+ * inputs, which cuBLASLt serves only per tensor, a host computation from
+ * the dequantized inputs (kiln_tune_fp8_reference, tuner.c).  Data,
  * problem set-up and the error measure are the GPU tests' own
  * (tests/support/gpu_support.h, library kiln_testsupport).
  */
@@ -34,7 +36,13 @@
 
 typedef struct gpu_set {
     CUdeviceptr a, b, d, c, bias, row_scale, alpha, d_ptrs;
+    CUdeviceptr scale_a, scale_b; /* fp8: the recipe's dequantization scales */
 } gpu_set;
+
+/* The host chunks set 0's inputs repeat (alloc_fill), kept for the fp8
+ * reference, which is computed on the host. */
+enum { KEPT_A, KEPT_B, KEPT_SCALE_A, KEPT_SCALE_B, KEPT_BIAS, KEPT_ROW_SCALE, KEPT_ALPHA,
+       KEPT_C, KEPT_N };
 
 typedef struct gpu_state {
     kiln_context *ctx;
@@ -57,9 +65,13 @@ typedef struct gpu_state {
     int64_t out_rows, out_cols;
     size_t out_bytes;
     void *host_out;              /* out_bytes, for read-back */
-    float *ref;                  /* sampled rows of the reference */
+    float *ref;                  /* the reference at the sampled rows x columns */
     int64_t *rows;               /* which rows */
     size_t n_rows;
+    int64_t *cols;               /* which columns (all, but for fp8: see sample) */
+    size_t n_cols;
+    int fp8;                     /* 8-bit inputs: scales, a host reference */
+    kiln_tune_chunk kept[KEPT_N];
     int have_ref;
     char ref_note[200];
     double tol;
@@ -96,7 +108,7 @@ static void free_buffers(gpu_state *g)
     for (int s = 0; s < MAX_SETS; s++) {
         gpu_set *x = &g->sets[s];
         CUdeviceptr *all[] = {&x->a, &x->b, &x->d, &x->c, &x->bias, &x->row_scale, &x->alpha,
-                              &x->d_ptrs};
+                              &x->d_ptrs, &x->scale_a, &x->scale_b};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_ptr(g, all[i]);
     }
     free_ptr(g, &g->sizes);
@@ -105,10 +117,14 @@ static void free_buffers(gpu_state *g)
     free(g->host_out);
     free(g->ref);
     free(g->rows);
+    free(g->cols);
+    for (int i = 0; i < KEPT_N; i++) free((void *)g->kept[i].data);
+    memset(g->kept, 0, sizeof g->kept);
     g->host_sizes = NULL;
     g->host_out = NULL;
     g->ref = NULL;
     g->rows = NULL;
+    g->cols = NULL;
     g->have_ref = 0;
     g->prepared = 0;
 }
@@ -132,6 +148,16 @@ static void problem_on(const gpu_state *g, int s, kiln_problem *p)
             p->d_out_ptrs = (void *const *)(uintptr_t)x->d_ptrs;
         }
         return;
+    }
+    if (g->fp8) {
+        p->fp8.recipe = g->cfg.fp8_recipe;
+        p->fp8.promote = g->cfg.fp8_promote;
+        p->fp8.d_scale_a = (const float *)(uintptr_t)x->scale_a;
+        p->fp8.d_scale_b = (const float *)(uintptr_t)x->scale_b;
+        if (g->cfg.op == KILN_OP_DGRAD) { /* the transposed weights [G,K,N] */
+            p->fp8.d_bt = (const void *)(uintptr_t)x->b;
+            p->d_b = NULL;
+        }
     }
     const kiln_epilogue_desc *e = &g->cfg.epilogue;
     if (e->bias == KILN_BIAS_PER_GROUP) p->epilogue.d_bias = (const void *)(uintptr_t)x->bias;
@@ -162,14 +188,21 @@ static kiln_status alloc_upload(gpu_state *g, CUdeviceptr *dst, const void *host
 
 /* Allocates bytes at *dst and fills them with random values of type t in
  * [lo, hi]: FILL_HOST_MAX (at most) made on the host, then repeated on the
- * device, each copy doubling what is there. */
+ * device, each copy doubling what is there.  With keep, a copy of the host
+ * part goes there (element i of the buffer is element i % keep->n). */
 static kiln_status alloc_fill(gpu_state *g, CUdeviceptr *dst, void *host, kiln_dtype t,
                               size_t bytes, float lo, float hi, uint64_t *seed, const char *what,
-                              kiln_error *err)
+                              kiln_tune_chunk *keep, kiln_error *err)
 {
     const size_t esz = (size_t)kiln_dtype_size(t);
     size_t first = bytes < FILL_HOST_MAX ? bytes : FILL_HOST_MAX / esz * esz;
     kts_fill(seed, host, t, first / esz, lo, hi);
+    if (keep && first) {
+        void *copy = malloc(first);
+        if (!copy) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory (%s)", what);
+        memcpy(copy, host, first);
+        *keep = (kiln_tune_chunk){copy, first / esz, t};
+    }
     kiln_status st = check(g, DRV(g)->cuMemAlloc(dst, bytes ? bytes : 16), what, err);
     if (st || !bytes) return st;
     if ((st = check(g, DRV(g)->cuMemcpyHtoD(*dst, host, first), what, err))) return st;
@@ -190,25 +223,29 @@ static kiln_status reset_out(gpu_state *g, int s, kiln_error *err)
                  "cuMemsetD8Async(output)", err);
 }
 
-/* Relative Frobenius error of the output of set 0 against the reference. */
+/* Relative Frobenius error of the output of set 0 against the reference,
+ * over the sampled rows: every column of them must be written (a NaN
+ * fails), the sampled columns are compared. */
 static double compare(gpu_state *g, kiln_error *err, kiln_status *st)
 {
     *st = check(g, DRV(g)->cuMemcpyDtoH(g->host_out, g->sets[0].d, g->out_bytes),
                 "cuMemcpyDtoH(output)", err);
     if (*st) return INFINITY;
     kts_err e = {0};
-    for (size_t i = 0; i < g->n_rows; i++)
-        for (int64_t c = 0; c < g->out_cols; c++) {
-            float y = kts_load(g->host_out, (size_t)(g->rows[i] * g->out_cols + c), g->cfg.out_type);
-            if (!isfinite(y)) return NAN;
-            kts_err_add(&e, y, g->ref[i * (size_t)g->out_cols + (size_t)c]);
-        }
+    for (size_t i = 0; i < g->n_rows; i++) {
+        size_t at = (size_t)(g->rows[i] * g->out_cols);
+        for (int64_t c = 0; c < g->out_cols; c++)
+            if (!isfinite(kts_load(g->host_out, at + (size_t)c, g->cfg.out_type))) return NAN;
+        for (size_t j = 0; j < g->n_cols; j++)
+            kts_err_add(&e, kts_load(g->host_out, at + (size_t)g->cols[j], g->cfg.out_type),
+                        g->ref[i * g->n_cols + j]);
+    }
     return kts_err_rel(&e);
 }
 
 /* The bytes of each input of a set. */
 typedef struct part_bytes {
-    size_t a, b, bias, scale, alpha, c;
+    size_t a, b, bias, scale, alpha, c, scale_a, scale_b;
 } part_bytes;
 
 /* Sets 1 .. want-1: copies of set 0 on the device, while memory lasts;
@@ -224,7 +261,8 @@ static kiln_status more_sets(gpu_state *g, const part_bytes *pb, int want, kiln_
         struct { CUdeviceptr *dst, src; size_t bytes; } parts[] = {
             {&y->a, x->a, pb->a}, {&y->b, x->b, pb->b}, {&y->d, 0, g->out_bytes},
             {&y->bias, x->bias, pb->bias}, {&y->row_scale, x->row_scale, pb->scale},
-            {&y->alpha, x->alpha, pb->alpha}, {&y->c, x->c, pb->c}};
+            {&y->alpha, x->alpha, pb->alpha}, {&y->c, x->c, pb->c},
+            {&y->scale_a, x->scale_a, pb->scale_a}, {&y->scale_b, x->scale_b, pb->scale_b}};
         int ok = 1;
         for (size_t i = 0; i < sizeof parts / sizeof parts[0] && ok; i++) {
             if (!parts[i].bytes) continue;
@@ -234,7 +272,8 @@ static kiln_status more_sets(gpu_state *g, const part_bytes *pb, int want, kiln_
                 ok = 0;
         }
         if (!ok) { /* out of memory: time with the sets we have */
-            CUdeviceptr *all[] = {&y->a, &y->b, &y->d, &y->bias, &y->row_scale, &y->alpha, &y->c};
+            CUdeviceptr *all[] = {&y->a,     &y->b, &y->d,       &y->bias,   &y->row_scale,
+                                  &y->alpha, &y->c, &y->scale_a, &y->scale_b};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_ptr(g, all[i]);
             break;
         }
@@ -256,25 +295,53 @@ static kiln_status more_sets(gpu_state *g, const part_bytes *pb, int want, kiln_
 
 }
 
-/* The sampled rows of the reference result (set 0's inputs) and the
- * tolerance. */
-static kiln_status make_reference(gpu_state *g, kiln_error *err)
-{
-    const kiln_tune_config *cfg = &g->cfg;
-    kiln_status st;
-    /* Sampled rows: all of them for small outputs, evenly spaced otherwise
-     * (always the first and the last). */
-    g->n_rows = g->out_rows <= SAMPLE_ROWS ? (size_t)g->out_rows : SAMPLE_ROWS;
-    g->rows = malloc((g->n_rows ? g->n_rows : 1) * sizeof *g->rows);
-    g->ref = malloc((g->n_rows ? g->n_rows : 1) * (size_t)g->out_cols * sizeof *g->ref);
-    if (!g->rows || !g->ref) return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
-    for (size_t i = 0; i < g->n_rows; i++)
-        g->rows[i] = g->n_rows == (size_t)g->out_rows || g->n_rows < 2
-                         ? (int64_t)i
-                         : (int64_t)((double)i * (double)(g->out_rows - 1) / (double)(g->n_rows - 1));
+/* What the fp8 reference computes: it runs on the host (no reference on
+ * the device serves row-wise or block-scaled grouped fp8: kiln's cuBLASLt
+ * path takes the per-tensor recipe only), so it samples columns as well as
+ * rows, about FP8_REF_MACS multiply-adds per (config, shape) (a second or
+ * less of one core).  Columns: every 64th or so (one in each 64-column
+ * chunk of the epilogue, at drifting offsets), at least 128 or all; rows:
+ * what the budget leaves, from 64 to SAMPLE_ROWS, evenly spaced. */
+#define FP8_REF_MACS ((double)(1 << 28))
 
-    /* The reference, through the runtime (cuBLASLt only: see kiln_tune_gpu_create). */
-    g->ref_note[0] = '\0';
+/* n evenly spaced indices of [0, total), always the first and the last
+ * (all of them when n == total). */
+static void spread(int64_t *out, size_t n, int64_t total)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = n == (size_t)total || n < 2
+                     ? (int64_t)i
+                     : (int64_t)((double)i * (double)(total - 1) / (double)(n - 1));
+}
+
+/* The rows and columns the check compares. */
+static kiln_status sample(gpu_state *g, kiln_error *err)
+{
+    size_t max_rows = SAMPLE_ROWS;
+    g->n_cols = (size_t)g->out_cols;
+    if (g->fp8) {
+        int64_t k_red = g->cfg.op == KILN_OP_FPROP ? g->shape->k : g->shape->n;
+        int64_t want = (g->out_cols + 63) / 64 > 128 ? (g->out_cols + 63) / 64 : 128;
+        g->n_cols = (size_t)(want < g->out_cols ? want : g->out_cols);
+        double fit = FP8_REF_MACS / ((double)g->n_cols * (double)k_red);
+        max_rows = fit < 64 ? 64 : fit > SAMPLE_ROWS ? SAMPLE_ROWS : (size_t)fit;
+    }
+    g->n_rows = g->out_rows <= (int64_t)max_rows ? (size_t)g->out_rows : max_rows;
+    g->rows = malloc((g->n_rows ? g->n_rows : 1) * sizeof *g->rows);
+    g->cols = malloc((g->n_cols ? g->n_cols : 1) * sizeof *g->cols);
+    g->ref = malloc((g->n_rows ? g->n_rows : 1) * (g->n_cols ? g->n_cols : 1) * sizeof *g->ref);
+    if (!g->rows || !g->cols || !g->ref)
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
+    spread(g->rows, g->n_rows, g->out_rows);
+    spread(g->cols, g->n_cols, g->out_cols);
+    return KILN_OK;
+}
+
+/* The reference through the runtime (cuBLASLt only: see
+ * kiln_tune_gpu_create), which is independent of every generated kernel. */
+static kiln_status cublaslt_reference(gpu_state *g, kiln_error *err)
+{
+    kiln_status st;
     kiln_problem p;
     problem_on(g, 0, &p);
     if ((st = check(g, DRV(g)->cuMemsetD8Async(g->sets[0].d, 0, g->out_bytes, g->stream),
@@ -283,19 +350,76 @@ static kiln_status make_reference(gpu_state *g, kiln_error *err)
     if (kiln_gemm(g->ctx, &p, g->stream) != KILN_OK) {
         snprintf(g->ref_note, sizeof g->ref_note, "not checked: no reference (%s)",
                  kiln_last_error(g->ctx));
-    } else if ((st = check(g, DRV(g)->cuStreamSynchronize(g->stream), "reference run", err)) ||
-               (st = check(g, DRV(g)->cuMemcpyDtoH(g->host_out, g->sets[0].d, g->out_bytes),
-                           "cuMemcpyDtoH(reference)", err))) {
+        return KILN_OK;
+    }
+    if ((st = check(g, DRV(g)->cuStreamSynchronize(g->stream), "reference run", err)) ||
+        (st = check(g, DRV(g)->cuMemcpyDtoH(g->host_out, g->sets[0].d, g->out_bytes),
+                    "cuMemcpyDtoH(reference)", err)))
         return st;
-    } else {
-        for (size_t i = 0; i < g->n_rows; i++)
-            for (int64_t c = 0; c < g->out_cols; c++)
-                g->ref[i * (size_t)g->out_cols + (size_t)c] =
-                    kts_load(g->host_out, (size_t)(g->rows[i] * g->out_cols + c), cfg->out_type);
+    for (size_t i = 0; i < g->n_rows; i++)
+        for (size_t j = 0; j < g->n_cols; j++)
+            g->ref[i * g->n_cols + j] = kts_load(
+                g->host_out, (size_t)(g->rows[i] * g->out_cols + g->cols[j]), g->cfg.out_type);
+    g->have_ref = 1;
+    return KILN_OK;
+}
+
+/* The fp8 reference on the host (kiln_tune_fp8_reference, from the chunks
+ * set 0 repeats) and its tolerance: the GPU fp8 tests' per-element bound
+ * |err| <= 2^-8 |ref| + t·S (tests/gpu/test_gpu_fp8.c: 2^-8 the bf16
+ * output's rounding with room, S the sum of the terms' magnitudes, t =
+ * 2^-10 for fast accumulation, 2^-12 promoted) taken over the sampled
+ * elements, so for the relative Frobenius error
+ *   ‖err‖ / ‖ref‖ <= 2^-8 + t ‖S‖ / ‖ref‖.
+ * S grows like K and ref like √K, so a fixed tolerance would either fail
+ * long-K shapes or pass anything on short ones; this one is about 0.05 at
+ * K 7168 (fast), while a wrong scale, row, group or a missed k-block
+ * gives 0.1 and more, an unwritten element NaN. */
+static kiln_status fp8_reference(gpu_state *g, double *tol, kiln_error *err)
+{
+    const kiln_tune_shape *sh = g->shape;
+    kiln_tune_fp8_call f = {
+        .recipe = g->cfg.fp8_recipe, .groups = sh->groups, .capacity = g->total,
+        .n_out = g->out_cols, .k_red = g->cfg.op == KILN_OP_FPROP ? sh->k : sh->n,
+        .sizes = g->host_sizes, .a = g->kept[KEPT_A], .b = g->kept[KEPT_B],
+        .scale_a = g->kept[KEPT_SCALE_A], .scale_b = g->kept[KEPT_SCALE_B],
+        .bias = g->kept[KEPT_BIAS], .row_scale = g->kept[KEPT_ROW_SCALE],
+        .alpha = g->kept[KEPT_ALPHA], .c = g->kept[KEPT_C], .beta = 0.5f,
+        .scale_bias = g->cfg.epilogue.scale_bias};
+    size_t n = g->n_rows * g->n_cols;
+    double *ref = malloc((n ? n : 1) * sizeof *ref), *mag = malloc((n ? n : 1) * sizeof *mag);
+    kiln_status st = ref && mag ? kiln_tune_fp8_reference(&f, g->rows, g->n_rows, g->cols,
+                                                          g->n_cols, ref, mag, err)
+                                : kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "host memory");
+    if (!st) {
+        double ss = 0, rr = 0;
+        for (size_t i = 0; i < n; i++) {
+            g->ref[i] = (float)ref[i];
+            ss += mag[i] * mag[i];
+            rr += ref[i] * ref[i];
+        }
+        double t = g->cfg.fp8_promote ? 1.0 / 4096 : 1.0 / 1024;
+        *tol = 1.0 / 256 + (rr > 0 ? t * sqrt(ss / rr) : 0);
         g->have_ref = 1;
     }
+    free(ref);
+    free(mag);
+    return st;
+}
+
+/* The sampled rows and columns of the reference result (set 0's inputs)
+ * and the tolerance. */
+static kiln_status make_reference(gpu_state *g, kiln_error *err)
+{
+    const kiln_tune_config *cfg = &g->cfg;
+    g->ref_note[0] = '\0';
+    double fp8_tol = 0;
+    kiln_status st = sample(g, err);
+    if (!st) st = g->fp8 ? fp8_reference(g, &fp8_tol, err) : cublaslt_reference(g, err);
+    if (st) return st;
     const char *tol = getenv("KILN_TUNE_TOL");
     g->tol = tol && *tol ? atof(tol)
+             : g->fp8 ? fp8_tol
              : cfg->out_type == KILN_DTYPE_F32 ? 1e-3
              : cfg->out_type == KILN_DTYPE_F16 ? 5e-3
                                                : 1e-2;
@@ -303,6 +427,55 @@ static kiln_status make_reference(gpu_state *g, kiln_error *err)
 }
 
 /* ---- the timer ---------------------------------------------------------- */
+
+/* The elements of the recipe's scale tensors (kiln.h, kiln_fp8) for an
+ * output of n_out columns reducing over k_red, T rows, G groups. */
+static void fp8_scale_counts(kiln_fp8_recipe r, int64_t G, int64_t T, int64_t n_out,
+                             int64_t k_red, size_t *sa, size_t *sb)
+{
+    int64_t nkb = (k_red + 127) / 128, nbn = (n_out + 127) / 128;
+    *sa = r == KILN_FP8_TENSOR ? 1 : r == KILN_FP8_ROW ? (size_t)T : (size_t)(nkb * T);
+    *sb = r == KILN_FP8_TENSOR ? (size_t)G : r == KILN_FP8_ROW ? (size_t)(G * n_out)
+                                                              : (size_t)(G * nbn * nkb);
+}
+
+/* Set 0's inputs, random, from the host (fp8: also the recipe's scales, and
+ * each host chunk kept for the reference).  8-bit values in [-2, 2] (the
+ * e4m3 and e5m2 roundings of multiples of 1/256: many exponents), scales,
+ * row scales and α in [0.5, 1.5], the rest in [-1, 1]. */
+static kiln_status fill_first_set(gpu_state *g, const part_bytes *pb, void *host, uint64_t *seed,
+                                  kiln_error *err)
+{
+    const kiln_tune_config *cfg = &g->cfg;
+    gpu_set *x = &g->sets[0];
+    const float in = g->fp8 ? 2.0f : 1.0f;
+#define KEEP(i) (g->fp8 ? &g->kept[i] : NULL)
+    struct {
+        CUdeviceptr *dst;
+        kiln_dtype t;
+        size_t bytes;
+        float lo, hi;
+        const char *what;
+        int keep;
+    } parts[] = {
+        {&x->a, cfg->a_type, pb->a, -in, in, "cuMemAlloc(A)", KEPT_A},
+        {&x->b, cfg->b_type, pb->b, -in, in, "cuMemAlloc(B)", KEPT_B},
+        {&x->scale_a, KILN_DTYPE_F32, pb->scale_a, 0.5f, 1.5f, "cuMemAlloc(fp8 scale_a)", KEPT_SCALE_A},
+        {&x->scale_b, KILN_DTYPE_F32, pb->scale_b, 0.5f, 1.5f, "cuMemAlloc(fp8 scale_b)", KEPT_SCALE_B},
+        {&x->bias, cfg->out_type, pb->bias, -1.0f, 1.0f, "cuMemAlloc(bias)", KEPT_BIAS},
+        {&x->row_scale, KILN_DTYPE_F32, pb->scale, 0.5f, 1.5f, "cuMemAlloc(row_scale)", KEPT_ROW_SCALE},
+        {&x->alpha, KILN_DTYPE_F32, pb->alpha, 0.5f, 1.5f, "cuMemAlloc(alpha)", KEPT_ALPHA},
+        {&x->c, cfg->out_type, pb->c, -1.0f, 1.0f, "cuMemAlloc(C)", KEPT_C},
+    };
+    kiln_status st = KILN_OK;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0] && !st; i++)
+        if (i < 2 || parts[i].bytes)
+            st = alloc_fill(g, parts[i].dst, host, parts[i].t, parts[i].bytes, parts[i].lo,
+                            parts[i].hi, seed, parts[i].what, KEEP(parts[i].keep), err);
+#undef KEEP
+    if (!st) st = alloc_upload(g, &x->d, NULL, g->out_bytes, "cuMemAlloc(D)", err);
+    return st;
+}
 
 static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
                                const kiln_tune_shape *shape, const int32_t *sizes, int64_t total,
@@ -314,11 +487,13 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
     g->cfg = *cfg;
     g->shape = shape;
     g->total = total;
+    g->fp8 = cfg->op != KILN_OP_WGRAD && kiln_dtype_size(cfg->a_type) == 1;
     kiln_status st = KILN_OK;
     const int64_t G = shape->groups, N = shape->n, K = shape->k, T = total;
     int sa = kiln_dtype_size(cfg->a_type), sb = kiln_dtype_size(cfg->b_type),
         so = kiln_dtype_size(cfg->out_type);
     int64_t a_cols = cfg->op == KILN_OP_FPROP ? K : N;
+    /* B: W [G,N,K] (fp8 dgrad: W transposed, [G,K,N], the same bytes) */
     size_t a_bytes = (size_t)(T * a_cols * sa);
     size_t b_bytes = cfg->op == KILN_OP_WGRAD ? (size_t)(T * K * sb) : (size_t)(G * N * K * sb);
     if (cfg->op == KILN_OP_WGRAD) {
@@ -331,13 +506,16 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
     g->out_bytes = (size_t)(g->out_rows * g->out_cols * so);
     int fwd = cfg->op != KILN_OP_WGRAD;
     const kiln_epilogue_desc *e = &cfg->epilogue;
-    size_t bias_bytes = fwd && e->bias == KILN_BIAS_PER_GROUP ? (size_t)(G * g->out_cols * so) : 0;
-    size_t scale_bytes = fwd && e->row_scale ? (size_t)T * 4 : 0;
-    size_t alpha_bytes = fwd && e->alpha == KILN_ALPHA_PER_GROUP ? (size_t)G * 4 : 0;
-    size_t c_bytes = fwd && e->beta ? g->out_bytes : 0;
-    size_t set_bytes = a_bytes + b_bytes + g->out_bytes + bias_bytes + scale_bytes + alpha_bytes +
-                       c_bytes;
-    const part_bytes bytes = {a_bytes, b_bytes, bias_bytes, scale_bytes, alpha_bytes, c_bytes};
+    size_t n_sa = 0, n_sb = 0;
+    if (g->fp8) fp8_scale_counts(cfg->fp8_recipe, G, T, g->out_cols, a_cols, &n_sa, &n_sb);
+    const part_bytes bytes = {
+        .a = a_bytes, .b = b_bytes,
+        .bias = fwd && e->bias == KILN_BIAS_PER_GROUP ? (size_t)(G * g->out_cols * so) : 0,
+        .scale = fwd && e->row_scale ? (size_t)T * 4 : 0,
+        .alpha = fwd && e->alpha == KILN_ALPHA_PER_GROUP ? (size_t)G * 4 : 0,
+        .c = fwd && e->beta ? g->out_bytes : 0, .scale_a = n_sa * 4, .scale_b = n_sb * 4};
+    size_t set_bytes = a_bytes + b_bytes + g->out_bytes + bytes.bias + bytes.scale + bytes.alpha +
+                       bytes.c + bytes.scale_a + bytes.scale_b;
     int want = (int)((3.0 * g->l2_bytes) / (double)(set_bytes ? set_bytes : 1)) + 1;
     if (want > MAX_SETS) want = MAX_SETS;
     if (want < 1) want = 1;
@@ -352,27 +530,8 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
     }
     memcpy(g->host_sizes, sizes, (size_t)G * sizeof *sizes);
     uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)(T * 31 + N * 7 + K);
-    if ((st = alloc_upload(g, &g->sizes, sizes, (size_t)G * 4, "cuMemAlloc(sizes)", err))) goto out;
-
-    /* Set 0 from the host. */
-    gpu_set *x = &g->sets[0];
-    if ((st = alloc_fill(g, &x->a, host, cfg->a_type, a_bytes, -1.0f, 1.0f, &seed,
-                         "cuMemAlloc(A)", err)) ||
-        (st = alloc_fill(g, &x->b, host, cfg->b_type, b_bytes, -1.0f, 1.0f, &seed,
-                         "cuMemAlloc(B)", err)) ||
-        (st = alloc_upload(g, &x->d, NULL, g->out_bytes, "cuMemAlloc(D)", err)))
-        goto out;
-    if (bias_bytes && (st = alloc_fill(g, &x->bias, host, cfg->out_type, bias_bytes, -1.0f, 1.0f,
-                                       &seed, "cuMemAlloc(bias)", err)))
-        goto out;
-    if (scale_bytes && (st = alloc_fill(g, &x->row_scale, host, KILN_DTYPE_F32, scale_bytes, 0.5f,
-                                        1.5f, &seed, "cuMemAlloc(row_scale)", err)))
-        goto out;
-    if (alpha_bytes && (st = alloc_fill(g, &x->alpha, host, KILN_DTYPE_F32, alpha_bytes, 0.5f,
-                                        1.5f, &seed, "cuMemAlloc(alpha)", err)))
-        goto out;
-    if (c_bytes && (st = alloc_fill(g, &x->c, host, cfg->out_type, c_bytes, -1.0f, 1.0f, &seed,
-                                    "cuMemAlloc(C)", err)))
+    if ((st = alloc_upload(g, &g->sizes, sizes, (size_t)G * 4, "cuMemAlloc(sizes)", err)) ||
+        (st = fill_first_set(g, &bytes, host, &seed, err)))
         goto out;
     g->n_sets = 1;
     if ((st = more_sets(g, &bytes, want, err))) goto out;

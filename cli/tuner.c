@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "half.h"
 #include "tune.h"
 
 /* ------------------------------------------------------------------------ */
@@ -235,6 +236,8 @@ void kiln_tune_problem_of(const kiln_tune_config *cfg, const kiln_tune_shape *s,
     p->capacity = s ? kiln_tune_shape_total(s) : 0;
     p->wgrad_output = cfg->wgrad_output;
     p->accumulate = cfg->accumulate;
+    p->fp8.recipe = cfg->fp8_recipe;
+    p->fp8.promote = cfg->fp8_promote;
     if (cfg->op != KILN_OP_WGRAD) {
         /* Non-NULL markers: this problem only feeds the key, never a launch. */
         static const float marker[1] = {0};
@@ -264,6 +267,11 @@ void kiln_tune_config_of(const kiln_kernel_desc *d, kiln_tune_config *out)
         out->epilogue = d->epilogue;
         if (!(d->epilogue.row_scale && d->epilogue.bias == KILN_BIAS_PER_GROUP))
             out->epilogue.scale_bias = 0;
+        /* An fp8 kernel is timed on its own recipe: fast accumulation when
+         * it was built so, promotion when built to promote (block always
+         * does), so its key is that of the calls it is meant for. */
+        out->fp8_recipe = d->fp8_recipe;
+        out->fp8_promote = d->fp8_promote || d->fp8_recipe == KILN_FP8_BLOCK;
     }
     kiln_problem p;
     kiln_tune_problem_of(out, NULL, &p);
@@ -274,7 +282,127 @@ int kiln_tune_config_equal(const kiln_tune_config *a, const kiln_tune_config *b)
 {
     return a->op == b->op && a->a_type == b->a_type && a->b_type == b->b_type &&
            a->out_type == b->out_type && a->wgrad_output == b->wgrad_output &&
-           a->accumulate == b->accumulate && !strcmp(a->sig, b->sig);
+           a->accumulate == b->accumulate && a->fp8_recipe == b->fp8_recipe &&
+           a->fp8_promote == b->fp8_promote && !strcmp(a->sig, b->sig);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The fp8 reference                                                        */
+/* ------------------------------------------------------------------------ */
+
+static float load_elem(const void *data, size_t j, kiln_dtype t)
+{
+    switch (t) {
+    case KILN_DTYPE_F32: return ((const float *)data)[j];
+    case KILN_DTYPE_BF16: return kiln_bf16_to_f32(((const uint16_t *)data)[j]);
+    case KILN_DTYPE_F16: return kiln_f16_to_f32(((const uint16_t *)data)[j]);
+    case KILN_DTYPE_E4M3: return kiln_e4m3_to_f32(((const uint8_t *)data)[j]);
+    default: return kiln_e5m2_to_f32(((const uint8_t *)data)[j]);
+    }
+}
+
+/* Element i of the buffer c stands for. */
+static double chunk_at(const kiln_tune_chunk *c, int64_t i)
+{
+    return load_elem(c->data, (size_t)i % c->n, c->type);
+}
+
+/* len elements of c from element at, as floats (8-bit ones through a
+ * table: the reference reads every sampled row and column whole). */
+static void chunk_run(const kiln_tune_chunk *c, int64_t at, int64_t len, float *out)
+{
+    float lut[256];
+    int byte = kiln_dtype_size(c->type) == 1;
+    if (byte)
+        for (int v = 0; v < 256; v++)
+            lut[v] = c->type == KILN_DTYPE_E4M3 ? kiln_e4m3_to_f32((uint8_t)v)
+                                                : kiln_e5m2_to_f32((uint8_t)v);
+    size_t j = (size_t)at % c->n;
+    for (int64_t i = 0; i < len; i++, j = j + 1 == c->n ? 0 : j + 1)
+        out[i] = byte ? lut[((const uint8_t *)c->data)[j]] : load_elem(c->data, j, c->type);
+}
+
+/* The dequantization scale of k-block kb at row r, column col of group g. */
+static double fp8_scale(const kiln_tune_fp8_call *f, int g, int64_t r, int64_t col, int64_t kb)
+{
+    const int64_t nkb = (f->k_red + 127) / 128, nbn = (f->n_out + 127) / 128;
+    switch (f->recipe) {
+    case KILN_FP8_TENSOR: return chunk_at(&f->scale_a, 0) * chunk_at(&f->scale_b, g);
+    case KILN_FP8_ROW: return chunk_at(&f->scale_a, r) * chunk_at(&f->scale_b, g * f->n_out + col);
+    default:
+        return chunk_at(&f->scale_a, kb * f->capacity + r) *
+               chunk_at(&f->scale_b, ((int64_t)g * nbn + col / 128) * nkb + kb);
+    }
+}
+
+/* One output element: the k-blocks' sums of products (in float: a sum of
+ * 128 products of two 8-bit values is exact to about 2^-24 of its size),
+ * scaled and added in double, then the epilogue. */
+static double fp8_element(const kiln_tune_fp8_call *f, int g, int64_t r, int64_t col,
+                          const float *a, const float *b, double *mag)
+{
+    double acc = 0, abs_acc = 0;
+    for (int64_t kb = 0; kb * 128 < f->k_red; kb++) {
+        int64_t end = (kb + 1) * 128 < f->k_red ? (kb + 1) * 128 : f->k_red;
+        float s[4] = {0}, m[4] = {0};
+        for (int64_t j = kb * 128; j < end; j++) {
+            float x = a[j] * b[j];
+            s[j & 3] += x;
+            m[j & 3] += fabsf(x);
+        }
+        double sc = fp8_scale(f, g, r, col, kb);
+        acc += sc * ((double)s[0] + s[1] + s[2] + s[3]);
+        abs_acc += fabs(sc) * ((double)m[0] + m[1] + m[2] + m[3]);
+    }
+    double rs = f->row_scale.data ? chunk_at(&f->row_scale, r) : 1.0;
+    double e = rs * (f->alpha.data ? chunk_at(&f->alpha, g) : 1.0);
+    double y = e * acc;
+    if (f->bias.data)
+        y += (f->scale_bias && f->row_scale.data ? rs : 1.0) * chunk_at(&f->bias, g * f->n_out + col);
+    if (f->c.data) y += (double)f->beta * chunk_at(&f->c, r * f->n_out + col);
+    *mag = fabs(e) * abs_acc;
+    return y;
+}
+
+kiln_status kiln_tune_fp8_reference(const kiln_tune_fp8_call *f, const int64_t *rows,
+                                    size_t n_rows, const int64_t *cols, size_t n_cols, double *ref,
+                                    double *mag, kiln_error *err)
+{
+    const int64_t K = f->k_red;
+    int64_t *end = malloc((size_t)f->groups * sizeof *end); /* Σ counts up to g, inclusive */
+    float *a = malloc((size_t)K * sizeof *a);
+    float *b = malloc((n_cols ? n_cols : 1) * (size_t)K * sizeof *b);
+    if (!end || !a || !b) {
+        free(end);
+        free(a);
+        free(b);
+        return kiln_error_set(err, KILN_ERROR_OUT_OF_MEMORY, "fp8 reference: host memory");
+    }
+    int64_t sum = 0;
+    for (int g = 0; g < f->groups; g++) end[g] = sum += f->sizes[g] > 0 ? f->sizes[g] : 0;
+    int loaded = -1, g = 0;
+    for (size_t i = 0; i < n_rows; i++) {
+        int64_t r = rows[i];
+        if (r >= sum || r >= f->capacity) {
+            for (size_t j = 0; j < n_cols; j++) ref[i * n_cols + j] = mag[i * n_cols + j] = 0;
+            continue;
+        }
+        if (r < (g ? end[g - 1] : 0)) g = 0;
+        while (end[g] <= r) g++;
+        if (g != loaded) { /* B's sampled columns of group g, dequantized once */
+            for (size_t j = 0; j < n_cols; j++)
+                chunk_run(&f->b, ((int64_t)g * f->n_out + cols[j]) * K, K, b + j * (size_t)K);
+            loaded = g;
+        }
+        chunk_run(&f->a, r * K, K, a);
+        for (size_t j = 0; j < n_cols; j++)
+            ref[i * n_cols + j] = fp8_element(f, g, r, cols[j], a, b + j * (size_t)K,
+                                              &mag[i * n_cols + j]);
+    }
+    free(end);
+    free(a);
+    free(b);
+    return KILN_OK;
 }
 
 /* ------------------------------------------------------------------------ */

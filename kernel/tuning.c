@@ -168,15 +168,37 @@ static void needs_of(const kiln_problem *p, kiln_kernel_desc *d)
     d->epilogue.beta = e->beta != 0.0f;
 }
 
-/* Joins the terms of the knobs with on[i] set (i: index into kiln_knobs). */
-static void sig_join(const unsigned char *on, char *out, size_t size)
+/* A knob with more than one value besides kiln_desc_init's (fp8.recipe:
+ * tensor, row, block) names the value in its term ("fp8_recipe=row"): the
+ * recipes need different kernels and are timed apart, so one term for all
+ * of them would give a row-wise and a per-tensor call one table entry. */
+static int term_names_value(const kiln_knob *k)
+{
+    int n = 0;
+    if (k->kind == KILN_KNOB_ENUM && k->choices)
+        while (k->choices[n].name) n++;
+    return n > 2;
+}
+
+/* The spelling of value v of an ENUM knob, or NULL. */
+static const char *choice_name(const kiln_knob *k, int v)
+{
+    for (int i = 0; k->choices && k->choices[i].name; i++)
+        if (k->choices[i].value == v) return k->choices[i].name;
+    return NULL;
+}
+
+/* Joins the terms of the knobs with on[i] set (i: index into kiln_knobs;
+ * on[i] - 1 is the value a term that names its value names). */
+static void sig_join(const int *on, char *out, size_t size)
 {
     size_t used = 0;
     out[0] = '\0';
     for (const kiln_knob *k = kiln_knobs; k->key; k++) {
         if (!on[k - kiln_knobs]) continue;
-        int w = snprintf(out + used, size > used ? size - used : 0, "%s%s", used ? "+" : "",
-                         k->text);
+        const char *v = term_names_value(k) ? choice_name(k, on[k - kiln_knobs] - 1) : NULL;
+        int w = snprintf(out + used, size > used ? size - used : 0, "%s%s%s%s", used ? "+" : "",
+                         k->text, v ? "=" : "", v ? v : "");
         if (w > 0) used += (size_t)w;
     }
     if (!used) snprintf(out, size, "plain");
@@ -188,9 +210,10 @@ void kiln_tuning_sig_from_problem(const kiln_problem *p, char *out, size_t size)
     kiln_kernel_desc need, dflt;
     needs_of(p, &need);
     kiln_desc_init(&dflt);
-    unsigned char on[KILN_KNOB_COUNT_MAX] = {0};
+    int on[KILN_KNOB_COUNT_MAX] = {0};
     for (const kiln_knob *k = kiln_knobs; k->key; k++)
-        on[k - kiln_knobs] = k->sig == sig_of_op(p->op) && kiln_knob_get(k, &need) != kiln_knob_get(k, &dflt);
+        if (k->sig == sig_of_op(p->op) && kiln_knob_get(k, &need) != kiln_knob_get(k, &dflt))
+            on[k - kiln_knobs] = kiln_knob_get(k, &need) + 1;
     sig_join(on, out, size);
 }
 
@@ -208,30 +231,79 @@ void kiln_tuning_key_from_problem(const kiln_problem *p, const char *arch, kiln_
 
 #define WHY(...) (snprintf(why, why_size, __VA_ARGS__), 0)
 
+/* The terms a signature of op may hold, for messages: "weights+bias+...",
+ * a term that names its value as "fp8_recipe=tensor|row|block". */
+static void known_terms(int sig, char *out, size_t size)
+{
+    kiln_kernel_desc dflt;
+    kiln_desc_init(&dflt);
+    size_t used = 0;
+    out[0] = '\0';
+    for (const kiln_knob *k = kiln_knobs; k->key; k++) {
+        if (k->sig != sig) continue;
+        int w = snprintf(out + used, size > used ? size - used : 0, "%s%s", used ? "+" : "", k->text);
+        if (w > 0) used += (size_t)w;
+        if (!term_names_value(k)) continue;
+        for (int i = 0, n = 0; k->choices[i].name; i++) {
+            if (k->choices[i].value == kiln_knob_get(k, &dflt)) continue;
+            w = snprintf(out + used, size > used ? size - used : 0, "%s%s", n++ ? "|" : "=",
+                         k->choices[i].name);
+            if (w > 0) used += (size_t)w;
+        }
+    }
+}
+
+/* The knob of signature term p[0, len) for signature kind sig, and in *value
+ * the value it names (+1; 1 for a term that names none); NULL when the term
+ * is not one: an unknown name, a value missing, not a choice or the
+ * default, or given to a term that takes none. */
+static const kiln_knob *parse_term(const char *p, size_t len, int sig, int *value)
+{
+    const char *eq = memchr(p, '=', len);
+    size_t name_len = eq ? (size_t)(eq - p) : len;
+    kiln_kernel_desc dflt;
+    kiln_desc_init(&dflt);
+    for (const kiln_knob *k = kiln_knobs; k->key; k++) {
+        if (k->sig != sig || strlen(k->text) != name_len || strncmp(p, k->text, name_len)) continue;
+        if (!term_names_value(k)) {
+            *value = 1;
+            return eq ? NULL : k;
+        }
+        if (!eq) return NULL;
+        size_t vlen = len - name_len - 1;
+        for (int i = 0; k->choices[i].name; i++)
+            if (strlen(k->choices[i].name) == vlen && !strncmp(eq + 1, k->choices[i].name, vlen) &&
+                k->choices[i].value != kiln_knob_get(k, &dflt)) {
+                *value = k->choices[i].value + 1;
+                return k;
+            }
+        return NULL;
+    }
+    return NULL;
+}
+
 int kiln_tuning_sig_valid(const char *sig, kiln_op op, char *why, size_t why_size)
 {
     if (!strcmp(sig, "plain")) return 1;
-    unsigned char on[KILN_KNOB_COUNT_MAX] = {0}, all[KILN_KNOB_COUNT_MAX] = {0};
-    for (const kiln_knob *k = kiln_knobs; k->key; k++) all[k - kiln_knobs] = k->sig == sig_of_op(op);
+    int on[KILN_KNOB_COUNT_MAX] = {0};
     long last = -1;
     const char *p = sig;
     while (1) {
         const char *end = strchr(p, '+');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        long found = -1;
-        for (const kiln_knob *k = kiln_knobs; k->key; k++)
-            if (all[k - kiln_knobs] && strlen(k->text) == len && !strncmp(p, k->text, len))
-                found = k - kiln_knobs;
-        if (found < 0) {
-            char list[160];
-            sig_join(all, list, sizeof list);
+        int value = 0;
+        const kiln_knob *k = parse_term(p, len, sig_of_op(op), &value);
+        if (!k) {
+            char list[256];
+            known_terms(sig_of_op(op), list, sizeof list);
             return WHY("epilogue signature '%s': unknown term '%.*s' for %s (known: plain or "
                        "%s)", sig, (int)(len > 40 ? 40 : len), p, kiln_op_name(op), list);
         }
+        long found = k - kiln_knobs;
         if (found <= last)
             return WHY("epilogue signature '%s' is not canonical (terms once each, in the "
                        "order of docs/tuning.md)", sig);
-        on[found] = 1;
+        on[found] = value;
         last = found;
         if (!end) break;
         p = end + 1;

@@ -83,11 +83,15 @@ double kiln_shape_class_distance(const kiln_shape_class *c, int64_t groups, int6
 /* The epilogue signature names what a call asks for beyond D = A·B, as
  * '+'-joined terms, or "plain" when nothing.  The terms are the text keys of
  * the knobs marked for signatures in knobs.c, in its order:
- *   fprop, dgrad: weights bias row_scale scale_bias alpha beta
+ *   fprop, dgrad: weights bias row_scale scale_bias alpha beta fp8_recipe fp8_accumulate
  *   wgrad:        wgrad_output accumulate dbias
  * (weights: weights as a device array of pointers; alpha: per-group α;
  * wgrad_output: discrete output; dbias: the bias gradient, d_dbias or
- * d_dbias_ptrs; scale_bias only with bias and row_scale). */
+ * d_dbias_ptrs; scale_bias only with bias and row_scale), then for 8-bit
+ * inputs fp8_recipe=tensor|row|block and fp8_accumulate (promotion; the
+ * block recipe always promotes).  A knob with several values besides the
+ * default names its value in its term ("fp8_recipe=row"), so each recipe
+ * has keys of its own. */
 typedef struct kiln_tuning_key {
     char arch[KILN_ARCH_MAX];    /* "sm_90a" */
     kiln_op op;

@@ -29,10 +29,12 @@ A winner no such entry names is an error that lists what is missing; its ids
 come from a table kiln tune writes with it as a winner (e.g. `kiln tune
 SWEEP --shapes ONE_SHAPE --timer fake`), given with --descs.
 
-The CSV does not record the timer or the types: --timer names the timer the
-measurements came from (it goes into the header, where `kiln pack` reads
-it), --types the call's types (default bf16/bf16/bf16, what
-scripts/tune_corpus.sh tunes); every kernel description must agree.
+The CSV does not record the timer: --timer names the timer the measurements
+came from (it goes into the header, where `kiln pack` reads it).  Its a, b
+and out columns give each row's types (bf16 and fp8 runs may be given
+together); a CSV of an older kiln tune, without them, takes --types
+(default bf16/bf16/bf16, what scripts/tune_corpus.sh tuned then).  Every
+kernel description must agree.
 
 --check: write nothing; exit 1 if OUT (default TABLE) is not exactly what
 would be written.  Exit 2 on bad input, with the file and line.
@@ -47,7 +49,7 @@ import sys
 MAGIC = "kiln-tuning 1"
 COLUMNS = "# ARCH OP A B OUT EPILOGUE CLASS -> KERNEL BUNDLE_ID CACHE_KEY MS RUNNERUP RUNNERUP_MS DESC"
 OPS = ["fprop", "dgrad", "wgrad"]                   # kiln_op order
-DTYPES = ["bf16", "f16", "f32", "e4m3", "e5m2"]     # kiln_dtype order
+DTYPES = ["bf16", "fp16", "f32", "e4m3", "e5m2"]    # kiln_dtype order (kiln_dtype_name)
 BUCKETS = {"t": ["16", "64", "256", "1024", "max"], "g": ["8", "32", "128", "max"],
            "n": ["1024", "2048", "4096", "8192", "max"], "k": ["1024", "2048", "4096", "8192", "max"]}
 
@@ -167,6 +169,9 @@ def read_csv(path):
     need = ["variant", "arch", "op", "epilogue", "shape", "class", "state", "median_ms"]
     if not rows or any(c not in rows[0] for c in need):
         raise Bad("%s:1: not kiln tune --csv output (needs columns %s)" % (path, ", ".join(need)))
+    # a, b, out: the call's types (kiln tune's CSVs since the fp8 sweeps;
+    # older ones lack them and take --types)
+    need += [c for c in ("a", "b", "out") if c in rows[0]]
     col = {name: rows[0].index(name) for name in need}
     out = []
     for no, r in enumerate(rows[1:], 2):
@@ -190,7 +195,13 @@ def choose(rows, types, skip_untimed=False):
             continue                                 # not usable: no op, never timed
         if r["op"] not in OPS:
             raise Bad("%s: unknown op '%s'" % (where, r["op"]))
-        key = (r["arch"], r["op"]) + types + (r["epilogue"], r["class"])
+        row_types = tuple(r.get(c, "") for c in ("a", "b", "out"))
+        if all(row_types):
+            if any(t not in DTYPES for t in row_types):
+                raise Bad("%s: unknown types %s" % (where, "/".join(row_types)))
+        else:
+            row_types = types
+        key = (r["arch"], r["op"]) + row_types + (r["epilogue"], r["class"])
         class_order(r["class"], where)
         shapes.setdefault(key, [])
         if r["shape"] not in shapes[key]:
@@ -237,7 +248,7 @@ def entries_from_csvs(csvs, types, known, skip_untimed):
                 missing.append("%s (wins %s)" % (best[0], " ".join(key)))
                 continue
             bundle_id, cache_key, desc = known[best[0]]
-            for field, want in zip(("op", "a", "b", "out"), (key[1],) + types):
+            for field, want in zip(("op", "a", "b", "out"), key[1:5]):
                 if desc_field(desc, field) != want:
                     raise Bad("%s: kernel %s is %s=%s, the key %s says %s"
                               % (path, best[0], field, desc_field(desc, field), " ".join(key), want))

@@ -6,7 +6,7 @@
 # measurements the dispatch report reads (docs/dispatch.md).
 #
 #   scripts/tune_corpus.sh [BUILD_DIR] [--fake] [--compile-only] [--no-write]
-#                          [--only REGEX]
+#                          [--only REGEX] [--cases-only]
 #
 # The candidates are the catalog's kind of kernel, not a sweep: per op the
 # plain sm90 points of specs/sweeps/{fprop,dgrad}_sm90_plain.yaml with
@@ -38,6 +38,15 @@
 #
 # KILN_TUNE_OPS (default "fprop dgrad") picks the ops; "wgrad" tunes plain
 # dense wgrad with the points of specs/sweeps/wgrad_sm90_plain.yaml.
+# fp8 (e4m3, no epilogue terms): "fprop_e4m3_row", "dgrad_e4m3_row",
+# "fprop_e4m3_block", "dgrad_e4m3_block" tune the shipped sweeps
+# specs/sweeps/{fprop,dgrad}_sm90_e4m3_{row,block}.yaml as they are (20
+# and 12 kernels each) and the shipped defaults of that recipe; "fp8" is
+# all four.  Each kernel is checked first against a host reference from the
+# dequantized inputs (docs/tuning.md).  --cases-only times bench/cases.tsv
+# alone (13 shapes): the fp8 ops over it are 910 cells (70 kernels), a few minutes of
+# GPU; the corpus would add 85 shapes.  The dispatch report prices plain
+# bf16 cells only (bench/dispatch_report.c).
 #
 # --fake: the fake timer (no GPU; CI and dry runs).  --compile-only: only
 # compile the candidates into the cache ($KILN_CACHE_DIR), e.g. on a CPU
@@ -46,7 +55,7 @@
 # KILN_TUNE_BUDGET_MS=300.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-build=build fake=0 compile_only=0 write=1 only=.
+build=build fake=0 compile_only=0 write=1 only=. cases_only=0
 while [ $# -gt 0 ]; do
   a=$1; shift
   case $a in
@@ -54,6 +63,7 @@ while [ $# -gt 0 ]; do
     --fake) fake=1; write=0 ;;
     --compile-only) compile_only=1 ;;
     --no-write) write=0 ;;
+    --cases-only) cases_only=1 ;;
     -*) echo "tune_corpus.sh: unknown option $a" >&2; exit 2 ;;
     *) build=$a ;;
   esac
@@ -63,6 +73,7 @@ kiln=$build/kiln
 [ -x "$kiln" ] || { echo "tune_corpus.sh: no $kiln (build first)" >&2; exit 2; }
 out=${OUT:-$build/tune_corpus}
 ops=${KILN_TUNE_OPS:-fprop dgrad}
+ops=${ops//fp8/fprop_e4m3_row dgrad_e4m3_row fprop_e4m3_block dgrad_e4m3_block}
 mkdir -p "$out/sweeps"
 cd "$here"
 
@@ -96,6 +107,15 @@ for op in $ops; do
                          specs/default/sm90_${op}_bf16_64x256.yaml) ;;
     # wgrad: the shipped sweep as it is (its points that fit), and the default
     wgrad) specs+=(specs/sweeps/wgrad_sm90_plain.yaml specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
+    # fp8: the shipped sweep as it is, and the defaults of the recipe (fast
+    # accumulation for row: the promoted default has keys of its own)
+    fprop_e4m3_row|dgrad_e4m3_row)
+      specs+=(specs/sweeps/${op%_e4m3_row}_sm90_e4m3_row.yaml
+              specs/default/sm90_${op%_e4m3_row}_e4m3_row_128x128.yaml
+              specs/default/sm90_${op%_e4m3_row}_e4m3_row_64x256.yaml) ;;
+    fprop_e4m3_block|dgrad_e4m3_block)
+      specs+=(specs/sweeps/${op%_e4m3_block}_sm90_e4m3_block.yaml
+              specs/default/sm90_${op%_e4m3_block}_e4m3_block_128x128.yaml) ;;
     *) echo "tune_corpus.sh: unknown op '$op' in KILN_TUNE_OPS" >&2; exit 2 ;;
   esac
 done
@@ -106,7 +126,8 @@ fi
 
 # One shapes file: the corpus and the benchmark cases (their classes keep
 # entries too).  Names are unique across the two.
-{ grep -v '^#' bench/corpus.tsv; grep -v '^#' bench/cases.tsv; } | grep -E "^[^[:space:]]*($only)" \
+corpus=bench/corpus.tsv; [ $cases_only = 1 ] && corpus=/dev/null
+{ grep -v '^#' $corpus; grep -v '^#' bench/cases.tsv; } | grep -E "^[^[:space:]]*($only)" \
   > "$out/shapes.tsv" || { echo "tune_corpus.sh: no shape matches --only $only" >&2; exit 2; }
 
 export KILN_TUNE_RUNS=${KILN_TUNE_RUNS:-10} KILN_TUNE_WARMUP=${KILN_TUNE_WARMUP:-3}

@@ -45,13 +45,14 @@ def run(*args):
     return p.returncode, p.stdout + p.stderr
 
 
-def entries(path):
-    """{(op, class): fields after the key} of a table's entries."""
+def entries(path, full=False):
+    """{(op, class): fields after the key} of a table's entries ({key: ...}
+    with full: the whole key, types and signature too)."""
     out = {}
     for line in open(path).read().splitlines():
         if line.startswith("sm_"):
             f = line.split(None, 14)
-            out[(f[1], f[6])] = f[8:]
+            out[tuple(f[:7]) if full else (f[1], f[6])] = f[8:]
     return out
 
 
@@ -135,8 +136,10 @@ def test_fake_tune(d, kiln):
     with open(shapes, "w") as f:
         f.write("bal\t8\t2048\t4096\t14336\tuniform\nskew\t8\t2048\t4096\t14336\tskew\n"
                 "dec\t64\t8\t4096\t2048\tuniform\n")
-    specs = ["specs/default/sm90_%s_bf16_%s.yaml" % (op, t) for op in ("fprop", "dgrad")
-             for t in ("128x128", "64x256")]
+    # bf16 and fp8 (row-wise) kernels in one run: the keys' types come from
+    # the CSV's a, b, out columns
+    specs = ["specs/default/sm90_%s_%s_%s.yaml" % (op, ty, t) for op in ("fprop", "dgrad")
+             for ty in ("bf16", "e4m3_row") for t in ("128x128", "64x256")]
     with open(csv_path, "w") as out:
         p = subprocess.run([kiln, "tune"] + specs + ["--shapes", shapes, "--timer", "fake", "-o",
                                                     table, "--csv"], cwd=ROOT, stdout=out,
@@ -150,8 +153,10 @@ def test_fake_tune(d, kiln):
     check(rc == 0, "script on kiln tune's CSV: %s" % text.strip())
     if rc:
         return
-    want, got = entries(table), entries(merged)
-    check(set(want) == set(got) and len(want) == 4, "the same keys as kiln tune (%d)" % len(want))
+    want, got = entries(table, True), entries(merged, True)
+    check(set(want) == set(got) and len(want) == 8 and
+          sum(k[2:5] == ("e4m3", "e4m3", "bf16") for k in got) == 4,
+          "the same keys as kiln tune (%d), fp8 ones among them" % len(want))
     same = all(got[k][0] == want[k][0] and got[k][4] == want[k][4] and got[k][1:3] == want[k][1:3]
                and got[k][-1] == want[k][-1] for k in want)
     close = all(abs(float(got[k][3]) / float(want[k][3]) - 1) < 2e-5 and
@@ -165,11 +170,11 @@ def test_fake_tune(d, kiln):
     rc, text = run("--table", empty, "-o", merged, "--timer", "fake", csv_path)
     check(rc == 2 and "no bundle id" in text, "winners no table names: refused")
     rc, text = run("--table", empty, "-o", merged, "--timer", "fake", "--descs", table, csv_path)
-    check(rc == 0 and entries(merged) == got, "--descs: the ids and descriptions from there")
+    check(rc == 0 and entries(merged, True) == got, "--descs: the ids and descriptions from there")
     # --entries (scripts/tune_corpus.sh's merge): kiln tune's entries replace
     # the shipped table's of their keys, the rest stay, the header is kiln tune's.
     rc, text = run("--table", SHIPPED, "-o", merged, "--entries", table)
-    got, old = entries(merged), entries(SHIPPED)
+    got, old = entries(merged, True), entries(SHIPPED, True)
     head = [l for l in open(merged).read().splitlines() if l.startswith("#")]
     check(rc == 0 and all(got[k] == want[k] for k in want) and
           all(got[k] == old[k] for k in old if k not in want) and

@@ -3,8 +3,8 @@
  * (runtime/dispatch.c, runtime/dispatch_model.c): the nearest measured
  * class keeps a neighbour's kernel one row past a bucket edge (no cliff),
  * the cost model's choice on shapes whose answer is clear, dispatch with
- * tables off, the dbias signature's own entry, and kernels of other types
- * (fp8) never chosen for a bf16 call.  Fake catalogs and tables; no GPU. */
+ * tables off, the dbias signature's own entry, kernels of other types
+ * (fp8) never chosen for a bf16 call, and each fp8 recipe's own entry.  Fake catalogs and tables; no GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +376,55 @@ static void test_types_must_match(void **state)
     kiln_tuning_table_destroy(t);
 }
 
+/* fp8 recipes (issue 16): kiln tune writes one entry per recipe for a class
+ * (the key names the recipe), and each call takes its own recipe's entry
+ * exactly; a promoted row-wise call, which has no entry, is not given the
+ * fast one's kernel but a kernel that promotes. */
+static void test_fp8_recipes_own_entries(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    kiln_kernel_desc *d = add(&c, "row_default", KILN_OP_FPROP, 128, 128, "pingpong");
+    kiln_kernel_desc *dp = add(&c, "row_promote_default", KILN_OP_FPROP, 128, 128, "cooperative");
+    catalog w = {0};
+    kiln_kernel_desc *row = add(&w, "tuned_row", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_kernel_desc *ten = add(&w, "tuned_tensor", KILN_OP_FPROP, 64, 256, "pingpong");
+    kiln_kernel_desc *blk = add(&w, "tuned_block", KILN_OP_FPROP, 128, 128, "cooperative");
+    kiln_kernel_desc *all[] = {d, dp, row, ten, blk};
+    kiln_fp8_recipe recipes[] = {KILN_FP8_ROW, KILN_FP8_ROW, KILN_FP8_ROW, KILN_FP8_TENSOR,
+                                 KILN_FP8_BLOCK};
+    for (int i = 0; i < 5; i++) {
+        all[i]->a_type = all[i]->b_type = KILN_DTYPE_E4M3;
+        all[i]->tile_k = 128;
+        all[i]->fp8_recipe = recipes[i];
+        all[i]->fp8_promote = i == 1 || i == 4;
+    }
+    kiln_tuning_table *t;
+    kiln_error err;
+    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 7168);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    for (int i = 2; i < 5; i++) {
+        p.fp8.recipe = recipes[i];
+        add_entry(t, &p, all[i], &w.l[i - 2], 0.5 + i);
+    }
+    assert_int_equal(kiln_tuning_table_count(t), 3);
+    for (int i = 2; i < 5; i++) {
+        p.fp8.recipe = recipes[i];
+        kiln_dispatch_choice ch = choose(&c, &p, t, 0);
+        assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
+        assert_string_equal(chosen(&c, t, &ch), all[i]->name);
+    }
+    p.fp8.recipe = KILN_FP8_ROW;
+    p.fp8.promote = 1;
+    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_string_equal(chosen(&c, t, &ch), "row_promote_default");
+    kiln_tuning_table_destroy(t);
+}
+
 KILN_TEST_MAIN(
     cmocka_unit_test(test_nearest_class_no_cliff),
     cmocka_unit_test(test_model_clear_choices),
@@ -384,4 +433,5 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_deeper_pipeline_breaks_ties),
     cmocka_unit_test(test_tables_off),
     cmocka_unit_test(test_dbias_gets_its_own_entry),
-    cmocka_unit_test(test_types_must_match))
+    cmocka_unit_test(test_types_must_match),
+    cmocka_unit_test(test_fp8_recipes_own_entries))

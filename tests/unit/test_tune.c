@@ -19,6 +19,10 @@
 #define FATES "tests/data/tune/fates.yaml"
 #define DGRAD "tests/data/tune/dgrad.yaml"
 #define FATE_TEMPLATES "tests/data/tune/templates"
+#define FP8_SWEEPS                                                                                 \
+    "specs/sweeps/fprop_sm90_e4m3_row.yaml specs/sweeps/dgrad_sm90_e4m3_row.yaml "                 \
+    "specs/sweeps/fprop_sm90_e4m3_block.yaml specs/sweeps/dgrad_sm90_e4m3_block.yaml"
+#define FP8_SHAPES "tests/data/tune/fp8_shapes.tsv"
 
 static char *g_dir;   /* scratch for the whole file */
 static char *g_cache; /* one cache, so each kernel compiles once */
@@ -615,6 +619,105 @@ static void test_bad_input(void **state)
     free(shapes);
 }
 
+/* An fp8 call as a user makes it (kiln.h, kiln_fp8; tests/gpu/test_gpu_fp8.c):
+ * e4m3 inputs, the recipe and its scales, dgrad's transposed weights. */
+static void fp8_call(kiln_problem *p, kiln_op op, kiln_fp8_recipe r, int promote, int groups,
+                     int64_t tokens, int64_t n, int64_t k)
+{
+    static float dummy[16];
+    memset(p, 0, sizeof *p);
+    p->op = op;
+    p->a_type = p->b_type = KILN_DTYPE_E4M3;
+    p->out_type = KILN_DTYPE_BF16;
+    p->epilogue.alpha = 1.0f;
+    p->groups = groups;
+    p->capacity = groups * tokens;
+    p->n = n;
+    p->k = k;
+    p->d_a = p->d_out = dummy;
+    p->fp8.recipe = r;
+    p->fp8.promote = promote;
+    p->fp8.d_scale_a = p->fp8.d_scale_b = dummy;
+    if (op == KILN_OP_DGRAD) p->fp8.d_bt = dummy;
+    else p->d_b = dummy;
+}
+
+/* The fp8 sweeps (specs/sweeps, {fprop,dgrad}_sm90_e4m3_{row,block}): every point compiles and is
+ * timed on its own recipe, and the table's keys are exactly those of the
+ * fp8 calls users make, one per (op, recipe, class): a row-wise call finds
+ * a row-wise kernel, a block-scaled call a block one; a per-tensor or a
+ * promoted row-wise call (not tuned here) finds none.  With a GPU, the real
+ * timer checks every sweep kernel against the host fp8 reference on sizes
+ * off every tile. */
+static void test_fp8_sweeps(void **state)
+{
+    (void)state;
+    char *table = path_in("fp8", "table.txt"), *out = NULL;
+    int rc = tune(&out, NULL, FP8_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer fake", table);
+    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    kiln_test_has(out, "64 variants: 64 timed, 0 failed to compile, 0 spill registers",
+                  "128 measurements: 128 now, 0 from the journal, 0 failed",
+                  "sm_90a fprop e4m3 e4m3 bf16 fp8_recipe=row t256.g8.n1024.k1024",
+                  "sm_90a dgrad e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate t64.g32.n1024.k1024");
+    free(out);
+    kiln_tuning_table *t = load_table(table);
+    assert_int_equal(kiln_tuning_table_count(t), 8); /* 2 ops x 2 recipes x 2 classes */
+    static const struct { int groups; int64_t tokens, k, n; } shapes[] = {{8, 200, 400, 320},
+                                                                          {32, 64, 1024, 512}};
+    for (int op = KILN_OP_FPROP; op <= KILN_OP_DGRAD; op++)
+        for (int s = 0; s < 2; s++)
+            for (int r = KILN_FP8_TENSOR; r <= KILN_FP8_BLOCK; r++)
+                for (int promote = 0; promote < 2; promote++) {
+                    kiln_problem p;
+                    fp8_call(&p, (kiln_op)op, (kiln_fp8_recipe)r, promote, shapes[s].groups,
+                             shapes[s].tokens, shapes[s].n, shapes[s].k);
+                    kiln_tuning_key k;
+                    kiln_tuning_key_from_problem(&p, "sm_90a", &k);
+                    const kiln_tuning_entry *e = kiln_tuning_lookup(t, &k);
+                    int tuned = r == KILN_FP8_BLOCK || (r == KILN_FP8_ROW && !promote);
+                    if (!tuned) {
+                        if (e) fail_msg("recipe %d promote %d: entry %s", r, promote, e->kernel);
+                        continue;
+                    }
+                    if (!e) fail_msg("%s recipe %d shape %d: no entry for '%s'",
+                                     kiln_op_name((kiln_op)op), r, s, k.epilogue);
+                    char prefix[64];
+                    snprintf(prefix, sizeof prefix, "%s_sm90_e4m3_%s__", kiln_op_name((kiln_op)op),
+                             r == KILN_FP8_ROW ? "row" : "block");
+                    if (strncmp(e->kernel, prefix, strlen(prefix))) fail_msg("%s", e->kernel);
+                    assert_int_equal(e->kdesc.op, op);
+                    assert_int_equal(e->kdesc.fp8_recipe, r);
+                    assert_int_equal(e->kdesc.a_type, KILN_DTYPE_E4M3);
+                }
+    kiln_tuning_table_destroy(t);
+
+    /* The CSV names the recipe in each variant's signature, the types last. */
+    rc = tune(&out, NULL, FP8_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer fake --csv", table);
+    if (rc != 0) fail_msg("kiln tune --csv failed (%d):\n%s", rc, out);
+    kiln_test_has(out, ",sm_90a,dgrad,fp8_recipe=row,odd,8,200,400,320,random,t256.g8.n1024.k1024,timed,",
+                  ",sm_90a,fprop,fp8_recipe=block+fp8_accumulate,skewed,",
+                  "from_journal,winner,note,a,b,out\n", ",0,,e4m3,e4m3,bf16\n");
+    free(out);
+
+    /* The GPU timer where there is no GPU (this machine), or a real run:
+     * every kernel checked against the fp8 reference, none wrong. */
+    char *gpu_table = path_in("fp8", "gpu.txt");
+    rc = tune(&out, "KILN_TUNE_RUNS=3 KILN_TUNE_WARMUP=1",
+              FP8_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer gpu", gpu_table);
+    if (rc != 0 || !strstr(out, "timer: gpu:")) {
+        if (rc != 1 || !strstr(out, "no GPU to time on"))
+            fail_msg("fp8 on the gpu timer: rc %d:\n%s", rc, out);
+    } else {
+        kiln_test_has(out, "64 variants: 64 timed", "128 measurements: 128 now, 0 from the journal, 0 failed");
+        t = load_table(gpu_table);
+        assert_int_equal(kiln_tuning_table_count(t), 8);
+        kiln_tuning_table_destroy(t);
+    }
+    free(out);
+    free(gpu_table);
+    free(table);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -622,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_fates),
         cmocka_unit_test(test_plot_and_csv),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_fp8_sweeps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -697,6 +697,80 @@ static void test_dbias_signature(void **state)
     assert_int_not_equal(kiln_tuning_key_compare(&a, &b), 0);
 }
 
+/* fp8 calls: the recipe is named in the signature, so row-wise, per-tensor
+ * and block-scaled calls of one class have keys of their own (with one
+ * term for all, a table could hold only one of them), promotion adds its
+ * term (the block recipe always promotes), and the parser takes exactly
+ * those spellings. */
+static void test_fp8_signature(void **state)
+{
+    (void)state;
+    char sig[KILN_TUNING_SIG_MAX], why[256];
+    static float dummy[4];
+    kiln_problem p;
+    problem_init(&p, KILN_OP_DGRAD);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    p.out_type = KILN_DTYPE_BF16;
+    p.groups = 32;
+    p.capacity = 32 * 1024;
+    p.n = 4096;
+    p.k = 7168;
+    p.fp8.d_scale_a = p.fp8.d_scale_b = dummy;
+    p.fp8.d_bt = dummy;
+    static const struct { kiln_fp8_recipe r; int promote; const char *sig; } want[] = {
+        {KILN_FP8_TENSOR, 0, "fp8_recipe=tensor"},
+        {KILN_FP8_ROW, 0, "fp8_recipe=row"},
+        {KILN_FP8_ROW, 1, "fp8_recipe=row+fp8_accumulate"},
+        {KILN_FP8_BLOCK, 0, "fp8_recipe=block+fp8_accumulate"},
+        {KILN_FP8_BLOCK, 1, "fp8_recipe=block+fp8_accumulate"},
+    };
+    kiln_tuning_key keys[5];
+    for (int i = 0; i < 5; i++) {
+        p.fp8.recipe = want[i].r;
+        p.fp8.promote = want[i].promote;
+        kiln_tuning_sig_from_problem(&p, sig, sizeof sig);
+        assert_string_equal(sig, want[i].sig);
+        if (!kiln_tuning_sig_valid(sig, KILN_OP_DGRAD, why, sizeof why)) fail_msg("%s: %s", sig, why);
+        kiln_tuning_key_from_problem(&p, "sm_90a", &keys[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++)
+            assert_int_not_equal(kiln_tuning_key_compare(&keys[i], &keys[j]), 0);
+    kiln_strbuf sb;
+    kiln_strbuf_init(&sb);
+    kiln_tuning_key_format(&keys[1], &sb);
+    assert_string_equal(sb.data, "sm_90a dgrad e4m3 e4m3 bf16 fp8_recipe=row t1024.g32.n4096.k8192");
+    kiln_strbuf_free(&sb);
+    /* With an epilogue term: the knob table's order. */
+    p.fp8.recipe = KILN_FP8_ROW;
+    p.fp8.promote = 0;
+    p.epilogue.d_bias = dummy;
+    kiln_tuning_sig_from_problem(&p, sig, sizeof sig);
+    assert_string_equal(sig, "bias+fp8_recipe=row");
+
+    struct { const char *sig; const char *why; } bad[] = {
+        {"fp8_recipe", "unknown term 'fp8_recipe'"},
+        {"fp8_recipe=", "unknown term 'fp8_recipe='"},
+        {"fp8_recipe=none", "unknown term 'fp8_recipe=none'"},
+        {"fp8_recipe=rows", "unknown term 'fp8_recipe=rows'"},
+        {"fp8_accumulate=promote", "unknown term 'fp8_accumulate=promote'"},
+        {"bias=per_group", "unknown term 'bias=per_group'"},
+        {"fp8_accumulate+fp8_recipe=row", "not canonical"},
+        {"fp8_recipe=row+fp8_recipe=block", "not canonical"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = '\0';
+        if (kiln_tuning_sig_valid(bad[i].sig, KILN_OP_FPROP, why, sizeof why))
+            fail_msg("accepted bad signature '%s'", bad[i].sig);
+        if (!strstr(why, bad[i].why))
+            fail_msg("signature '%s': message '%s' lacks '%s'", bad[i].sig, why, bad[i].why);
+    }
+    /* The message lists the recipes a term may name. */
+    kiln_tuning_sig_valid("fp8_recipe", KILN_OP_FPROP, why, sizeof why);
+    if (!strstr(why, "fp8_recipe=tensor|row|block+fp8_accumulate")) fail_msg("message: %s", why);
+    assert_int_equal(kiln_tuning_sig_valid("fp8_recipe=row", KILN_OP_WGRAD, why, sizeof why), 0);
+}
+
 /* The distance the dispatcher's nearest-class rule uses: zero on a class's
  * representative sizes, continuous across a bucket edge (a call one row a
  * group past t1024 is as near t1024 as the call at 1024), and ordered by
@@ -735,4 +809,5 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_table_messages_printable),
     cmocka_unit_test(test_table_timer),
     cmocka_unit_test(test_dbias_signature),
+    cmocka_unit_test(test_fp8_signature),
     cmocka_unit_test(test_class_distance))
