@@ -46,13 +46,17 @@ def run(*args):
 
 
 def entries(path, full=False):
-    """{(op, class): fields after the key} of a table's entries ({key: ...}
-    with full: the whole key, types and signature too)."""
+    """{(op, class): fields after the key} of a table's bf16 entries ({key:
+    ...} of every entry with full: the whole key, types and signature too;
+    fp8 entries share classes with bf16 ones)."""
     out = {}
     for line in open(path).read().splitlines():
         if line.startswith("sm_"):
             f = line.split(None, 14)
-            out[tuple(f[:7]) if full else (f[1], f[6])] = f[8:]
+            if full:
+                out[tuple(f[:7])] = f[8:]
+            elif f[2:5] == ["bf16"] * 3:
+                out[(f[1], f[6])] = f[8:]
     return out
 
 
@@ -105,7 +109,7 @@ def test_hand(d, bench):
         f.write("s1\t32\t1024\t2048\t8192\tuniform\ns4\t8\t16\t4096\t16384\tuniform\n")
     p = subprocess.run([bench, "--dispatch-report", csv_path, "--cases", shapes, "--table", out],
                        cwd=ROOT, capture_output=True, text=True)
-    check(p.returncode == 0 and "%d entries" % len(new) in p.stdout,
+    check(p.returncode == 0 and "%d entries" % len(entries(out, full=True)) in p.stdout,
           "kiln parses the merged table (integrity line, sorted keys): %s" % p.stderr.strip())
     rc, text = run("--table", out, "--timer", "gpu:TEST", "--check", csv_path)
     check(rc == 0, "--check: a merged table is what the same CSV gives again")
@@ -185,7 +189,8 @@ def test_fake_tune(d, kiln):
 
 def test_shipped():
     csvs = ["docs/results/session6-corpus-tune-h200-2026-11-23.csv",
-            "docs/results/session7-corpus-tune-wgrad-h200-2026-11-23.csv"]
+            "docs/results/session7-corpus-tune-wgrad-h200-2026-11-23.csv",
+            "docs/results/session7-fp8-tune-h200-2026-11-23.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
