@@ -13,6 +13,7 @@
 #include "catalog.h"
 #include "cli.h"
 #include "expand.h"
+#include "shipped_specs.h"
 #include "kernel_desc.h"
 #include "tuning.h"
 
@@ -42,15 +43,9 @@ static void test_descriptions_parse(void **state)
 static char (*pack_ids(size_t *n))[65]
 {
     kiln_spec_set set;
-    char *paths[] = {"specs"};
-    kiln_cli_options o;
-    memset(&o, 0, sizeof o);
-    o.arch_list = "sm_90a";
-    assert_int_equal(kiln_spec_set_load(&set, &o, 1, paths, 0), KILN_EXIT_OK);
-    kiln_expander *ex = NULL;
+    kiln_expander *ex = kts_load_shipped("specs", &set);
     kiln_error err;
     kiln_error_clear(&err);
-    if (kiln_cli_expander(&o, &ex, &err) != KILN_OK) fail_msg("%s", err.msg);
     char (*ids)[65] = calloc(set.n_jobs ? set.n_jobs : 1, sizeof *ids);
     assert_non_null(ids);
     for (size_t i = 0; i < set.n_jobs; i++) {

@@ -12,23 +12,16 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "cli.h"
-#include "expand.h"
+#include "shipped_specs.h"
 #include "nvrtc.h"
 
 static void test_no_serialised_wgmma(void **state)
 {
     (void)state;
     kiln_spec_set set;
-    char *paths[] = {"specs/default"};
-    kiln_cli_options o;
-    memset(&o, 0, sizeof o);
-    o.arch_list = "sm_90a";
-    assert_int_equal(kiln_spec_set_load(&set, &o, 1, paths, 0), KILN_EXIT_OK);
-    kiln_expander *ex = NULL;
+    kiln_expander *ex = kts_load_shipped("specs/default", &set);
     kiln_error err;
     kiln_error_clear(&err);
-    if (kiln_cli_expander(&o, &ex, &err) != KILN_OK) fail_msg("%s", err.msg);
     int checked = 0;
     for (size_t i = 0; i < set.n_jobs; i++) {
         const kiln_job *j = &set.jobs[i];
