@@ -46,8 +46,9 @@ static_assert(!(SPLIT > 1) || ACCUMULATE, "split needs accumulate mode");
 static_assert(!ACCUMULATE || OUT_T == 2, "accumulate needs an f32 output");
 static_assert(!TMA_RED || (ACCUMULATE && !DISCRETE), "TMA reduce-add is the dense accumulate path");
 static_assert(!TMA_ST || (!ACCUMULATE && !DISCRETE), "TMA store is the dense overwrite path");
-static_assert(!TMA_ST || STG_BUFS <= MI * BN * (OUT_T == 2 ? 4 : 2) / 128,
-              "more store boxes per warp than a tile has");
+/* TMA_ST / TMA_RED: a warp's share of a tile in 2 KiB boxes */
+constexpr int SHARE_BOXES = MI * BN * (OUT_T == 2 ? 4 : 2) / 128;
+static_assert(!TMA_ST || STG_BUFS <= SHARE_BOXES, "more store boxes per warp than a tile has");
 static_assert(kiln_wgrad_layout::OFF_STG % 1024 == 0,
               "staging must be 1024-byte aligned for the swizzled boxes");
 /* Accumulating without TMA (discrete outputs): cooperative tiles add with
@@ -56,6 +57,13 @@ static_assert(kiln_wgrad_layout::OFF_STG % 1024 == 0,
  * under the other warpgroup's main loop, and a plain RMW costs L2 less).
  * Measured on H200, docs/sm90_wgrad.md.  Split tiles always use red. */
 constexpr int ACC_RED = PINGPONG ? 0 : 1;
+/* Tiles of one k-block (decode-sized groups) store with the evict-first
+ * L2 hint in cooperative 128x256 and 256x128 kernels that stage a warp's
+ * whole share of the tile: 5-12% faster on every decode shape measured.
+ * Not elsewhere: 128x128 tiles (either schedule) ran 2-5% slower with it,
+ * and a box at a time (STG_BUFS < the share) from -7% to +4% (H200,
+ * docs/sm90_wgrad.md, eighth session). */
+constexpr int EPI_EVICT_FIRST = TMA_ST && !PINGPONG && BM * BN >= 32768 && STG_BUFS >= SHARE_BOXES;
 
 /* Writes 8 consecutive values to p (16- or 32-byte aligned): converted to
  * the output type, or added to f32 memory (ACCUMULATE; atomically when the
@@ -398,8 +406,11 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
 {
     constexpr int OSZ = OUT_T == 2 ? 4 : 2;
     constexpr int OCW = 128 / OSZ;             /* output columns per box */
-    constexpr int BOXES = MI * (BN / OCW);     /* the warp's share of a tile */
+    constexpr int BOXES = SHARE_BOXES;
     const int lane = threadIdx.x & 31;
+    /* A tile of one k-block is bound by its stores: they go out marked
+     * evict-first (kiln_tma_store_2d) where that was measured to help */
+    const bool ef = EPI_EVICT_FIRST && T.kb1 - T.kb0 <= 1;
     if constexpr (STG_BUFS >= BOXES) {
         /* The whole share fits the staging: one wait (the last tile's
          * stores have read their boxes, long since, under this tile's main
@@ -426,7 +437,8 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
                 if (wrow >= P.wn || col0 >= P.wk) continue;
                 unsigned char *box = stg + (mi * (BN / OCW) + q) * 2048;
                 if (wrow + 16 <= P.wn) {
-                    if (lane == 0) kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow);
+                    if (lane == 0)
+                        kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow, ef);
                 } else {
                     kiln_box_to_global(box, dg + ((long long)wrow * args.ldd + col0) * OSZ,
                                        args.ldd * OSZ, P.wn - wrow, min(OCW, P.wk - col0) * OSZ, lane);
@@ -453,7 +465,7 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
             __syncwarp();
             if (wrow + 16 <= P.wn) {
                 if (lane == 0) {
-                    kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow);
+                    kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow, ef);
                     kiln_bulk_commit();
                 }
                 if (++buf == STG_BUFS) buf = 0;
