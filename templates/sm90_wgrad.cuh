@@ -46,7 +46,7 @@ static_assert(!(SPLIT > 1) || ACCUMULATE, "split needs accumulate mode");
 static_assert(!ACCUMULATE || OUT_T == 2, "accumulate needs an f32 output");
 static_assert(!TMA_RED || (ACCUMULATE && !DISCRETE), "TMA reduce-add is the dense accumulate path");
 static_assert(!TMA_ST || (!ACCUMULATE && !DISCRETE), "TMA store is the dense overwrite path");
-/* TMA_ST / TMA_RED: a warp's share of a tile in 2 KiB boxes */
+/* TMA_ST: a warp's share of a tile in 2 KiB boxes */
 constexpr int SHARE_BOXES = MI * BN * (OUT_T == 2 ? 4 : 2) / 128;
 static_assert(!TMA_ST || STG_BUFS <= SHARE_BOXES, "more store boxes per warp than a tile has");
 static_assert(kiln_wgrad_layout::OFF_STG % 1024 == 0,
@@ -406,17 +406,16 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
 {
     constexpr int OSZ = OUT_T == 2 ? 4 : 2;
     constexpr int OCW = 128 / OSZ;             /* output columns per box */
-    constexpr int BOXES = SHARE_BOXES;
     const int lane = threadIdx.x & 31;
-    /* A tile of one k-block is bound by its stores: they go out marked
-     * evict-first (kiln_tma_store_2d) where that was measured to help */
-    const bool ef = EPI_EVICT_FIRST && T.kb1 - T.kb0 <= 1;
-    if constexpr (STG_BUFS >= BOXES) {
+    if constexpr (STG_BUFS >= SHARE_BOXES) {
         /* The whole share fits the staging: one wait (the last tile's
          * stores have read their boxes, long since, under this tile's main
          * loop), every box written, one proxy fence, then the stores.  Per
          * box, the fences waited on each box's stmatrix in turn (~10% of a
-         * decode tile, ncu). */
+         * decode tile, ncu).  A tile of one k-block is bound by its
+         * stores: they go out marked evict-first where that was measured
+         * to help (EPI_EVICT_FIRST). */
+        const bool ef = EPI_EVICT_FIRST && T.kb1 - T.kb0 <= 1;
         if (lane == 0) kiln_bulk_wait_read<0>();
         __syncwarp();
 #pragma unroll
@@ -465,7 +464,7 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
             __syncwarp();
             if (wrow + 16 <= P.wn) {
                 if (lane == 0) {
-                    kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow, ef);
+                    kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow);
                     kiln_bulk_commit();
                 }
                 if (++buf == STG_BUFS) buf = 0;
