@@ -17,10 +17,7 @@ local fail, b = common.fail, common.b
 local op = spec.op
 local k = common.check(spec, arch)
 local bm, bn, bk, consumers, stages = k.bm, k.bn, k.bk, k.consumers, k.stages
-local cm, cn = spec.cluster.m, spec.cluster.n
-if cm * cn > 2 then
-  fail("cluster", "cluster %dx%d has %d CTAs; at most 2 for now", cm, cn, cm * cn)
-end
+local cm, cn = k.cm, k.cn
 -- B is K-major for fprop and for fp8 dgrad (which reads the transposed
 -- weights [G,K,N]); MN-major for 16-bit dgrad.
 local b_kmajor = op == "fprop" or k.esize == 1
@@ -72,7 +69,6 @@ local pre = common.preamble("sm90", entry, k, {
                 b(epi.alpha == "per_group"), b(epi.beta)),
   string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 16;", k.raster, common.max_groups),
   string.format("constexpr int PINGPONG = %d;", b(k.pingpong)),
-  string.format("constexpr int CM = %d, CN = %d;", cm, cn),
   string.format("constexpr int FP8_RECIPE = %d, FP8_PROMOTE = %d;  /* kiln_fp8_recipe */",
                 recipe, b(k.promote)),
   string.format("constexpr int WPTRS = %d;  /* weights may be G pointers */", b(wptrs)),

@@ -17,7 +17,7 @@
  * Self-contained: no includes.  The templates (sm90.lua, sm90_wgrad.lua)
  * paste common/kernel_abi.h and a preamble, then this file, then the
  * kernel's own file.  The preamble defines BM BN BK STAGES CONSUMERS IN_ESZ
- * PINGPONG OUT_T RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES.
+ * CM CN CS PINGPONG OUT_T RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES.
  */
 
 #pragma nv_diag_suppress 177
@@ -228,6 +228,38 @@ KDEV void kiln_cluster_sync_unaligned()
 {
     asm volatile("barrier.cluster.arrive.release;\n"
                  "barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+/* This CTA's place in the grid of CS-CTA clusters.  Clusters are not
+ * compiled in (__cluster_dims__): the launcher sets
+ * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {CS, 1, 1} on a 1-D grid, as
+ * runtime/launch.c does, so a cluster is CS consecutive CTAs along x; a
+ * kernel launched otherwise traps rather than wait forever on its peer. */
+struct kiln_cta {
+    int crank;   /* rank in the cluster */
+    int cid;     /* cluster id */
+    int ncl;     /* clusters in the grid */
+};
+
+KDEV kiln_cta kiln_cluster_place()
+{
+    if (CS > 1) {
+        kiln_u32 nct;
+        asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(nct));
+        if (nct != (kiln_u32)CS) __trap();
+    }
+    return {CS > 1 ? (int)(blockIdx.x % CS) : 0, (int)blockIdx.x / CS, (int)gridDim.x / CS};
+}
+
+/* At the kernel's end: a CTA must outlive its peer's multicasts into it and
+ * the peer's arrivals on its barriers.  Warps reconverge first: in the
+ * producer warp one lane ran the loop. */
+KDEV void kiln_cluster_retire()
+{
+    if (CS > 1) {
+        __syncwarp();
+        kiln_cluster_sync_unaligned();
+    }
 }
 
 /* A named barrier among nthreads consumer threads (0 is __syncthreads;

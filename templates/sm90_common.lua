@@ -67,7 +67,8 @@ function M.check_types(spec)
 end
 
 -- The rules both templates share.  Returns the checked shape:
--- {bm, bn, bk, consumers, stages, schedule, pingpong, raster, esize}.
+-- {bm, bn, bk, consumers, stages, schedule, pingpong, raster, esize,
+-- promote, cm, cn}.
 function M.check(spec, arch, what)
   if M.smem_limit[arch] == nil then
     fail("family", "family sm90 (TMA + wgmma) needs sm_90a, not %s; use family: simple",
@@ -131,9 +132,15 @@ function M.check(spec, arch, what)
     fail("stages", "stages must be from 2 to 8 for family sm90 (got %d)", stages)
   end
   local raster = ({group = 0, m = 1, n = 2})[spec.raster]
+  -- A cluster is a pair of CTAs sharing one operand's loads (multicast):
+  -- m: 2 pairs tiles along m (they share B), n: 2 along n (they share A).
+  local cm, cn = spec.cluster.m, spec.cluster.n
+  if cm * cn > 2 then
+    fail("cluster", "cluster %dx%d has %d CTAs; at most 2 for now", cm, cn, cm * cn)
+  end
   return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
           schedule = schedule, pingpong = pingpong, raster = raster, esize = esize,
-          promote = promote}
+          promote = promote, cm = cm, cn = cn}
 end
 
 -- Shared memory of a kernel: the ring of A and B stages, per-warp staging
@@ -171,6 +178,8 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
     string.format("constexpr int BM = %d, BN = %d, BK = %d, STAGES = %d, CONSUMERS = %d;",
                   k.bm, k.bn, k.bk, k.stages, k.consumers),
     string.format("constexpr int IN_ESZ = %d;  /* bytes per input element */", k.esize),
+    string.format("constexpr int CM = %d, CN = %d, CS = %d;  /* cluster shape, CTAs in it */",
+                  k.cm, k.cn, k.cm * k.cn),
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
   pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d;", k.consumers == 2 and 232 or 240)

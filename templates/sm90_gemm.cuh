@@ -31,7 +31,6 @@
  * cluster).  Docs: docs/sm90_kernel.md.
  */
 
-constexpr int CS = CM * CN;                    /* CTAs per cluster */
 typedef kiln_layout<STG_SLOT_BYTES> kiln_gemm_layout;
 
 static_assert(CS == 1 || CS == 2, "cluster must be 1x1, 2x1 or 1x2");
@@ -469,9 +468,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
 
 /* ------------------------------------------------------------ kernel */
 
-/* Clusters are not compiled in (__cluster_dims__): the launcher sets
- * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {CM*CN, 1, 1} on a 1-D grid, as
- * runtime/launch.c does; the kernel traps when launched otherwise. */
+/* Clusters: set at launch (kiln_cluster_place). */
 KILN_SM90_KERNEL
 {
     const kiln_smem m = kiln_carve<kiln_gemm_layout>();
@@ -483,18 +480,14 @@ KILN_SM90_KERNEL
     P.wn = B_KMAJOR ? P.n_out : (int)args.n;
     P.nbn = (P.n_out + 127) / 128;
     P.tn = ((P.n_out + BN - 1) / BN + CN - 1) / CN;
-    P.crank = CS > 1 ? (int)(blockIdx.x % CS) : 0;   /* 1-D clusters along x */
+    const kiln_cta c = kiln_cluster_place();
+    P.crank = c.crank;
     P.rank_m = CM > 1 ? P.crank : 0;
     P.rank_n = CN > 1 ? P.crank : 0;
-    P.cid = (int)blockIdx.x / CS;
-    P.ncl = (int)gridDim.x / CS;
+    P.cid = c.cid;
+    P.ncl = c.ncl;
     P.nkb = (k_red + BK - 1) / BK;
 
-    if (CS > 1) {
-        kiln_u32 nct;
-        asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(nct));
-        if (nct != (kiln_u32)CS) __trap();   /* launched without the cluster attribute */
-    }
     if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
         kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS);
@@ -517,10 +510,5 @@ KILN_SM90_KERNEL
         kiln_consumer_regs();
         kiln_consume(args, P, m, wg - 1);
     }
-    /* A CTA must outlive its peer's multicasts into it and remote arrivals.
-     * Warps reconverge first: in the producer warp one lane ran the loop. */
-    if (CS > 1) {
-        __syncwarp();
-        kiln_cluster_sync_unaligned();
-    }
+    kiln_cluster_retire();
 }

@@ -19,6 +19,10 @@
  *   DBIAS                         1: also the bias gradient db[g,n] = sum of dY[t,n]
  *                                 over the group's tokens (args.dbias / dbias_ptrs)
  *   IN_F16                        1: dY is fp16; 0: bf16
+ *   CM CN                         cluster shape (1x1, 2x1 or 1x2): the pair
+ *                                 works on two dW tiles along n (CM=2,
+ *                                 sharing X's boxes) or along k (CN=2,
+ *                                 sharing dY's) through TMA multicast
  *   kiln_wgmma(acc, desc_a, desc_b, scale_d)   m64n{BN}k16, A and B MN-major
  *
  * GEMM view: M = n (rows of dW, BM per tile), N = k (cols of dW, BN per
@@ -32,8 +36,10 @@
  * consumers zero those token rows in shared memory (kiln_mask_tail).  Rows
  * past the capacity are zero-filled by TMA.
  *
- * The grid is persistent: CTA i walks work items i, i+grid, ... of all
- * (split, group, n-tile, k-tile).  Docs: docs/sm90_wgrad.md.
+ * The grid is persistent: cluster c walks work units c, c+clusters, ... of
+ * all (split, group, n-unit, k-unit); a unit is CM x CN dW tiles of one
+ * group (one tile without a cluster), and its pair of CTAs runs the same
+ * k-blocks.  Docs: docs/sm90_wgrad.md.
  */
 
 /* per warp: the padded 16x32 fp32 slot, or (TMA_RED, TMA_ST) STG_BUFS
@@ -43,6 +49,9 @@ constexpr int STG_WARP_BYTES = TMA_BOX ? 2048 * STG_BUFS : STG_SLOT_BYTES;
 typedef kiln_layout<STG_WARP_BYTES, DBIAS ? 1024 : 0> kiln_wgrad_layout;
 
 static_assert(!(SPLIT > 1) || ACCUMULATE, "split needs accumulate mode");
+static_assert(CS == 1 || CS == 2, "cluster must be 1x1, 2x1 or 1x2");
+static_assert(CM == 1 || (BN / 64) % 2 == 0, "cluster m: 2 shares X's boxes in halves: BN 128 or 256");
+static_assert(CN == 1 || (BM / 64) % 2 == 0, "cluster n: 2 shares dY's boxes in halves: BM 128 or 256");
 static_assert(!ACCUMULATE || OUT_T == 2, "accumulate needs an f32 output");
 static_assert(!TMA_RED || (ACCUMULATE && !DISCRETE), "TMA reduce-add is the dense accumulate path");
 static_assert(!TMA_ST || (!ACCUMULATE && !DISCRETE), "TMA store is the dense overwrite path");
@@ -93,8 +102,10 @@ KDEV int kiln_splits(int nkb) { return SPLIT > 1 ? max(1, min(SPLIT, nkb)) : 1; 
 struct kiln_wgrad {
     int G, cap;
     int wn, wk;    /* rows and columns of dW */
-    int tm, tk;    /* tiles along them */
-    int items;     /* work items of all groups */
+    int tm, tk;    /* work units along them (CM x CN tiles each) */
+    int crank, rank_m, rank_n;   /* rank in the cluster, and along m / n */
+    int cid, ncl;  /* cluster id, clusters */
+    int items;     /* work units of all groups */
 };
 
 struct kiln_wtile {
@@ -105,7 +116,11 @@ struct kiln_wtile {
     int split;    /* CTAs sharing this dW tile (1: sole owner) */
 };
 
-/* Work item t: split chunk slowest, then the dW tile in raster order. */
+/* This CTA's tile of work unit t: split chunk slowest, then the unit in
+ * raster order.  A pair's second tile may lie past N or K (P.tm / P.tk
+ * odd): it loads (its peer needs its half of the shared boxes, and TMA
+ * fills what lies outside the tensor with zeros) and computes, and its
+ * epilogue writes nothing, as every write is bounded by N and K. */
 KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int &gcur)
 {
     kiln_wtile T;
@@ -119,8 +134,8 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
     const int c = local / per;
     int um, un;
     kiln_raster(local - c * per, P.tm, P.tk, um, un);
-    T.n0 = um * BM;
-    T.k0 = un * BN;
+    T.n0 = (um * CM + P.rank_m) * BM;
+    T.k0 = (un * CN + P.rank_n) * BN;
     T.kb0 = (int)((long long)c * nkb / sp);
     T.kb1 = (int)((long long)(c + 1) * nkb / sp);
     T.split = sp;
@@ -134,19 +149,28 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
 {
     kiln_ring r = {0, 0};
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
-    for (int t = blockIdx.x; t < P.items; t += gridDim.x) {
+    for (int t = P.cid; t < P.items; t += P.ncl) {
         const kiln_wtile T = kiln_decode(P, m, t, gcur);
         for (int kb = T.kb0; kb < T.kb1; ++kb) {
             const kiln_u32 full = kiln_acquire(m, r);
             const kiln_u32 sa = m.stage(r.s);
             const kiln_u32 sb = sa + A_BYTES;
             const int r0 = T.s + kb * BK;
+            /* In a pair, each CTA loads every other box of the shared
+             * operand into both CTAs' slots (multicast; both full barriers
+             * count its bytes), the rest of its own. */
 #pragma unroll
-            for (int j = 0; j < BM / 64; ++j)
-                kiln_tma_load_2d(sa + j * BOX_BYTES, tmap_a, full, T.n0 + 64 * j, r0);
+            for (int j = 0; j < BM / 64; ++j) {
+                if (CN == 1) kiln_tma_load_2d(sa + j * BOX_BYTES, tmap_a, full, T.n0 + 64 * j, r0);
+                else if ((j & 1) == P.crank)
+                    kiln_tma_load_2d_mc(sa + j * BOX_BYTES, tmap_a, full, T.n0 + 64 * j, r0, 3);
+            }
 #pragma unroll
-            for (int j = 0; j < BN / 64; ++j)
-                kiln_tma_load_2d(sb + j * BOX_BYTES, tmap_b, full, T.k0 + 64 * j, r0);
+            for (int j = 0; j < BN / 64; ++j) {
+                if (CM == 1) kiln_tma_load_2d(sb + j * BOX_BYTES, tmap_b, full, T.k0 + 64 * j, r0);
+                else if ((j & 1) == P.crank)
+                    kiln_tma_load_2d_mc(sb + j * BOX_BYTES, tmap_b, full, T.k0 + 64 * j, r0, 3);
+            }
             r.next();
         }
     }
@@ -291,7 +315,7 @@ KDEV void kiln_dbias_write(const kiln_kernel_args &args, const kiln_wgrad &P, co
  * template argument, as a branch per k-block made ptxas serialise the
  * wgmma (C7520). */
 template <bool DS>
-KDEV bool kiln_mainloop(const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
+KDEV bool kiln_mainloop(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
                         const kiln_wtile &T, float (&acc)[MI][ACC_N], int cw, int lane,
                         float (&dd)[MI][4])
 {
@@ -315,14 +339,14 @@ KDEV bool kiln_mainloop(const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
         kiln_kblock_mma_n<DS>(nk16, acc, dd, sa, sb, ones, abox0, first);
         if (prev >= 0) {
             kiln_wg_wait<1>();
-            kiln_release<1>(m, prev, lane, 0);
+            kiln_release<CS>(m, prev, lane, P.crank);
         }
         prev = r.s;
         r.next();
     }
     turn.pass();
     kiln_wg_wait<0>();   /* unconditional: keeps the accumulators' state uniform */
-    if (prev >= 0) kiln_release<1>(m, prev, lane, 0);
+    if (prev >= 0) kiln_release<CS>(m, prev, lane, P.crank);
     return prev >= 0;
 }
 
@@ -492,7 +516,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
-    for (int t = blockIdx.x; t < P.items; t += gridDim.x, ++j) {
+    for (int t = P.cid; t < P.items; t += P.ncl, ++j) {
         const kiln_wtile T = kiln_decode(P, m, t, gcur);
         if (!turn.mine(j)) {
             r.skip(T.kb1 - T.kb0);
@@ -504,8 +528,8 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
         float dd[MI][4];
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) dd[mi][0] = dd[mi][1] = dd[mi][2] = dd[mi][3] = 0.f;
-        const bool any = DBIAS && dsum ? kiln_mainloop<true>(m, r, turn, T, acc, cw, lane, dd)
-                                       : kiln_mainloop<false>(m, r, turn, T, acc, cw, lane, dd);
+        const bool any = DBIAS && dsum ? kiln_mainloop<true>(P, m, r, turn, T, acc, cw, lane, dd)
+                                       : kiln_mainloop<false>(P, m, r, turn, T, acc, cw, lane, dd);
         if (DBIAS && dsum) {
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
@@ -548,12 +572,18 @@ KILN_SM90_KERNEL
     P.cap = kiln_capacity(args);
     P.wn = (int)args.n;
     P.wk = (int)args.k;
-    P.tm = (P.wn + BM - 1) / BM;
-    P.tk = (P.wk + BN - 1) / BN;
+    P.tm = ((P.wn + BM - 1) / BM + CM - 1) / CM;
+    P.tk = ((P.wk + BN - 1) / BN + CN - 1) / CN;
+    const kiln_cta c = kiln_cluster_place();
+    P.crank = c.crank;
+    P.rank_m = CM > 1 ? P.crank : 0;
+    P.rank_n = CN > 1 ? P.crank : 0;
+    P.cid = c.cid;
+    P.ncl = c.ncl;
 
     if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
-        kiln_init_ring(m, PINGPONG ? 4 : CONSUMERS * 4);
+        kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS);
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
         if (TMA_BOX) kiln_tma_prefetch_desc(&tmap_d);
@@ -567,7 +597,8 @@ KILN_SM90_KERNEL
         const int nkb = (ge - gs + BK - 1) / BK;
         return (ACCUMULATE && nkb == 0) ? 0 : P.tm * P.tk * kiln_splits(nkb);
     });
-    __syncthreads();
+    if (CS > 1) kiln_cluster_sync();   /* peers' barriers are initialised */
+    else __syncthreads();
 
     const int wg = kiln_warpgroup();
     if (wg == 0) {
@@ -577,4 +608,5 @@ KILN_SM90_KERNEL
         kiln_consumer_regs();
         kiln_consume(args, P, m, wg - 1, &tmap_d);
     }
+    kiln_cluster_retire();
 }

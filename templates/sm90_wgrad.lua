@@ -12,7 +12,9 @@
 -- dW (K), tile.k = tokens per k-block (64).  warpgroups = consumer
 -- warpgroups.  schedule: "cooperative" (both warpgroups share a tile) or
 -- "pingpong" (each warpgroup owns whole tiles; epilogue overlaps the other's
--- main loop); "auto" as in sm90_common.lua.
+-- main loop); "auto" as in sm90_common.lua.  cluster m: 2 (or n: 2): a pair
+-- of CTAs on neighbouring dW tiles shares X's (or dY's) loads by TMA
+-- multicast, which halves what the pair reads of that operand from L2.
 
 local common = include("sm90_common")
 local fail, b = common.fail, common.b
@@ -28,8 +30,15 @@ return function(spec, arch, mode)
     fail("wgrad.split", "wgrad.split > 1 adds partial sums atomically into the output: it " ..
          "needs wgrad.accumulate: true (types.out: f32)")
   end
-  if spec.cluster.m ~= 1 or spec.cluster.n ~= 1 then
-    fail("cluster", "family sm90 builds wgrad without clusters (cluster must be 1x1)")
+  -- A pair of CTAs shares one operand's 64-column boxes, each loading every
+  -- other one: m: 2 shares X's (tile.n / 64 boxes), n: 2 dY's (tile.m / 64).
+  if k.cm == 2 and (bn // 64) % 2 ~= 0 then
+    fail("cluster.m", "wgrad with cluster m: 2 shares X's 64-column boxes in halves: tile.n " ..
+         "must be 128 or 256 (got %d)", bn)
+  end
+  if k.cn == 2 and (bm // 64) % 2 ~= 0 then
+    fail("cluster.n", "wgrad with cluster n: 2 shares dY's 64-row boxes in halves: tile.m " ..
+         "must be 128 or 256 (got %d)", bm)
   end
 
   -- Dense accumulate goes through TMA reduce-add (tmap_d over dW); staging
@@ -86,7 +95,8 @@ return function(spec, arch, mode)
 
   local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_wgrad.cuh")
 
-  local launch = common.launch(entry, k, smem, {m = 1, n = 1}, {
+  -- launched as a 1-D cluster of m*n CTAs along x
+  local launch = common.launch(entry, k, smem, {m = k.cm, n = k.cn}, {
     -- A: dY as {inner = N, outer = capacity}, boxes of {64 n, 64 tokens}
     a = {box_inner = 64, box_outer = bk, swizzle = 128},
     -- B: X as {inner = K, outer = capacity}, boxes of {64 k, 64 tokens}
