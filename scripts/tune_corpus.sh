@@ -37,7 +37,7 @@
 # e.g. a first pass without the largest weights.
 #
 # KILN_TUNE_OPS (default "fprop dgrad") picks the ops; "wgrad" tunes plain
-# dense wgrad with the points of specs/sweeps/wgrad_sm90_plain.yaml.
+# dense wgrad with the points of specs/sweeps/wgrad_sm90_{plain,pair}.yaml.
 # fp8 (e4m3, no epilogue terms): "fprop_e4m3_row", "dgrad_e4m3_row",
 # "fprop_e4m3_block", "dgrad_e4m3_block" tune the shipped sweeps
 # specs/sweeps/{fprop,dgrad}_sm90_e4m3_{row,block}.yaml as they are (20
@@ -105,8 +105,10 @@ for op in $ops; do
   case $op in
     fprop|dgrad) specs+=("$out/sweeps/${op}_sm90_plain.yaml" specs/default/sm90_${op}_bf16_128x128.yaml
                          specs/default/sm90_${op}_bf16_64x256.yaml) ;;
-    # wgrad: the shipped sweep as it is (its points that fit), and the default
-    wgrad) specs+=(specs/sweeps/wgrad_sm90_plain.yaml specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
+    # wgrad: the shipped sweeps as they are (their points that fit: single
+    # CTAs and pairs), and the default
+    wgrad) specs+=(specs/sweeps/wgrad_sm90_plain.yaml specs/sweeps/wgrad_sm90_pair.yaml
+                   specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
     # fp8: the shipped sweep as it is, and the defaults of the recipe (fast
     # accumulation for row: the promoted default has keys of its own)
     fprop_e4m3_row|dgrad_e4m3_row)

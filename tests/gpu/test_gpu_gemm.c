@@ -12,6 +12,7 @@
  * Exits 77 (skipped) without a driver or GPU. */
 #include "testutil.h"
 
+#include "catalog.h"
 #include "gpu_util.h"
 
 static kiln_context *g_gen; /* generated kernels only */
@@ -751,6 +752,73 @@ static void test_sm90_pointer_weights(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* wgrad in pairs of CTAs (clusters, the pair sweep's table winners): each
+ * CTA loads half of the shared operand's boxes, multicast to both, and a
+ * pair's second tile past N or K (odd tile counts) loads and computes but
+ * must write nothing, so N and K here leave such tiles for every tile
+ * shape (N = 328: 3 row tiles of 128, the last 16-row box half past N;
+ * K = 328 and 640: 3 column tiles of 128 or 256), with empty groups,
+ * decode-sized ones and groups of several k-blocks.  Every such kernel the
+ * catalog carries is forced through KILN_KERNEL; the shipped table names
+ * some, so finding none fails. */
+static void test_wgrad_pairs(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    int found = 0;
+    char label[192];
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        if (!strstr(ce->desc, "op=wgrad") || strstr(ce->desc, "launch_cluster=1x1")) continue;
+        found++;
+        setenv("KILN_KERNEL", ce->name, 1);
+        kiln_context *ctx = NULL;
+        kiln_status st = kiln_context_create(NULL, &ctx);
+        unsetenv("KILN_KERNEL");
+        if (st != KILN_OK) {
+            CASE_FAIL("kiln_context_create(KILN_KERNEL=%s): %s", ce->name, kiln_last_error(ctx));
+            kiln_context_destroy(ctx);
+            continue;
+        }
+        for (int pat = 0; pat < 3; pat++) {
+            gcase c = {0};
+            c.op = KILN_OP_WGRAD;
+            c.in = c.out = KILN_DTYPE_BF16;
+            int32_t *m;
+            const char *what;
+            if (pat == 0) {
+                c.groups = 40;
+                m = random_counts(40, 0, 300);
+                m[3] = m[17] = 0;
+                c.n = c.k = 328;
+                what = "40 groups of 0..300 (2 empty), N=K=328";
+            } else if (pat == 1) {
+                c.groups = 130;
+                m = random_counts(130, 0, 9);
+                c.n = 256;
+                c.k = 328;
+                what = "130 decode groups of 0..9, N=256 K=328";
+            } else {
+                c.groups = 3;
+                m = random_counts(3, 500, 700);
+                c.n = 328;
+                c.k = 640;
+                what = "3 groups of 500..700, N=328 K=640";
+            }
+            c.counts = m;
+            c.capacity = sum_counts(m, c.groups) + 7;
+            c.want_kernel = ce->name;
+            snprintf(label, sizeof label, "%s: %s", ce->name, what);
+            c.label = label;
+            run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+            free(m);
+        }
+        kiln_context_destroy(ctx);
+    }
+    if (!found) CASE_FAIL("the catalog carries no wgrad kernel with a cluster (the table's pair winners)");
+    assert_int_equal(g_failures, failures_before);
+}
+
 /* Σm > capacity: rows past capacity are not computed, the flag is set. */
 static void test_overflow(void **state)
 {
@@ -891,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_wgrad_dbias_patterns),
         cmocka_unit_test(test_group_patterns),
         cmocka_unit_test(test_sm90_pointer_weights),
+        cmocka_unit_test(test_wgrad_pairs),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),
