@@ -160,6 +160,12 @@ KDEV void kiln_tma_reduce_add_2d(kiln_u32 src, const kiln_tmap *map, int c0, int
                  " [%0, {%2, %3}], [%1];"
                  :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1) : "memory");
 }
+/* Brings `bytes` (a multiple of 16) at global p (16-byte aligned) into L2;
+ * nothing waits for it. */
+KDEV void kiln_prefetch_l2(const void *p, kiln_u32 bytes)
+{
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"((kiln_u64)p), "r"(bytes) : "memory");
+}
 KDEV void kiln_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N> KDEV void kiln_bulk_wait_read()
 {
