@@ -308,9 +308,10 @@ KDEV void kiln_dbias_write(const kiln_kernel_args &args, const kiln_wgrad &P, co
 
 /* ---------------------------------------------------------- main loop */
 
-/* TMA_RED (dense accumulate): the reduce-adds of a tile read the old dW
- * from HBM, and each staging box waits for the one before it, so a tile's
- * epilogue paid the misses in series.  Each consumer lane of a warp's 16
+/* Accumulating, the adds of a tile's epilogue read the old dW from HBM:
+ * dense, through TMA reduce-adds where each staging box waits for the one
+ * before it; discrete, through red.global or a read-modify-write.  Either
+ * way the epilogue paid the misses in series.  Each consumer lane of a warp's 16
  * rows prefetches its row of the old tile into L2 PF_BEFORE k-blocks
  * before the main loop ends (at its start when the tile has fewer): late
  * enough that a long reduction does not hold the lines in L2 (or compete
@@ -328,16 +329,18 @@ struct kiln_pf {
     int nrows;         /* rows from the lane's first to N */
 };
 
-/* This lane's rows of tile T of dense dW (lanes 0-15: the warp's 16 rows
- * of each m64 sub-tile). */
+/* This lane's rows of tile T of dW, dense or group T.g's own buffer
+ * (lanes 0-15: the warp's 16 rows of each m64 sub-tile). */
 KDEV kiln_pf kiln_pf_rows(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_wtile &T,
                           int wrow0, int lane)
 {
     kiln_pf pf;
     pf.bytes = 0;
-    if (!TMA_RED || lane >= 16 || T.k0 >= P.wk) return pf;
+    if (!ACCUMULATE || lane >= 16 || T.k0 >= P.wk) return pf;
     const int row = wrow0 + lane;
-    pf.p = (const char *)args.d + ((long long)(T.g * P.wn + row) * args.ldd + T.k0) * 4;
+    const char *dg = DISCRETE ? (const char *)args.d_ptrs[T.g]
+                              : (const char *)args.d + (long long)T.g * P.wn * args.ldd * 4;
+    pf.p = dg + ((long long)row * args.ldd + T.k0) * 4;
     pf.step = 64LL * args.ldd * 4;
     pf.bytes = (kiln_u32)min(BN, P.wk - T.k0) * 4;
     pf.nrows = P.wn - row;
@@ -360,7 +363,7 @@ KDEV bool kiln_mainloop(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, c
     int prev = -1;
     const int pf_kb = max(T.kb0, T.kb1 - PF_BEFORE);
     for (int kb = T.kb0; kb < T.kb1; ++kb) {
-        if (TMA_RED && kb == pf_kb && pf.bytes) {
+        if (ACCUMULATE && kb == pf_kb && pf.bytes) {
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
                 if (64 * mi < pf.nrows) kiln_prefetch_l2(pf.p + mi * pf.step, pf.bytes);
