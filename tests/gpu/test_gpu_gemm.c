@@ -752,25 +752,28 @@ static void test_sm90_pointer_weights(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
-/* wgrad in pairs of CTAs (clusters, the pair sweep's table winners): each
- * CTA loads half of the shared operand's boxes, multicast to both, and a
- * pair's second tile past N or K (odd tile counts) loads and computes but
- * must write nothing, so N and K here leave such tiles for every tile
- * shape (N = 328: 3 row tiles of 128, the last 16-row box half past N;
- * K = 328 and 640: 3 column tiles of 128 or 256), with empty groups,
- * decode-sized ones and groups of several k-blocks.  Every such kernel the
- * catalog carries is forced through KILN_KERNEL; the shipped table names
- * some, so finding none fails. */
-static void test_wgrad_pairs(void **state)
+/* The tuned wgrad kernels (the table's winners from the sweeps), each
+ * forced through KILN_KERNEL: pairs of CTAs (clusters: each CTA loads half
+ * of the shared operand's boxes, multicast to both, and a pair's second
+ * tile past N or K loads and computes but must write nothing) and
+ * accumulating ones (the old dW prefetched into L2 before the adds).  N and
+ * K leave such tiles for every tile shape (N = 328: 3 row tiles of 128,
+ * the last 16-row box half past N; K = 328 and 640: 3 column tiles of 128
+ * or 256), with empty groups, decode-sized ones and groups of several
+ * k-blocks.  The shipped table names pair and accumulate kernels, so
+ * finding none of either fails. */
+static void test_wgrad_tuned(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    int found = 0;
+    int pairs = 0, accs = 0;
     char label[192];
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
-        if (!strstr(ce->desc, "op=wgrad") || strstr(ce->desc, "launch_cluster=1x1")) continue;
-        found++;
+        if (!ce->tuned_only || !strstr(ce->desc, "op=wgrad")) continue;
+        const int acc = strstr(ce->desc, " accumulate=1") != NULL;
+        pairs += strstr(ce->desc, "launch_cluster=1x1") == NULL;
+        accs += acc;
         setenv("KILN_KERNEL", ce->name, 1);
         kiln_context *ctx = NULL;
         kiln_status st = kiln_context_create(NULL, &ctx);
@@ -783,7 +786,9 @@ static void test_wgrad_pairs(void **state)
         for (int pat = 0; pat < 3; pat++) {
             gcase c = {0};
             c.op = KILN_OP_WGRAD;
-            c.in = c.out = KILN_DTYPE_BF16;
+            c.in = KILN_DTYPE_BF16;
+            c.out = strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            c.accumulate = acc;
             int32_t *m;
             const char *what;
             if (pat == 0) {
@@ -815,7 +820,8 @@ static void test_wgrad_pairs(void **state)
         }
         kiln_context_destroy(ctx);
     }
-    if (!found) CASE_FAIL("the catalog carries no wgrad kernel with a cluster (the table's pair winners)");
+    if (!pairs) CASE_FAIL("the catalog carries no wgrad kernel with a cluster (the table's pair winners)");
+    if (!accs) CASE_FAIL("the catalog carries no tuned accumulating wgrad kernel (the table's winners)");
     assert_int_equal(g_failures, failures_before);
 }
 
@@ -959,7 +965,7 @@ int main(void)
         cmocka_unit_test(test_wgrad_dbias_patterns),
         cmocka_unit_test(test_group_patterns),
         cmocka_unit_test(test_sm90_pointer_weights),
-        cmocka_unit_test(test_wgrad_pairs),
+        cmocka_unit_test(test_wgrad_tuned),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),
