@@ -242,9 +242,10 @@ KDEV void kiln_cluster_sync_unaligned()
  * runtime/launch.c does, so a cluster is CS consecutive CTAs along x; a
  * kernel launched otherwise traps rather than wait forever on its peer. */
 struct kiln_cta {
-    int crank;   /* rank in the cluster */
-    int cid;     /* cluster id */
-    int ncl;     /* clusters in the grid */
+    int crank;           /* rank in the cluster */
+    int rank_m, rank_n;  /* the rank along m (CM = 2) or n (CN = 2), else 0 */
+    int cid;             /* cluster id */
+    int ncl;             /* clusters in the grid */
 };
 
 KDEV kiln_cta kiln_cluster_place()
@@ -254,7 +255,8 @@ KDEV kiln_cta kiln_cluster_place()
         asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(nct));
         if (nct != (kiln_u32)CS) __trap();
     }
-    return {CS > 1 ? (int)(blockIdx.x % CS) : 0, (int)blockIdx.x / CS, (int)gridDim.x / CS};
+    const int crank = CS > 1 ? (int)(blockIdx.x % CS) : 0;
+    return {crank, CM > 1 ? crank : 0, CN > 1 ? crank : 0, (int)blockIdx.x / CS, (int)gridDim.x / CS};
 }
 
 /* At the kernel's end: a CTA must outlive its peer's multicasts into it and

@@ -48,8 +48,7 @@ struct kiln_gemm {
     int nbn;            /* 128-column blocks of the output (block recipe) */
     int tn;             /* units along n */
     int nkb;            /* k-blocks of the reduction */
-    int crank, rank_m, rank_n;   /* rank in the cluster, and along m / n */
-    int cid, ncl;       /* cluster id, clusters */
+    kiln_cta cta;  /* this CTA's place among the clusters */
     int items;          /* work units of all groups */
 };
 
@@ -69,9 +68,9 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
     const int tm = ((ge - gs + BM - 1) / BM + CM - 1) / CM;   /* units along m */
     int um, un;
     kiln_raster(t - m.tile_start[T.g], tm, P.tn, um, un);
-    T.row0 = gs + (um * CM + P.rank_m) * BM;   /* may lie past the group: then nothing is stored */
+    T.row0 = gs + (um * CM + P.cta.rank_m) * BM;   /* may lie past the group: then nothing is stored */
     T.row_end = ge;
-    T.col0 = (un * CN + P.rank_n) * BN;
+    T.col0 = (un * CN + P.cta.rank_n) * BN;
     return T;
 }
 
@@ -150,14 +149,14 @@ KDEV void kiln_load_kblock(const kiln_gemm &P, const kiln_tile &T, kiln_u32 sa, 
     const kiln_tmap *tmap_b = w.map;
     const kiln_u32 sb = sa + A_BYTES;
     if (CN == 2)
-        kiln_tma_load_2d_mc(sa + P.crank * (BM / 2) * 128, tmap_a, full, kb * BK,
-                            T.row0 + P.crank * (BM / 2), 3);
+        kiln_tma_load_2d_mc(sa + P.cta.crank * (BM / 2) * 128, tmap_a, full, kb * BK,
+                            T.row0 + P.cta.crank * (BM / 2), 3);
     else
         kiln_tma_load_2d(sa, tmap_a, full, kb * BK, T.row0);
     if (B_KMAJOR) {
         if (CM == 2)
-            kiln_tma_load_2d_mc(sb + P.crank * (BN / 2) * 128, tmap_b, full, kb * BK,
-                                w.row0 + T.col0 + P.crank * (BN / 2), 3);
+            kiln_tma_load_2d_mc(sb + P.cta.crank * (BN / 2) * 128, tmap_b, full, kb * BK,
+                                w.row0 + T.col0 + P.cta.crank * (BN / 2), 3);
         else
             kiln_tma_load_2d(sb, tmap_b, full, kb * BK, w.row0 + T.col0);
     } else {
@@ -165,7 +164,7 @@ KDEV void kiln_load_kblock(const kiln_gemm &P, const kiln_tile &T, kiln_u32 sa, 
 #pragma unroll
         for (int j = 0; j < BN / 64; ++j) {
             if (CM == 2) {
-                if ((j & 1) == P.crank)
+                if ((j & 1) == P.cta.crank)
                     kiln_tma_load_2d_mc(sb + j * BOX_BYTES, tmap_b, full, T.col0 + 64 * j,
                                         w.row0 + kb * BK, 3);
             } else {
@@ -181,7 +180,7 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
 {
     kiln_ring r = {0, 0};
     kiln_wmap w = kiln_wmap_init(tmap_b);
-    for (int t = P.cid; t < P.items; t += P.ncl) {
+    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
         const kiln_tile T = kiln_decode(P, m, t);
         for (int kb = 0; kb < P.nkb; ++kb) {
             const kiln_u32 full = kiln_acquire(m, r);
@@ -228,14 +227,14 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
         kiln_wg_commit();
         if (prev >= 0) {
             kiln_wg_wait<1>();
-            kiln_release<CS>(m, prev, lane, P.crank);
+            kiln_release<CS>(m, prev, lane, P.cta.crank);
         }
         prev = r.s;
         r.next();
     }
     turn.pass();
     kiln_wg_wait<0>();
-    if (prev >= 0) kiln_release<CS>(m, prev, lane, P.crank);
+    if (prev >= 0) kiln_release<CS>(m, prev, lane, P.cta.crank);
     kiln_fence_acc(acc);
 }
 
@@ -364,13 +363,13 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         next = r.s;
         issue(pb, kb + 1);
         kiln_wg_wait<1>();
-        kiln_release<CS>(m, held, lane, P.crank);
+        kiln_release<CS>(m, held, lane, P.cta.crank);
         promote(pa, kb);
         held = next;
         next = r.s;
         issue(pa, kb + 2);
         kiln_wg_wait<1>();
-        kiln_release<CS>(m, held, lane, P.crank);
+        kiln_release<CS>(m, held, lane, P.cta.crank);
         promote(pb, kb + 1);
         held = next;
     }
@@ -378,14 +377,14 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         next = r.s;
         issue(pb, kb + 1);
         kiln_wg_wait<1>();
-        kiln_release<CS>(m, held, lane, P.crank);
+        kiln_release<CS>(m, held, lane, P.cta.crank);
         promote(pa, kb);
         kiln_wg_wait<0>();
-        kiln_release<CS>(m, next, lane, P.crank);
+        kiln_release<CS>(m, next, lane, P.cta.crank);
         promote(pb, kb + 1);
     } else {
         kiln_wg_wait<0>();
-        kiln_release<CS>(m, held, lane, P.crank);
+        kiln_release<CS>(m, held, lane, P.cta.crank);
         promote(pa, kb);
     }
 }
@@ -452,7 +451,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
     kiln_ring r = {0, 0};
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
-    for (int t = P.cid; t < P.items; t += P.ncl, ++j) {
+    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl, ++j) {
         if (!turn.mine(j)) {
             r.skip(P.nkb);
             continue;
@@ -480,12 +479,7 @@ KILN_SM90_KERNEL
     P.wn = B_KMAJOR ? P.n_out : (int)args.n;
     P.nbn = (P.n_out + 127) / 128;
     P.tn = ((P.n_out + BN - 1) / BN + CN - 1) / CN;
-    const kiln_cta c = kiln_cluster_place();
-    P.crank = c.crank;
-    P.rank_m = CM > 1 ? P.crank : 0;
-    P.rank_n = CN > 1 ? P.crank : 0;
-    P.cid = c.cid;
-    P.ncl = c.ncl;
+    P.cta = kiln_cluster_place();
     P.nkb = (k_red + BK - 1) / BK;
 
     if (!kiln_groups_ok(P.G)) return;

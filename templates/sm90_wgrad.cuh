@@ -103,8 +103,7 @@ struct kiln_wgrad {
     int G, cap;
     int wn, wk;    /* rows and columns of dW */
     int tm, tk;    /* work units along them (CM x CN tiles each) */
-    int crank, rank_m, rank_n;   /* rank in the cluster, and along m / n */
-    int cid, ncl;  /* cluster id, clusters */
+    kiln_cta cta;  /* this CTA's place among the clusters */
     int items;     /* work units of all groups */
 };
 
@@ -134,8 +133,8 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
     const int c = local / per;
     int um, un;
     kiln_raster(local - c * per, P.tm, P.tk, um, un);
-    T.n0 = (um * CM + P.rank_m) * BM;
-    T.k0 = (un * CN + P.rank_n) * BN;
+    T.n0 = (um * CM + P.cta.rank_m) * BM;
+    T.k0 = (un * CN + P.cta.rank_n) * BN;
     T.kb0 = (int)((long long)c * nkb / sp);
     T.kb1 = (int)((long long)(c + 1) * nkb / sp);
     T.split = sp;
@@ -149,7 +148,7 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
 {
     kiln_ring r = {0, 0};
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
-    for (int t = P.cid; t < P.items; t += P.ncl) {
+    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
         const kiln_wtile T = kiln_decode(P, m, t, gcur);
         for (int kb = T.kb0; kb < T.kb1; ++kb) {
             const kiln_u32 full = kiln_acquire(m, r);
@@ -162,13 +161,13 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
 #pragma unroll
             for (int j = 0; j < BM / 64; ++j) {
                 if (CN == 1) kiln_tma_load_2d(sa + j * BOX_BYTES, tmap_a, full, T.n0 + 64 * j, r0);
-                else if ((j & 1) == P.crank)
+                else if ((j & 1) == P.cta.crank)
                     kiln_tma_load_2d_mc(sa + j * BOX_BYTES, tmap_a, full, T.n0 + 64 * j, r0, 3);
             }
 #pragma unroll
             for (int j = 0; j < BN / 64; ++j) {
                 if (CM == 1) kiln_tma_load_2d(sb + j * BOX_BYTES, tmap_b, full, T.k0 + 64 * j, r0);
-                else if ((j & 1) == P.crank)
+                else if ((j & 1) == P.cta.crank)
                     kiln_tma_load_2d_mc(sb + j * BOX_BYTES, tmap_b, full, T.k0 + 64 * j, r0, 3);
             }
             r.next();
@@ -384,14 +383,14 @@ KDEV bool kiln_mainloop(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, c
         kiln_kblock_mma_n<DS>(nk16, acc, dd, sa, sb, ones, abox0, first);
         if (prev >= 0) {
             kiln_wg_wait<1>();
-            kiln_release<CS>(m, prev, lane, P.crank);
+            kiln_release<CS>(m, prev, lane, P.cta.crank);
         }
         prev = r.s;
         r.next();
     }
     turn.pass();
     kiln_wg_wait<0>();   /* unconditional: keeps the accumulators' state uniform */
-    if (prev >= 0) kiln_release<CS>(m, prev, lane, P.crank);
+    if (prev >= 0) kiln_release<CS>(m, prev, lane, P.cta.crank);
     return prev >= 0;
 }
 
@@ -561,7 +560,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
-    for (int t = P.cid; t < P.items; t += P.ncl, ++j) {
+    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl, ++j) {
         const kiln_wtile T = kiln_decode(P, m, t, gcur);
         if (!turn.mine(j)) {
             r.skip(T.kb1 - T.kb0);
@@ -620,12 +619,7 @@ KILN_SM90_KERNEL
     P.wk = (int)args.k;
     P.tm = ((P.wn + BM - 1) / BM + CM - 1) / CM;
     P.tk = ((P.wk + BN - 1) / BN + CN - 1) / CN;
-    const kiln_cta c = kiln_cluster_place();
-    P.crank = c.crank;
-    P.rank_m = CM > 1 ? P.crank : 0;
-    P.rank_n = CN > 1 ? P.crank : 0;
-    P.cid = c.cid;
-    P.ncl = c.ncl;
+    P.cta = kiln_cluster_place();
 
     if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
