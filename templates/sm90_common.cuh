@@ -33,6 +33,7 @@ constexpr int NWARPS = NT / 32;
 constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  /* rows per consumer warpgroup */
 constexpr int MI = WG_M / 64;                  /* m64 sub-tiles per consumer */
 constexpr int ACC_N = BN / 2;                  /* fp32 accumulators per thread per sub-tile */
+constexpr int OSZ = OUT_T == 2 ? 4 : 2;        /* bytes per output element */
 /* One 128B-swizzled box: 64 rows of one k-block (128 bytes: BK inputs) of
  * a K-major operand, or BK rows of 64 16-bit values of an MN-major one. */
 constexpr int BOX_BYTES = 64 * 128;
@@ -241,6 +242,8 @@ KDEV void kiln_cluster_sync_unaligned()
  * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {CS, 1, 1} on a 1-D grid, as
  * runtime/launch.c does, so a cluster is CS consecutive CTAs along x; a
  * kernel launched otherwise traps rather than wait forever on its peer. */
+static_assert(CS == 1 || CS == 2, "cluster must be 1x1, 2x1 or 1x2");
+
 struct kiln_cta {
     int crank;           /* rank in the cluster */
     int rank_m, rank_n;  /* the rank along m (CM = 2) or n (CN = 2), else 0 */

@@ -33,7 +33,6 @@
 
 typedef kiln_layout<STG_SLOT_BYTES> kiln_gemm_layout;
 
-static_assert(CS == 1 || CS == 2, "cluster must be 1x1, 2x1 or 1x2");
 constexpr bool B_KMAJOR = OP == 0 || IN_ESZ == 1;
 constexpr int KSTEPS = BK * IN_ESZ / 32;       /* wgmma per k-block: k16 (16-bit) or k32 (8-bit) */
 static_assert(CM == 1 || B_KMAJOR || (BN / 64) % 2 == 0, "MN-major dgrad with cluster m=2 needs BN 128 or 256");
@@ -406,7 +405,6 @@ KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const 
     const bool use_bias = EPI_BIAS && args.bias;
     const bool use_c = EPI_BETA && args.c && args.beta != 0.0f;
     const bool scale_bias = (EPI_SCALE_BIAS || args.scale_bias) && rs;
-    constexpr int OSZ = OUT_T == 2 ? 4 : 2;
     kiln_store_acc(stg, acc, wrow0, T.col0, T.row_end, P.n_out, [&](int grow, int gcol, float *v) {
         float sacc = alpha;
         float sb = 1.0f;

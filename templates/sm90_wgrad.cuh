@@ -49,7 +49,6 @@ constexpr int STG_WARP_BYTES = TMA_BOX ? 2048 * STG_BUFS : STG_SLOT_BYTES;
 typedef kiln_layout<STG_WARP_BYTES, DBIAS ? 1024 : 0> kiln_wgrad_layout;
 
 static_assert(!(SPLIT > 1) || ACCUMULATE, "split needs accumulate mode");
-static_assert(CS == 1 || CS == 2, "cluster must be 1x1, 2x1 or 1x2");
 static_assert(CM == 1 || (BN / 64) % 2 == 0, "cluster m: 2 shares X's boxes in halves: BN 128 or 256");
 static_assert(CN == 1 || (BM / 64) % 2 == 0, "cluster n: 2 shares dY's boxes in halves: BM 128 or 256");
 static_assert(!ACCUMULATE || OUT_T == 2, "accumulate needs an f32 output");
@@ -305,6 +304,12 @@ KDEV void kiln_dbias_write(const kiln_kernel_args &args, const kiln_wgrad &P, co
         }
 }
 
+/* Group g's dW: its own buffer (discrete) or its slice of the dense one. */
+KDEV char *kiln_group_out(const kiln_kernel_args &args, const kiln_wgrad &P, int g)
+{
+    return DISCRETE ? (char *)args.d_ptrs[g] : (char *)args.d + (long long)g * P.wn * args.ldd * OSZ;
+}
+
 /* ---------------------------------------------------------- main loop */
 
 /* Accumulating, the adds of a tile's epilogue read the old dW from HBM:
@@ -338,9 +343,7 @@ KDEV kiln_pf kiln_pf_rows(const kiln_kernel_args &args, const kiln_wgrad &P, con
     pf.bytes = 0;
     if (!ACCUMULATE || lane >= 16 || T.k0 >= P.wk) return pf;
     const int row = wrow0 + lane;
-    const char *dg = DISCRETE ? (const char *)args.d_ptrs[T.g]
-                              : (const char *)args.d + (long long)T.g * P.wn * args.ldd * 4;
-    pf.p = dg + ((long long)row * args.ldd + T.k0) * 4;
+    pf.p = kiln_group_out(args, P, T.g) + ((long long)row * args.ldd + T.k0) * 4;
     pf.step = 64LL * args.ldd * 4;
     pf.bytes = (kiln_u32)min(BN, P.wk - T.k0) * 4;
     pf.nrows = P.wn - row;
@@ -401,7 +404,6 @@ KDEV bool kiln_mainloop(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, c
 KDEV void kiln_store_zeros(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_wtile &T,
                            char *dg, int row_off)
 {
-    constexpr int OSZ = OUT_T == 2 ? 4 : 2;
     const float z[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     for (int i = threadIdx.x & 127; i < WG_M * (BN / 8); i += 128) {
         const int grow = T.n0 + row_off + i / (BN / 8);
@@ -473,7 +475,6 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
                                   unsigned char *stg, char *dg, int wrow0, int &buf,
                                   const kiln_tmap *tmap_d)
 {
-    constexpr int OSZ = OUT_T == 2 ? 4 : 2;
     constexpr int OCW = 128 / OSZ;             /* output columns per box */
     const int lane = threadIdx.x & 31;
     if constexpr (STG_BUFS >= SHARE_BOXES) {
@@ -555,7 +556,6 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
     int stg_buf = 0;   /* TMA_RED / TMA_ST: which of the STG_BUFS boxes is next */
     const int row_off = PINGPONG ? 0 : cw * WG_M;
-    constexpr int OSZ = OUT_T == 2 ? 4 : 2;
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
@@ -585,8 +585,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             kiln_dbias_write(args, P, T, dd, row_off);
         }
         /* after the main loop: nothing more lives across it */
-        char *dg = DISCRETE ? (char *)args.d_ptrs[T.g]
-                            : (char *)args.d + (long long)T.g * P.wn * args.ldd * OSZ;
+        char *dg = kiln_group_out(args, P, T.g);
         if (!any) {
             kiln_store_zeros(args, P, T, dg, row_off);
             continue;
