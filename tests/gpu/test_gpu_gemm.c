@@ -397,6 +397,30 @@ static int32_t *random_counts(int G, int lo, int hi)
     return m;
 }
 
+/* The three group mixes the forced-kernel tests run, into c->groups and
+ * the returned counts (the caller frees them); *what names the mix. */
+enum { MIX_RAGGED, MIX_LARGE, MIX_DECODE, MIXES };
+static int32_t *group_mix(int mix, gcase *c, const char **what)
+{
+    int32_t *m;
+    if (mix == MIX_RAGGED) {
+        c->groups = 40;
+        m = random_counts(40, 0, 300);
+        m[3] = m[17] = 0;
+        *what = "40 groups of 0..300 (2 empty)";
+    } else if (mix == MIX_LARGE) {
+        c->groups = 3;
+        m = random_counts(3, 500, 700);
+        *what = "3 groups of 500..700";
+    } else {
+        c->groups = 130;
+        m = random_counts(130, 0, 9);
+        *what = "130 decode groups of 0..9";
+    }
+    c->counts = m;
+    return m;
+}
+
 static int64_t sum_counts(const int32_t *m, int G)
 {
     int64_t s = 0;
@@ -679,42 +703,25 @@ static void test_sm90_pointer_weights(void **state)
     (void)state;
     int failures_before = g_failures;
     char label[160];
-    for (int pat = 0; pat < 3; pat++)
+    static const int64_t nk[MIXES][2] = {{200, 136}, {256, 512}, {64, 1024}};
+    for (int mix = 0; mix < MIXES; mix++)
         for (int op = 0; op < 2; op++)
             for (int ti = 0; ti < 2; ti++) {
                 kiln_dtype in = in_types[ti];
                 gcase c = {0};
                 c.op = (kiln_op)op;
                 c.in = c.out = in;
-                int32_t *m;
                 const char *what;
-                if (pat == 0) {
-                    c.groups = 40;
-                    m = random_counts(40, 0, 300);
-                    m[3] = m[17] = 0;
-                    c.n = 200;
-                    c.k = 136;
-                    what = "40 groups of 0..300, N=200 K=136";
-                } else if (pat == 1) {
-                    c.groups = 3;
-                    m = random_counts(3, 500, 700);
-                    c.n = 256;
-                    c.k = 512;
-                    what = "3 groups of 500..700, N=256 K=512";
-                } else {
-                    c.groups = 130;
-                    m = random_counts(130, 0, 9);
-                    c.n = 64;
-                    c.k = 1024;
-                    what = "130 decode groups of 0..9, K=1024";
-                }
-                c.counts = m;
+                int32_t *m = group_mix(mix, &c, &what);
+                c.n = nk[mix][0];
+                c.k = nk[mix][1];
                 c.capacity = sum_counts(m, c.groups) + 11;
                 c.ptr_weights = 1;
-                c.bias = pat == 1 && in == KILN_DTYPE_BF16; /* the bf16 _epilogue kernels */
+                c.bias = mix == MIX_LARGE && in == KILN_DTYPE_BF16; /* the bf16 _epilogue kernels */
                 c.want_kernel = "sm90_";
-                snprintf(label, sizeof label, "sm90 pointer weights %s %s %s%s", kiln_op_name(c.op),
-                         kiln_dtype_name(in), what, c.bias ? " + bias" : "");
+                snprintf(label, sizeof label, "sm90 pointer weights %s %s %s, N=%lld K=%lld%s",
+                         kiln_op_name(c.op), kiln_dtype_name(in), what, (long long)c.n,
+                         (long long)c.k, c.bias ? " + bias" : "");
                 c.label = label;
                 run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
                 free(m);
@@ -783,37 +790,21 @@ static void test_wgrad_tuned(void **state)
             kiln_context_destroy(ctx);
             continue;
         }
-        for (int pat = 0; pat < 3; pat++) {
+        static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 328}};
+        for (int mix = 0; mix < MIXES; mix++) {
             gcase c = {0};
             c.op = KILN_OP_WGRAD;
             c.in = KILN_DTYPE_BF16;
             c.out = strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
             c.accumulate = acc;
-            int32_t *m;
             const char *what;
-            if (pat == 0) {
-                c.groups = 40;
-                m = random_counts(40, 0, 300);
-                m[3] = m[17] = 0;
-                c.n = c.k = 328;
-                what = "40 groups of 0..300 (2 empty), N=K=328";
-            } else if (pat == 1) {
-                c.groups = 130;
-                m = random_counts(130, 0, 9);
-                c.n = 256;
-                c.k = 328;
-                what = "130 decode groups of 0..9, N=256 K=328";
-            } else {
-                c.groups = 3;
-                m = random_counts(3, 500, 700);
-                c.n = 328;
-                c.k = 640;
-                what = "3 groups of 500..700, N=328 K=640";
-            }
-            c.counts = m;
+            int32_t *m = group_mix(mix, &c, &what);
+            c.n = nk[mix][0];
+            c.k = nk[mix][1];
             c.capacity = sum_counts(m, c.groups) + 7;
             c.want_kernel = ce->name;
-            snprintf(label, sizeof label, "%s: %s", ce->name, what);
+            snprintf(label, sizeof label, "%s: %s, N=%lld K=%lld", ce->name, what, (long long)c.n,
+                     (long long)c.k);
             c.label = label;
             run_checked(&c, ctx, KILN_BACKEND_GENERATED);
             free(m);
