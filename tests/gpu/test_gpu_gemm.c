@@ -399,7 +399,7 @@ static int32_t *random_counts(int G, int lo, int hi)
 
 /* The three group mixes the forced-kernel tests run, into c->groups and
  * the returned counts (the caller frees them); *what names the mix. */
-enum { MIX_RAGGED, MIX_LARGE, MIX_DECODE, MIXES };
+enum { MIX_RAGGED, MIX_LARGE, MIX_DECODE, MIX_TAILS, MIXES };
 static int32_t *group_mix(int mix, gcase *c, const char **what)
 {
     int32_t *m;
@@ -412,10 +412,17 @@ static int32_t *group_mix(int mix, gcase *c, const char **what)
         c->groups = 3;
         m = random_counts(3, 500, 700);
         *what = "3 groups of 500..700";
-    } else {
+    } else if (mix == MIX_DECODE) {
         c->groups = 130;
         m = random_counts(130, 0, 9);
         *what = "130 decode groups of 0..9";
+    } else {
+        /* every length of a group's last 64-token block, 1..64, half of
+         * them after a whole block (wgrad loads a short one in 8-row boxes) */
+        c->groups = 64;
+        m = xmalloc(sizeof(int32_t) * 64);
+        for (int g = 0; g < 64; g++) m[g] = g + 1 + (g & 1) * 64;
+        *what = "64 groups of 1..128 (every last-block length)";
     }
     c->counts = m;
     return m;
@@ -703,7 +710,7 @@ static void test_sm90_pointer_weights(void **state)
     (void)state;
     int failures_before = g_failures;
     char label[160];
-    static const int64_t nk[MIXES][2] = {{200, 136}, {256, 512}, {64, 1024}};
+    static const int64_t nk[MIXES][2] = {{200, 136}, {256, 512}, {64, 1024}, {136, 200}};
     for (int mix = 0; mix < MIXES; mix++)
         for (int op = 0; op < 2; op++)
             for (int ti = 0; ti < 2; ti++) {
@@ -790,7 +797,7 @@ static void test_wgrad_tuned(void **state)
             kiln_context_destroy(ctx);
             continue;
         }
-        static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 328}};
+        static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 328}, {200, 264}};
         for (int mix = 0; mix < MIXES; mix++) {
             gcase c = {0};
             c.op = KILN_OP_WGRAD;
