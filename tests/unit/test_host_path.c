@@ -4,8 +4,7 @@
  * must hand the driver exactly what a context without them does, call
  * after call, while the problem's buffers, capacity, shape, op and
  * epilogue change under it; and repeating a call encodes nothing.  The
- * context is put together by hand (context.h) with the catalog marked
- * loaded, as no module can be loaded without a GPU. */
+ * context and the fake driver are tests/support/fake_driver.c's. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,131 +12,15 @@
 
 #include "testutil.h"
 
-#include "context.h"
+#include "fake_driver.h"
 #include "problem.h"
 
-#define FAKE(addr) ((void *)(uintptr_t)(addr))
-static const CUcontext fake_cu = (CUcontext)(uintptr_t)0xC0;
-
-/* What the last launch was given. */
-typedef struct launch_record {
-    CUfunction f;
-    unsigned grid, threads, smem, cluster;
-    int pdl;                   /* the programmatic-serialization attribute, set to 1 */
-    kiln_kernel_args args;
-    kiln_tmap maps[3];
-} launch_record;
-
-static launch_record last;
-static int encodes, launches;
-
-static CUresult fake_get_current(CUcontext *c)
+/* fake_driver.h's context, which must come up. */
+static kiln_context *context(int caches)
 {
-    *c = fake_cu;
-    return CUDA_SUCCESS;
-}
-
-/* Bytes from every argument, as in test_tmap_cache.c (a stale map shows). */
-static CUresult fake_encode(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank,
-                            void *base, const cuuint64_t *dims, const cuuint64_t *strides,
-                            const cuuint32_t *box, const cuuint32_t *estr,
-                            CUtensorMapInterleave il, CUtensorMapSwizzle sw,
-                            CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
-{
-    encodes++;
-    memset(map, 0, sizeof *map);
-    uint64_t *o = map->opaque;
-    o[0] = (uint64_t)(uintptr_t)base;
-    o[1] = (uint64_t)dtype << 32 | rank;
-    o[2] = dims[0];
-    o[3] = dims[1];
-    o[4] = strides[0];
-    o[5] = (uint64_t)box[0] << 32 | box[1];
-    o[6] = (uint64_t)estr[0] << 32 | estr[1];
-    o[7] = (uint64_t)il << 48 | (uint64_t)sw << 32 | (uint64_t)l2 << 16 | (uint64_t)oob;
-    return CUDA_SUCCESS;
-}
-
-static void record(CUfunction f, unsigned grid, unsigned threads, unsigned smem, unsigned cluster,
-                   int pdl, void **params)
-{
-    launches++;
-    memset(&last, 0, sizeof last);
-    last.f = f;
-    last.pdl = pdl;
-    last.grid = grid;
-    last.threads = threads;
-    last.smem = smem;
-    last.cluster = cluster;
-    memcpy(&last.args, params[0], sizeof last.args);
-    for (int i = 0; i < 3; i++) memcpy(&last.maps[i], params[1 + i], sizeof last.maps[i]);
-}
-
-static CUresult fake_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                            unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
-                            void **extra)
-{
-    (void)gy, (void)gz, (void)by, (void)bz, (void)s, (void)extra;
-    record(f, gx, bx, smem, 1, 0, params);
-    return CUDA_SUCCESS;
-}
-
-static CUresult fake_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
-{
-    (void)extra;
-    unsigned cluster = 1;
-    int pdl = 0;
-    for (unsigned i = 0; i < cfg->numAttrs; i++) {
-        if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-            cluster = cfg->attrs[i].value.clusterDim.x;
-        if (cfg->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
-            pdl = (int)cfg->attrs[i].value.programmaticStreamSerializationAllowed;
-    }
-    record(f, cfg->gridDimX, cfg->blockDimX, cfg->sharedMemBytes, cluster, pdl, params);
-    return CUDA_SUCCESS;
-}
-
-/* A context as kiln_context_create leaves it, on the fake driver, every
- * generated kernel counted as loaded (function: its index + 1). */
-static kiln_context *fake_context(int caches)
-{
-    kiln_context *ctx = calloc(1, sizeof *ctx);
+    kiln_context *ctx = fake_context(caches);
     assert_non_null(ctx);
-    pthread_mutex_init(&ctx->lock, NULL);
-    ctx->env = (kiln_rt_env){&ctx->drv, &ctx->log, &ctx->dev};
-    ctx->kernels.env = ctx->env;
-    ctx->kernels.stats = &ctx->stats;
-    ctx->allowed = KILN_ALLOW_GENERATED;
-    ctx->dev = (kiln_device_limits){9, 0, 132, "sm_90a"};
-    kiln_error err;
-    kiln_error_clear(&err);
-    assert_int_equal(kiln_kernels_open_catalog(&ctx->kernels, &err), KILN_OK);
-    kiln_kernels_open_tuning(&ctx->kernels, NULL);
-    for (size_t i = 0; i < ctx->kernels.n_kernels; i++) {
-        ctx->kernels.kernels[i].loaded = 1;
-        ctx->kernels.kernels[i].function = (CUfunction)(uintptr_t)(i + 1);
-    }
-    ctx->drv.cuCtxGetCurrent = fake_get_current;
-    ctx->drv.cuTensorMapEncodeTiled = fake_encode;
-    ctx->drv.cuLaunchKernel = fake_launch;
-    ctx->drv.cuLaunchKernelEx = fake_launch_ex;
-    ctx->cu = fake_cu;
-    ctx->driver_ok = 1;
-    if (caches) {
-        ctx->memo = kiln_dispatch_memo_create();
-        ctx->tmaps = kiln_tmap_cache_create();
-        assert_true(ctx->memo && ctx->tmaps);
-    }
     return ctx;
-}
-
-static void free_context(kiln_context *ctx)
-{
-    kiln_kernels_close(&ctx->kernels, 0);
-    kiln_dispatch_memo_destroy(ctx->memo);
-    kiln_tmap_cache_destroy(ctx->tmaps);
-    pthread_mutex_destroy(&ctx->lock);
-    free(ctx);
 }
 
 static int32_t host_sizes[128];
@@ -171,23 +54,23 @@ static void test_caches_change_nothing(void **state)
 {
     (void)state;
     for (int g = 0; g < 128; g++) host_sizes[g] = 128;
-    kiln_context *fresh = fake_context(0), *cached = fake_context(1);
+    kiln_context *fresh = context(0), *cached = context(1);
     for (int i = 0; i < 144; i++) {
         kiln_problem p;
         problem_of(i, &p);
         assert_int_equal(kiln_gemm(fresh, &p, NULL), KILN_OK);
-        launch_record want = last;
+        fake_launch want = fake_last;
         kiln_call_report rw, rc;
         assert_int_equal(kiln_last_call(fresh, &rw), KILN_OK);
         assert_int_equal(kiln_gemm(cached, &p, NULL), KILN_OK);
         assert_int_equal(kiln_last_call(cached, &rc), KILN_OK);
-        assert_ptr_equal(last.f, want.f);
-        assert_int_equal(last.grid, want.grid);
-        assert_int_equal(last.threads, want.threads);
-        assert_int_equal(last.smem, want.smem);
-        assert_int_equal(last.cluster, want.cluster);
-        assert_memory_equal(&last.args, &want.args, sizeof want.args);
-        assert_memory_equal(last.maps, want.maps, sizeof want.maps);
+        assert_ptr_equal(fake_last.f, want.f);
+        assert_int_equal(fake_last.grid, want.grid);
+        assert_int_equal(fake_last.threads, want.threads);
+        assert_int_equal(fake_last.smem, want.smem);
+        assert_int_equal(fake_last.cluster, want.cluster);
+        assert_memory_equal(&fake_last.args, &want.args, sizeof want.args);
+        assert_memory_equal(fake_last.maps, want.maps, sizeof want.maps);
         assert_string_equal(rc.kernel, rw.kernel);
         assert_string_equal(rc.reason, rw.reason);
         assert_int_equal(rc.backend, rw.backend);
@@ -197,25 +80,25 @@ static void test_caches_change_nothing(void **state)
     assert_true(hits > 0 && misses > 0);
     kiln_dispatch_memo_counts(cached->memo, &hits, &misses);
     assert_true(hits > 0 && misses > 0);
-    free_context(fresh);
-    free_context(cached);
+    fake_context_free(fresh);
+    fake_context_free(cached);
 }
 
 /* The second of two equal calls encodes no map. */
 static void test_repeat_encodes_nothing(void **state)
 {
     (void)state;
-    kiln_context *ctx = fake_context(1);
+    kiln_context *ctx = context(1);
     kiln_problem p;
     problem_of(0, &p);
-    int e0 = encodes;
+    int e0 = fake_encodes;
     assert_int_equal(kiln_gemm(ctx, &p, NULL), KILN_OK);
-    assert_true(encodes > e0);
-    int e1 = encodes, l1 = launches;
+    assert_true(fake_encodes > e0);
+    int e1 = fake_encodes, l1 = fake_launches;
     assert_int_equal(kiln_gemm(ctx, &p, NULL), KILN_OK);
-    assert_int_equal(encodes, e1);
-    assert_int_equal(launches, l1 + 1);
-    free_context(ctx);
+    assert_int_equal(fake_encodes, e1);
+    assert_int_equal(fake_launches, l1 + 1);
+    fake_context_free(ctx);
 }
 
 /* KILN_PDL=1: the sm90 family's launches carry the programmatic stream
@@ -224,7 +107,7 @@ static void test_repeat_encodes_nothing(void **state)
 static void test_pdl(void **state)
 {
     (void)state;
-    kiln_context *off = fake_context(1), *on = fake_context(1);
+    kiln_context *off = context(1), *on = context(1);
     on->pdl = 1;
     int sm90 = 0, simple = 0;
     for (int i = 0; i < 12; i++) {
@@ -236,7 +119,7 @@ static void test_pdl(void **state)
             p.d_b_ptrs = FAKE(0x7b0000000000);
         }
         assert_int_equal(kiln_gemm(off, &p, NULL), KILN_OK);
-        launch_record want = last;
+        fake_launch want = fake_last;
         assert_int_equal(want.pdl, 0);
         assert_int_equal(kiln_gemm(on, &p, NULL), KILN_OK);
         kiln_call_report rep;
@@ -244,16 +127,16 @@ static void test_pdl(void **state)
         int is_sm90 = strstr(rep.kernel, "sm90") != NULL;
         sm90 += is_sm90;
         simple += !is_sm90;
-        assert_int_equal(last.pdl, is_sm90);
-        assert_ptr_equal(last.f, want.f);
-        assert_int_equal(last.grid, want.grid);
-        assert_int_equal(last.cluster, want.cluster);
-        assert_memory_equal(&last.args, &want.args, sizeof want.args);
-        assert_memory_equal(last.maps, want.maps, sizeof want.maps);
+        assert_int_equal(fake_last.pdl, is_sm90);
+        assert_ptr_equal(fake_last.f, want.f);
+        assert_int_equal(fake_last.grid, want.grid);
+        assert_int_equal(fake_last.cluster, want.cluster);
+        assert_memory_equal(&fake_last.args, &want.args, sizeof want.args);
+        assert_memory_equal(fake_last.maps, want.maps, sizeof want.maps);
     }
     assert_true(sm90 > 0 && simple > 0);
-    free_context(off);
-    free_context(on);
+    fake_context_free(off);
+    fake_context_free(on);
 }
 
 /* Pointer-array weights (fprop, dgrad) go to the sm90 kernel the same call
@@ -264,7 +147,7 @@ static void test_pdl(void **state)
 static void test_pointer_array_weights(void **state)
 {
     (void)state;
-    kiln_context *ctx = fake_context(1);
+    kiln_context *ctx = context(1);
     for (int i = 0; i < 2; i++) {
         kiln_problem p;
         problem_of(i, &p); /* fprop, then dgrad */
@@ -274,23 +157,23 @@ static void test_pointer_array_weights(void **state)
         assert_non_null(strstr(rep.kernel, "sm90_"));
         char contiguous_kernel[sizeof rep.kernel];
         snprintf(contiguous_kernel, sizeof contiguous_kernel, "%s", rep.kernel);
-        assert_int_equal(last.maps[1].opaque[0], (uint64_t)(uintptr_t)p.d_b);
-        assert_int_equal(last.maps[1].opaque[3], (uint64_t)(p.groups * p.n));
-        assert_null(last.args.b_ptrs);
+        assert_int_equal(fake_last.maps[1].opaque[0], (uint64_t)(uintptr_t)p.d_b);
+        assert_int_equal(fake_last.maps[1].opaque[3], (uint64_t)(p.groups * p.n));
+        assert_null(fake_last.args.b_ptrs);
 
         p.d_b = NULL;
         p.d_b_ptrs = FAKE(0x7b0000000000);
         assert_int_equal(kiln_gemm(ctx, &p, NULL), KILN_OK);
         kiln_last_call(ctx, &rep);
         assert_string_equal(rep.kernel, contiguous_kernel);
-        assert_int_equal(last.maps[1].opaque[0], (uint64_t)(uintptr_t)p.d_a);
-        assert_int_equal(last.maps[1].opaque[2], (uint64_t)p.k);
-        assert_int_equal(last.maps[1].opaque[3], (uint64_t)p.n);
-        assert_ptr_equal(last.args.b_ptrs, p.d_b_ptrs);
+        assert_int_equal(fake_last.maps[1].opaque[0], (uint64_t)(uintptr_t)p.d_a);
+        assert_int_equal(fake_last.maps[1].opaque[2], (uint64_t)p.k);
+        assert_int_equal(fake_last.maps[1].opaque[3], (uint64_t)p.n);
+        assert_ptr_equal(fake_last.args.b_ptrs, p.d_b_ptrs);
         /* more than half of the SM's shared memory: the per-SM map slots */
-        assert_true(last.smem > 233472 / 2);
+        assert_true(fake_last.smem > 233472 / 2);
     }
-    free_context(ctx);
+    fake_context_free(ctx);
 }
 
 /* KILN_HOST_CACHE: 0 off, 1 or unset on; KILN_PDL: 1 on, 0 or unset off;
