@@ -397,7 +397,7 @@ static int32_t *random_counts(int G, int lo, int hi)
     return m;
 }
 
-/* The three group mixes the forced-kernel tests run, into c->groups and
+/* The four group mixes the forced-kernel tests run, into c->groups and
  * the returned counts (the caller frees them); *what names the mix. */
 enum { MIX_RAGGED, MIX_LARGE, MIX_DECODE, MIX_TAILS, MIXES };
 static int32_t *group_mix(int mix, gcase *c, const char **what)
@@ -418,7 +418,8 @@ static int32_t *group_mix(int mix, gcase *c, const char **what)
         *what = "130 decode groups of 0..9";
     } else {
         /* every length of a group's last 64-token block, 1..64, half of
-         * them after a whole block (wgrad loads a short one in 8-row boxes) */
+         * them after a whole block: each tail wgrad masks, and each partial
+         * last row tile of fprop/dgrad */
         c->groups = 64;
         m = xmalloc(sizeof(int32_t) * 64);
         for (int g = 0; g < 64; g++) m[g] = g + 1 + (g & 1) * 64;
