@@ -54,8 +54,8 @@ static void record(CUfunction f, unsigned grid, unsigned threads, unsigned smem,
 }
 
 static CUresult fake_cu_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                            unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
-                            void **extra)
+                               unsigned by, unsigned bz, unsigned smem, CUstream s, void **params,
+                               void **extra)
 {
     (void)gy, (void)gz, (void)by, (void)bz, (void)s, (void)extra;
     record(f, gx, bx, smem, 1, 0, params);
