@@ -62,7 +62,8 @@ static CUresult fake_cu_launch(CUfunction f, unsigned gx, unsigned gy, unsigned 
     return CUDA_SUCCESS;
 }
 
-static CUresult fake_cu_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra)
+static CUresult fake_cu_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params,
+                                  void **extra)
 {
     (void)extra;
     unsigned cluster = 1;
