@@ -8,7 +8,7 @@
 
 static const CUcontext fake_cu = (CUcontext)(uintptr_t)0xC0;
 
-fake_launch fake_last;
+fake_record fake_last;
 int fake_encodes, fake_launches;
 
 static CUresult fake_get_current(CUcontext *c)
@@ -78,7 +78,7 @@ static CUresult fake_cu_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void 
     return CUDA_SUCCESS;
 }
 
-kiln_context *fake_context(int caches)
+kiln_context *fake_context_bare(kiln_device_limits dev)
 {
     kiln_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return NULL;
@@ -86,8 +86,18 @@ kiln_context *fake_context(int caches)
     ctx->env = (kiln_rt_env){&ctx->drv, &ctx->log, &ctx->dev};
     ctx->kernels.env = ctx->env;
     ctx->kernels.stats = &ctx->stats;
+    ctx->dev = dev;
+    ctx->drv.cuCtxGetCurrent = fake_get_current;
+    ctx->cu = fake_cu;
+    ctx->driver_ok = 1;
+    return ctx;
+}
+
+kiln_context *fake_context(int caches)
+{
+    kiln_context *ctx = fake_context_bare((kiln_device_limits){9, 0, 132, "sm_90a"});
+    if (!ctx) return NULL;
     ctx->allowed = KILN_ALLOW_GENERATED;
-    ctx->dev = (kiln_device_limits){9, 0, 132, "sm_90a"};
     kiln_error err;
     kiln_error_clear(&err);
     if (kiln_kernels_open_catalog(&ctx->kernels, &err) != KILN_OK) {
@@ -100,12 +110,9 @@ kiln_context *fake_context(int caches)
         ctx->kernels.kernels[i].loaded = 1;
         ctx->kernels.kernels[i].function = (CUfunction)(uintptr_t)(i + 1);
     }
-    ctx->drv.cuCtxGetCurrent = fake_get_current;
     ctx->drv.cuTensorMapEncodeTiled = fake_encode;
     ctx->drv.cuLaunchKernel = fake_cu_launch;
     ctx->drv.cuLaunchKernelEx = fake_cu_launch_ex;
-    ctx->cu = fake_cu;
-    ctx->driver_ok = 1;
     if (caches) {
         ctx->memo = kiln_dispatch_memo_create();
         ctx->tmaps = kiln_tmap_cache_create();

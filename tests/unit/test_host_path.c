@@ -59,7 +59,7 @@ static void test_caches_change_nothing(void **state)
         kiln_problem p;
         problem_of(i, &p);
         assert_int_equal(kiln_gemm(fresh, &p, NULL), KILN_OK);
-        fake_launch want = fake_last;
+        fake_record want = fake_last;
         kiln_call_report rw, rc;
         assert_int_equal(kiln_last_call(fresh, &rw), KILN_OK);
         assert_int_equal(kiln_gemm(cached, &p, NULL), KILN_OK);
@@ -119,7 +119,7 @@ static void test_pdl(void **state)
             p.d_b_ptrs = FAKE(0x7b0000000000);
         }
         assert_int_equal(kiln_gemm(off, &p, NULL), KILN_OK);
-        fake_launch want = fake_last;
+        fake_record want = fake_last;
         assert_int_equal(want.pdl, 0);
         assert_int_equal(kiln_gemm(on, &p, NULL), KILN_OK);
         kiln_call_report rep;

@@ -7,8 +7,8 @@
  * grid (one wave: 132 SMs x the CTAs the kernel's registers allow) and
  * what arguments (the layout templates/quant.cu reads, leading dimensions
  * 0 made dense).  The module is really compiled (NVRTC, no cache) and
- * loaded once, into a fake module.  The context is put together by hand
- * (context.h), as in test_host_path.c. */
+ * loaded once, into a fake module.  The context is
+ * tests/support/fake_driver.c's bare one with this test's module fakes. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,10 +16,7 @@
 
 #include "testutil.h"
 
-#include "context.h"
-
-#define FAKE(addr) ((void *)(uintptr_t)(addr))
-static const CUcontext fake_cu = (CUcontext)(uintptr_t)0xC0;
+#include "fake_driver.h"
 
 /* What the driver was asked, in order. */
 typedef struct op_record {
@@ -34,12 +31,6 @@ static op_record ops[16];
 static int n_ops, module_loads;
 static char fn_names[32][48];
 static int n_fns;
-
-static CUresult fake_get_current(CUcontext *c)
-{
-    *c = fake_cu;
-    return CUDA_SUCCESS;
-}
 
 static CUresult fake_load(CUmodule *m, const void *image)
 {
@@ -102,33 +93,25 @@ static CUresult fake_memset(CUdeviceptr p, unsigned char v, size_t n, CUstream s
     return CUDA_SUCCESS;
 }
 
-static kiln_context *fake_context(int cc_minor)
+static kiln_context *quant_context(int cc_minor)
 {
-    kiln_context *ctx = calloc(1, sizeof *ctx);
+    kiln_device_limits dev = {cc_minor == 0 ? 9 : 8, cc_minor, 132, "sm_90a"};
+    if (cc_minor) snprintf(dev.arch, sizeof dev.arch, "sm_8%d", cc_minor);
+    kiln_context *ctx = fake_context_bare(dev);
     assert_non_null(ctx);
-    pthread_mutex_init(&ctx->lock, NULL);
-    ctx->env = (kiln_rt_env){&ctx->drv, &ctx->log, &ctx->dev};
-    ctx->kernels.env = ctx->env;
-    ctx->kernels.stats = &ctx->stats;
-    ctx->dev = (kiln_device_limits){cc_minor == 0 ? 9 : 8, cc_minor, 132, "sm_90a"};
-    if (cc_minor) snprintf(ctx->dev.arch, sizeof ctx->dev.arch, "sm_8%d", cc_minor);
-    ctx->drv.cuCtxGetCurrent = fake_get_current;
     ctx->drv.cuModuleLoadData = fake_load;
     ctx->drv.cuModuleUnload = fake_unload;
     ctx->drv.cuModuleGetFunction = fake_get_function;
     ctx->drv.cuFuncGetAttribute = fake_attribute;
     ctx->drv.cuLaunchKernel = fake_launch;
     ctx->drv.cuMemsetD8Async = fake_memset;
-    ctx->cu = fake_cu;
-    ctx->driver_ok = 1;
     return ctx;
 }
 
 static void free_context(kiln_context *ctx)
 {
     kiln_quant_rt_destroy(ctx->quant, &ctx->env);
-    pthread_mutex_destroy(&ctx->lock);
-    free(ctx);
+    fake_context_free(ctx);
 }
 
 static void quantize(kiln_context *ctx, const kiln_quant *q)
@@ -159,7 +142,7 @@ static void expect_op(int i, const char *what, unsigned grid)
 static void test_rows_kinds(void **state)
 {
     (void)state;
-    kiln_context *ctx = fake_context(0);
+    kiln_context *ctx = quant_context(0);
     kiln_quant q = base(KILN_QUANT_ROWS);
     q.groups = 32;
     q.rows = 32768;
@@ -237,7 +220,7 @@ static void test_weights_kinds(void **state)
 {
     (void)state;
     module_loads = 0;
-    kiln_context *ctx = fake_context(0);
+    kiln_context *ctx = quant_context(0);
     kiln_quant q = base(KILN_QUANT_WEIGHTS_128X128);
     q.groups = 32;
     q.rows = 4096;
@@ -322,7 +305,7 @@ static void test_old_device(void **state)
 {
     (void)state;
     module_loads = 0;
-    kiln_context *ctx = fake_context(6);
+    kiln_context *ctx = quant_context(6);
     kiln_quant q = base(KILN_QUANT_ROWS);
     q.rows = 10;
     q.cols = 16;
