@@ -343,9 +343,9 @@ KDEV kiln_pf kiln_pf_rows(const kiln_kernel_args &args, const kiln_wgrad &P, con
     pf.bytes = 0;
     if (!ACCUMULATE || lane >= 16 || T.k0 >= P.wk) return pf;
     const int row = wrow0 + lane;
-    pf.p = kiln_group_out(args, P, T.g) + ((long long)row * args.ldd + T.k0) * 4;
-    pf.step = 64LL * args.ldd * 4;
-    pf.bytes = (kiln_u32)min(BN, P.wk - T.k0) * 4;
+    pf.p = kiln_group_out(args, P, T.g) + ((long long)row * args.ldd + T.k0) * OSZ;
+    pf.step = 64LL * args.ldd * OSZ;
+    pf.bytes = (kiln_u32)min(BN, P.wk - T.k0) * OSZ;
     pf.nrows = P.wn - row;
     return pf;
 }
