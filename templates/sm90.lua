@@ -41,7 +41,23 @@ if wptrs and cm * cn > 1 then
        "weights: contiguous", cm, cn)
 end
 
+-- The cooperative schedule's epilogue stops both warp groups' tensor work:
+-- it stores through TMA (tmap_d over D) from swizzled 2 KiB boxes, as many
+-- per warp as fit beside the ring, up to the warp's whole share of a tile
+-- (sm90_gemm.cuh, kiln_epilogue_tma).  β·C is read in the staged path.
+local epi = spec.epilogue
+local out_t = ({bf16 = 0, fp16 = 1, f32 = 2})[spec.types.out]
+local epi_tma = not k.pingpong and not epi.beta
+local stg_bufs = 1
 local smem = common.smem(k, common.staging_warp, 2 * stages)
+if epi_tma then
+  local share = (bm // consumers // 64) * bn * (out_t == 2 and 4 or 2) // 128
+  local limit = common.smem_limit[arch]
+  while stg_bufs < share and common.smem(k, 2048 * (stg_bufs + 1), 2 * stages) <= limit do
+    stg_bufs = stg_bufs + 1
+  end
+  smem = common.smem(k, 2048 * stg_bufs, 2 * stages)
+end
 common.check_smem(k, smem, arch)
 -- The per-SM map copies need each CTA to have its SM to itself: ask for
 -- more than half of an SM's shared memory (every shipped kernel does
@@ -49,8 +65,6 @@ common.check_smem(k, smem, arch)
 if wptrs and smem < common.smem_per_sm[arch] // 2 then smem = common.smem_per_sm[arch] // 2 end
 if mode == "check" then return {smem = smem} end
 
-local epi = spec.epilogue
-local out_t = ({bf16 = 0, fp16 = 1, f32 = 2})[spec.types.out]
 local entry = common.entry(spec)
 
 -- wgmma wrapper for m64n<bn>k16 with fp32 accumulators; dgrad reads B
@@ -72,6 +86,8 @@ local pre = common.preamble("sm90", entry, k, {
   string.format("constexpr int FP8_RECIPE = %d, FP8_PROMOTE = %d;  /* kiln_fp8_recipe */",
                 recipe, b(k.promote)),
   string.format("constexpr int WPTRS = %d;  /* weights may be G pointers */", b(wptrs)),
+  string.format("constexpr int EPI_TMA = %d, STG_BUFS = %d;  /* TMA-store epilogue, boxes per warp */",
+                b(epi_tma), stg_bufs),
 }, smem, wgmma)
 
 local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_gemm.cuh")
@@ -86,6 +102,9 @@ local launch = common.launch(entry, k, smem, {m = cm, n = cn}, {
   -- of {64 (K, the output dim), BK (N, the reduction)}.  Pointer-array
   -- weights: one group's {inner = K, outer = N}, re-pointed on the device.
   b = {box_inner = bk, box_outer = b_kmajor and (cm == 2 and bn // 2 or bn) or bk, swizzle = 128},
+  -- D (EPI_TMA): {inner = n_out, outer = capacity}, row stride ldd, in the
+  -- output type, boxes of {128 bytes of columns, 16 rows}
+  d = epi_tma and {box_inner = out_t == 2 and 32 or 64, box_outer = 16, swizzle = 128} or nil,
 })
 
 return source, launch

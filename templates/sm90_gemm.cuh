@@ -15,6 +15,9 @@
  *                                 1 tensor, 2 row, 3 block) and promotion
  *   WPTRS                         1: the weights may come as G pointers
  *                                 (args.b_ptrs; spec weights: any)
+ *   EPI_TMA STG_BUFS              1: the epilogue stores through tmap_d
+ *                                 (D as {n_out, capacity}) from STG_BUFS
+ *                                 swizzled 2 KiB boxes per warp
  *   kiln_wgmma(acc, desc_a, desc_b, scale_d)   m64n{BN}k16 for 16-bit inputs,
  *                                 m64n{BN}k32 for 8-bit ones
  *
@@ -31,7 +34,13 @@
  * cluster).  Docs: docs/sm90_kernel.md.
  */
 
-typedef kiln_layout<STG_SLOT_BYTES> kiln_gemm_layout;
+/* Staging per warp: the fp32 slot of kiln_store_acc, or EPI_TMA's boxes. */
+constexpr int OCW = 128 / OSZ;                 /* output columns per 128-byte box row */
+constexpr int SHARE_BOXES = MI * BN / OCW;     /* boxes of a warp's share of a tile */
+constexpr int STG_WARP_BYTES = EPI_TMA ? 2048 * STG_BUFS : STG_SLOT_BYTES;
+static_assert(!EPI_TMA || (STG_BUFS >= 1 && STG_BUFS <= SHARE_BOXES), "EPI_TMA: 1 to SHARE_BOXES boxes");
+static_assert(!EPI_TMA || !EPI_BETA, "EPI_TMA does not read C");
+typedef kiln_layout<STG_WARP_BYTES> kiln_gemm_layout;
 
 constexpr bool B_KMAJOR = OP == 0 || IN_ESZ == 1;
 constexpr int KSTEPS = BK * IN_ESZ / 32;       /* wgmma per k-block: k16 (16-bit) or k32 (8-bit) */
@@ -438,12 +447,118 @@ KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const 
     });
 }
 
-KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m, int cw)
+/* v = the two output-typed values at p (4- or 8-byte aligned), as fp32 */
+KDEV float2 kiln_load2(const void *p)
+{
+    if (OUT_T == 2) return *(const float2 *)p;
+    const kiln_u32 w = *(const kiln_u32 *)p;
+    const unsigned short lo = (unsigned short)(w & 0xFFFF), hi = (unsigned short)(w >> 16);
+    return OUT_T == 1 ? make_float2(kiln_f16_to_f32(lo), kiln_f16_to_f32(hi))
+                      : make_float2(kiln_bf16_to_f32(lo), kiln_bf16_to_f32(hi));
+}
+
+/* The EPI_TMA epilogue (cooperative kernels without β·C): the same
+ * D = s[r]·α_g·acc + s_bias[r]·bias[g,n], applied to the accumulator
+ * fragments in registers (lane l holds rows l/4 and l/4 + 8 of its warp's
+ * 16, columns 8j + 2(l%4) + {0,1}), converted into 128-byte-swizzled boxes
+ * of 16 rows x OCW columns (kiln_box_from_frag) and written by one bulk
+ * tensor store each through tmap_d, which clips columns at n_out and rows
+ * at capacity.  Nothing waits for the stores but the next write of a box:
+ * the boxes go out in batches of STG_BUFS, each batch after the previous
+ * one's reads of shared memory, so with a whole share in the staging
+ * (STG_BUFS == SHARE_BOXES) a tile waits only on the last tile's stores,
+ * which ran under this tile's main loop.  A box whose rows run past the
+ * group's end would overwrite the next group's first rows: its valid rows
+ * go out by hand (kiln_box_to_global).  The cooperative schedule's two
+ * warp groups both stand in their epilogue while the tensor cores idle, so
+ * that is where shortening it pays; pingpong hides it already. */
+KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
+                            const float (&acc)[MI][ACC_N], unsigned char *stg, int wrow0,
+                            const kiln_tmap *tmap_d)
+{
+    const int lane = threadIdx.x & 31;
+    float alpha = args.alpha;
+    if (EPI_ALPHA_PER_GROUP && args.alpha_ptr) alpha = args.alpha_ptr[T.g];
+    if (FP8_RECIPE == 1) alpha *= args.scale_a[0] * args.scale_b[T.g];
+    const float *rs = EPI_ROW_SCALE ? args.row_scale : (const float *)0;
+    const bool use_bias = EPI_BIAS && args.bias;
+    const bool scale_bias = (EPI_SCALE_BIAS || args.scale_bias) && rs;
+    const float *fsb = FP8_RECIPE == 2 ? args.scale_b + (long long)T.g * P.n_out : (const float *)0;
+    const char *bias = use_bias ? (const char *)args.bias + (long long)T.g * args.ld_bias * OSZ
+                                : (const char *)0;
+    /* per row: the product's factor and the bias's; rows past the group's
+     * end read the last valid row's terms (never stored) */
+    float rmul[MI][2], bmul[MI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = min(wrow0 + mi * 64 + (lane >> 2) + 8 * h, T.row_end - 1);
+            rmul[mi][h] = alpha;
+            bmul[mi][h] = 1.0f;
+            if (wrow0 + mi * 64 >= T.row_end) continue;
+            if (rs) {
+                const float v = rs[r];
+                rmul[mi][h] *= v;
+                if (scale_bias) bmul[mi][h] = v;
+            }
+            if (FP8_RECIPE == 2) rmul[mi][h] *= args.scale_a[r];
+        }
+#pragma unroll
+    for (int b0 = 0; b0 < SHARE_BOXES; b0 += STG_BUFS) {
+        if (lane == 0) kiln_bulk_wait_read<0>();   /* the last batch's boxes are read */
+        __syncwarp();
+#pragma unroll
+        for (int b = b0; b < b0 + STG_BUFS && b < SHARE_BOXES; ++b) {
+            const int mi = b / (BN / OCW), q = b % (BN / OCW);
+            const int wrow = wrow0 + mi * 64, col0 = T.col0 + q * OCW;
+            if (wrow >= T.row_end || col0 >= P.n_out) continue;
+            float t[OCW / 2];
+#pragma unroll
+            for (int j = 0; j < OCW / 8; ++j) {
+                /* columns c, c+1 (n_out is a multiple of 8: the pair is in
+                 * bounds once clamped) */
+                const int c = min(col0 + 8 * j + 2 * (lane & 3), P.n_out - 2);
+                float2 cm = make_float2(1.0f, 1.0f), bv = make_float2(0.0f, 0.0f);
+                if (FP8_RECIPE == 2) cm = *(const float2 *)(fsb + c);
+                if (use_bias) bv = kiln_load2(bias + (long long)c * OSZ);
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const float *a = &acc[mi][q * (OCW / 2) + 4 * j + 2 * h];
+                    t[4 * j + 2 * h] = fmaf(a[0], rmul[mi][h] * cm.x, bmul[mi][h] * bv.x);
+                    t[4 * j + 2 * h + 1] = fmaf(a[1], rmul[mi][h] * cm.y, bmul[mi][h] * bv.y);
+                }
+            }
+            kiln_box_from_frag<OSZ>(stg + (b - b0) * 2048, t, lane);
+        }
+        kiln_fence_async_smem();
+        __syncwarp();
+#pragma unroll
+        for (int b = b0; b < b0 + STG_BUFS && b < SHARE_BOXES; ++b) {
+            const int mi = b / (BN / OCW), q = b % (BN / OCW);
+            const int wrow = wrow0 + mi * 64, col0 = T.col0 + q * OCW;
+            if (wrow >= T.row_end || col0 >= P.n_out) continue;
+            const unsigned char *box = stg + (b - b0) * 2048;
+            if (wrow + 16 <= T.row_end) {
+                if (lane == 0) kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, wrow);
+            } else {
+                kiln_box_to_global(box, (char *)args.d + ((long long)wrow * args.ldd + col0) * OSZ,
+                                   args.ldd * OSZ, T.row_end - wrow, min(OCW, P.n_out - col0) * OSZ,
+                                   lane);
+            }
+        }
+        if (lane == 0) kiln_bulk_commit();
+        __syncwarp();   /* the hand-written boxes' reads, before the boxes are written again */
+    }
+}
+
+KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m, int cw,
+                       const kiln_tmap *tmap_d)
 {
     const int ltid = threadIdx.x & 127;
     const int wq = ltid >> 5;         /* warp within the warpgroup */
     const int lane = threadIdx.x & 31;
-    float *stg = (float *)(m.staging + (cw * 4 + wq) * STG_SLOT_BYTES);
+    unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
     const int row_off = PINGPONG ? 0 : cw * WG_M;
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
@@ -459,8 +574,11 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         const int wrow0 = T.row0 + row_off + wq * 16;
         if (FP8_PROMOTE) kiln_mainloop_promote(args, P, T, m, r, turn, acc, row_off, wrow0, lane);
         else kiln_mainloop(P, m, r, turn, acc, row_off, lane);
-        kiln_epilogue(args, P, T, acc, stg, wrow0);
+        if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, wrow0, tmap_d);
+        else kiln_epilogue(args, P, T, acc, (float *)stg, wrow0);
     }
+    /* shared memory must outlive the last stores' reads of it */
+    if (EPI_TMA && lane == 0) kiln_bulk_wait<0>();
 }
 
 /* ------------------------------------------------------------ kernel */
@@ -485,6 +603,7 @@ KILN_SM90_KERNEL
         kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS);
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
+        if (EPI_TMA) kiln_tma_prefetch_desc(&tmap_d);
     }
     kiln_pdl_wait();               /* before the first read of args.sizes */
     kiln_pdl_launch_dependents();
@@ -500,7 +619,7 @@ KILN_SM90_KERNEL
         if (threadIdx.x == 0) kiln_produce(args, P, m, &tmap_a, &tmap_b);
     } else {
         kiln_consumer_regs();
-        kiln_consume(args, P, m, wg - 1);
+        kiln_consume(args, P, m, wg - 1, &tmap_d);
     }
     kiln_cluster_retire();
 }
