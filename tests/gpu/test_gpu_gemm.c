@@ -704,8 +704,8 @@ static void test_group_patterns(void **state)
  * weights.  Many groups of 0..300 tokens make every CTA change groups many
  * times (more changes than map slots), sizes off every tile; each case has
  * its own weight buffers, so a map left from the case before would show.
- * Then the tables' cooperative 128x256 and 256x128 kernels (the defaults
- * are pingpong), forced through KILN_KERNEL. */
+ * Then the cooperative kernels, whose epilogue stores through TMA, forced
+ * through KILN_KERNEL: the 128x256 defaults and the table's 128x128. */
 static void test_sm90_pointer_weights(void **state)
 {
     (void)state;
@@ -734,10 +734,12 @@ static void test_sm90_pointer_weights(void **state)
                 run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
                 free(m);
             }
-    /* two of the shipped table's kernels (the catalog builds its winners) */
-    static const char *const forced[] = {"fprop_sm90_bf16_plain__m128_n256_k64_s4_rgroup_cooperative",
-                                         "dgrad_sm90_bf16_plain__m256_n128_k64_s4_rgroup_cooperative"};
-    for (int i = 0; i < 2; i++) {
+    /* the cooperative defaults, and a table winner (the catalog builds the
+     * table's winners; op i % 2) */
+    static const char *const forced[] = {"sm90_fprop_bf16_128x256", "sm90_dgrad_bf16_128x256",
+                                         "fprop_sm90_bf16_plain__m128_n128_k64_s6_rm_cooperative",
+                                         "dgrad_sm90_bf16_plain__m128_n128_k64_s6_rm_cooperative"};
+    for (int i = 0; i < 4; i++) {
         setenv("KILN_KERNEL", forced[i], 1);
         kiln_context *ctx = NULL;
         kiln_status st = kiln_context_create(NULL, &ctx);
@@ -749,7 +751,7 @@ static void test_sm90_pointer_weights(void **state)
         }
         int32_t *m = random_counts(12, 0, 200);
         gcase c = {0};
-        c.op = (kiln_op)i;
+        c.op = (kiln_op)(i % 2);
         c.in = c.out = KILN_DTYPE_BF16;
         c.groups = 12;
         c.n = 136;
