@@ -32,11 +32,16 @@
  * but the weights, stream them at 4.2-4.4 TB/s (dsv3_fc1_dec 4.37,
  * llama4scout_fc1_dec 4.36; the datasheet's 4.8 is not reached). */
 #define HBM_BYTES_PER_CLK 18.8
-/* The cooperative schedule's epilogue store, per SM, not overlapped with
- * the main loop: 128x128 cooperative runs 5-10% behind the same tile in
- * pingpong, whose epilogue overlaps the other consumer's main loop
- * (balanced32, dsv3_fc1_ep8, qwen3_30b_fc1_bal). */
+/* An epilogue's output, per SM, where nothing overlaps it with the main
+ * loop.  wgrad: 16 B/clk (its tiles' stores, fitted on the wgrad corpus
+ * runs).  The cooperative fprop/dgrad kernels stage the tile into boxes
+ * and leave it to TMA stores (sm90_gemm.cuh, kiln_epilogue_tma): on the
+ * eleventh session's corpus run (docs/results/session11-corpus-tune-h200-
+ * 2026-11-23.csv) the model's ranking improves from 16 up to 128 B/clk and
+ * is the same within a case from 128 to 512 (docs/dispatch.md).  Pingpong
+ * hides its epilogue under the other consumer's main loop: no term. */
 #define EPILOGUE_BYTES_PER_CLK 16.0
+#define EPILOGUE_TMA_BYTES_PER_CLK 128.0
 /* Per tile: the tile scheduler and the pipeline's turn-around, in clocks. */
 #define TILE_OVERHEAD_CLK 200.0
 /* Routed group sizes are not all equal (dispatch cannot see them): the last
@@ -113,8 +118,10 @@ static void tile_cost_of(const kiln_kernel_desc *d, const kiln_problem *p, const
     c->hbm_bytes = in * red * valid / t->n_tiles + b_bytes / dmax(t->m_tiles, 1);
     c->l2_bytes = in * red * t->bm + b_bytes + c->hbm_bytes;
     double epi = 0;
-    if (!strcmp(d->schedule, "cooperative") || p->op == KILN_OP_WGRAD)
+    if (p->op == KILN_OP_WGRAD)
         epi = valid * t->bn * out / EPILOGUE_BYTES_PER_CLK;
+    else if (!strcmp(d->schedule, "cooperative"))
+        epi = valid * t->bn * out / EPILOGUE_TMA_BYTES_PER_CLK;
     c->sm_clk = dmax(c->mma_clk, smem) + epi + TILE_OVERHEAD_CLK;
 }
 

@@ -187,7 +187,10 @@ static void test_model_clear_choices(void **state)
     kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
     assert_true(e.tile_efficiency > 0.85); /* 64x256: L2 keeps up */
     kiln_dispatch_model_estimate(&c.d[2], &c.l[2], &p, 132, &e);
-    assert_true(e.tile_efficiency > 0.85 && e.tile_efficiency < 0.99); /* its epilogue */
+    /* its epilogue: 128 rows x 256 columns x 2 bytes at 128 B/clk (TMA
+     * stores) and the tile overhead, 512 + 200 clocks past ~76600 of MMA:
+     * 0.991 (no epilogue term 0.997; the staged epilogue's 16 B/clk 0.946) */
+    assert_true(e.tile_efficiency > 0.985 && e.tile_efficiency < 0.995);
     assert_true(e.padding > 0.0 && e.padding < 0.02); /* half a tile of 32: 1.5% */
 
     /* Many rows but N 128: the big tiles would compute half their columns
