@@ -48,16 +48,8 @@ end
 local epi = spec.epilogue
 local out_t = ({bf16 = 0, fp16 = 1, f32 = 2})[spec.types.out]
 local epi_tma = not k.pingpong and not epi.beta
-local stg_bufs = 1
-local smem = common.smem(k, common.staging_warp, 2 * stages)
-if epi_tma then
-  local share = (bm // consumers // 64) * bn * (out_t == 2 and 4 or 2) // 128
-  local limit = common.smem_limit[arch]
-  while stg_bufs < share and common.smem(k, 2048 * (stg_bufs + 1), 2 * stages) <= limit do
-    stg_bufs = stg_bufs + 1
-  end
-  smem = common.smem(k, 2048 * stg_bufs, 2 * stages)
-end
+local stg_bufs, smem = 1, common.smem(k, common.staging_warp, 2 * stages)
+if epi_tma then stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, 2 * stages) end
 common.check_smem(k, smem, arch)
 -- The per-SM map copies need each CTA to have its SM to itself: ask for
 -- more than half of an SM's shared memory (every shipped kernel does

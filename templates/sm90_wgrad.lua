@@ -60,13 +60,7 @@ return function(spec, arch, mode)
     stg_bufs = common.smem(k, 4096, barriers, ones) <= limit and 2 or 1
     smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   elseif tma_st then
-    local mi = (k.pingpong and bm or bm // consumers) // 64
-    local boxes = mi * bn * (out_t == 2 and 4 or 2) // 128   -- a warp's share of a tile
-    stg_bufs = 1
-    while stg_bufs < boxes and common.smem(k, 2048 * (stg_bufs + 1), barriers, ones) <= limit do
-      stg_bufs = stg_bufs + 1
-    end
-    smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
+    stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
   end
   common.check_smem(k, smem, arch)
   if mode == "check" then return {smem = smem} end
