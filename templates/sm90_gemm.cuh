@@ -504,15 +504,22 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
             }
             if (FP8_RECIPE == 2) rmul[mi][h] *= args.scale_a[r];
         }
+    /* box b of the warp's share: its first row and column; false when it
+     * holds no output (past the group's rows or n_out) */
+    auto place = [&](int b, int &wrow, int &col0) {
+        wrow = wrow0 + b / (BN / OCW) * 64;
+        col0 = T.col0 + b % (BN / OCW) * OCW;
+        return wrow < T.row_end && col0 < P.n_out;
+    };
 #pragma unroll
     for (int b0 = 0; b0 < SHARE_BOXES; b0 += STG_BUFS) {
         if (lane == 0) kiln_bulk_wait_read<0>();   /* the last batch's boxes are read */
         __syncwarp();
 #pragma unroll
         for (int b = b0; b < b0 + STG_BUFS && b < SHARE_BOXES; ++b) {
+            int wrow, col0;
+            if (!place(b, wrow, col0)) continue;
             const int mi = b / (BN / OCW), q = b % (BN / OCW);
-            const int wrow = wrow0 + mi * 64, col0 = T.col0 + q * OCW;
-            if (wrow >= T.row_end || col0 >= P.n_out) continue;
             float t[OCW / 2];
 #pragma unroll
             for (int j = 0; j < OCW / 8; ++j) {
@@ -535,9 +542,8 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
         __syncwarp();
 #pragma unroll
         for (int b = b0; b < b0 + STG_BUFS && b < SHARE_BOXES; ++b) {
-            const int mi = b / (BN / OCW), q = b % (BN / OCW);
-            const int wrow = wrow0 + mi * 64, col0 = T.col0 + q * OCW;
-            if (wrow >= T.row_end || col0 >= P.n_out) continue;
+            int wrow, col0;
+            if (!place(b, wrow, col0)) continue;
             const unsigned char *box = stg + (b - b0) * 2048;
             if (wrow + 16 <= T.row_end) {
                 if (lane == 0) kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, wrow);
