@@ -18,9 +18,11 @@
 #      "no case slower" check of a refactor;
 #   9. the layer benchmark (GroupedLinear vs torch._grouped_mm);
 #  10. the fp8 benchmark (python/bench/fp8_bench.py: kiln's fp8 kernels vs
-#      torch._scaled_grouped_mm in one process).
+#      torch._scaled_grouped_mm in one process);
+#  11. the bf16 benchmark at steady state (python/bench/bf16_bench.py: kiln
+#      and torch._grouped_mm in one process, alternating after a warm-up).
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
-# sweeps,python,ab,layer,fp8.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
+# sweeps,python,ab,layer,fp8,steady.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
 # fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias).  A short table comes last.  Logs
 # go to $OUT (or /tmp/kiln-gpu).
 #
@@ -35,7 +37,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 cd "$here"
 bundle=$build/kiln-sm_90a.kbundle
 summary=()
-parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer,fp8},
+parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer,fp8,steady},
 want() { case $parts in *,$1,*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 
@@ -189,6 +191,14 @@ if want fp8; then
   summary+=("fp8 benchmark: exit $?")
 fi
 
+if want steady; then
+  echo "== 11. bf16 benchmark at steady state: kiln vs torch._grouped_mm, one process"
+  KILN_BUILD_DIR=$build PYTHONPATH=$here/python PYTHONUNBUFFERED=1 timeout "${KILN_STEADY_TIMEOUT:-300}" \
+    python3 python/bench/bf16_bench.py --bench "$build/bench/kiln_bench" --cases bench/cases.tsv \
+    ${KILN_BENCH_ONLY:+--only $KILN_BENCH_ONLY} --json "$out/steady.json" > "$out/steady.log" 2>&1
+  summary+=("steady bf16 benchmark: exit $?")
+fi
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
@@ -202,4 +212,5 @@ fi
 [ -f "$out/ab_table.txt" ] && { echo "---- old vs new build, same call ----"; cat "$out/ab_table.txt"; }
 [ -f "$out/layer.log" ] && { echo "---- layer step ----"; tail -n 25 "$out/layer.log"; }
 [ -f "$out/fp8.log" ] && { echo "---- fp8 vs torch._scaled_grouped_mm ----"; tail -n 60 "$out/fp8.log"; }
+[ -f "$out/steady.log" ] && { echo "---- bf16 at steady state vs torch._grouped_mm, one process ----"; tail -n 45 "$out/steady.log"; }
 exit 0

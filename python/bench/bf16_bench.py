@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""kiln's bf16 grouped GEMMs against torch._grouped_mm, in one process, at
+the card's steady state.
+
+For each case of bench/cases.tsv (the group sizes from `kiln_bench --sizes`,
+as for every benchmark) and each op, kiln.grouped_mm and
+torch._grouped_mm take the same tensors in torch._grouped_mm's own form:
+
+  fprop  x [T,K] @ w[g]ᵀ      torch._grouped_mm(x, w.transpose(-2, -1), offs)
+  dgrad  dy [T,N] @ w[g]      torch._grouped_mm(dy, w, offs)
+  wgrad  dy_gᵀ @ x_g          torch._grouped_mm(dy.t(), x, offs)
+
+Both outputs are checked first against an fp32 product on every group
+(relative Frobenius error, 1e-2: a bf16 output rounds each element by
+2^-9).  Then the two are timed by steady.alternate: the card warmed
+with both in turn, then rounds of back-to-back calls, the order flipping
+each round (steady.py says why kiln_bench's separate-process peer cannot
+settle a power-limited case).  Each row gives kiln's and torch's median,
+torch/kiln, and kiln's fraction of the case's floor (bench/torch_peer.py's
+floor_ms: FLOPs at 800 TFLOP/s or compulsory bytes at 4.3 TB/s).
+
+    python/bench/bf16_bench.py --bench build/bench/kiln_bench [--only a,b] [--json F]
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+try:
+    import kiln
+except ImportError:
+    # Not installed: the package of this checkout (python/), which finds
+    # build/runtime/libkiln.so by itself (or $KILN_BUILD_DIR's).
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    import kiln
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from steady import alternate  # noqa: E402
+from torch_peer import floor_ms, load_cases, rel_err  # noqa: E402
+
+TOL = 1e-2
+
+
+def operands(op, x, w, dy):
+    """(mat_a, mat_b) of torch._grouped_mm for op."""
+    if op == "fprop":
+        return x, w.transpose(-2, -1)
+    if op == "dgrad":
+        return dy, w
+    return dy.t(), x
+
+
+def reference(op, x, w, dy, bounds):
+    """The fp32 product, group by group, in the op's output layout."""
+    if op == "fprop":
+        return torch.cat([x[a:b].float() @ w[g].float().t() for g, (a, b) in enumerate(bounds)])
+    if op == "dgrad":
+        return torch.cat([dy[a:b].float() @ w[g].float() for g, (a, b) in enumerate(bounds)])
+    return torch.stack([dy[a:b].float().t() @ x[a:b].float() for a, b in bounds])
+
+
+def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows):
+    G, T = len(sizes), sum(sizes)
+    dev = "cuda"
+    offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
+    ends = offs.tolist()
+    bounds = list(zip([0] + ends[:-1], ends))
+    x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(G, N, K, device=dev, dtype=torch.bfloat16) * 0.05
+    dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
+    for op in ops:
+        a, b = operands(op, x, w, dy)
+        out = torch.empty_like(torch._grouped_mm(a, b, offs=offs))
+        ref = reference(op, x, w, dy, bounds)
+        kfn = lambda: kiln.grouped_mm(a, b, offs, out=out)  # noqa: E731
+        tfn = lambda: torch._grouped_mm(a, b, offs=offs)  # noqa: E731
+        kfn()
+        kerr, terr = rel_err(out, ref), rel_err(tfn(), ref)
+        del ref
+        if not (kerr < TOL and terr < TOL):
+            print(f"  {name:16s} {op:5s} WRONG: relative error kiln {kerr:.2e}, torch {terr:.2e}",
+                  flush=True)
+            rows.append({"case": name, "op": op, "error": [kerr, terr]})
+            continue
+        ms = alternate({"kiln": kfn, "torch": tfn}, reps, rounds, warm_s)
+        fl = floor_ms(op, G, T, K, N)
+        r = {"case": name, "op": op, "kiln_ms": ms["kiln"], "torch_ms": ms["torch"],
+             "ratio": ms["torch"] / ms["kiln"], "floor_ms": fl, "kiln_of_floor": fl / ms["kiln"],
+             "torch_of_floor": fl / ms["torch"], "err": kerr}
+        rows.append(r)
+        print(f"  {name:16s} {op:5s} kiln {r['kiln_ms']:8.4f} ms  torch {r['torch_ms']:8.4f} ms"
+              f"  x{r['ratio']:5.3f}  floor {fl:7.4f} ms: kiln {r['kiln_of_floor']:4.2f},"
+              f" torch {r['torch_of_floor']:4.2f}  err {kerr:.1e}", flush=True)
+    del x, w, dy
+    torch.cuda.empty_cache()
+
+
+def geomean(v):
+    return math.exp(sum(math.log(x) for x in v) / len(v))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", default=os.path.join(HERE, "..", "..", "build", "bench",
+                                                    "kiln_bench"))
+    ap.add_argument("--cases", default=os.path.join(HERE, "..", "..", "bench", "cases.tsv"))
+    ap.add_argument("--only", default="", help="comma-separated case names")
+    ap.add_argument("--ops", default="fprop,dgrad,wgrad")
+    ap.add_argument("--reps", type=int, default=20, help="timed calls per side and round")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warm", type=float, default=0.3, help="seconds of warm-up per op")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    only = set(filter(None, a.only.split(",")))
+    ops = a.ops.split(",")
+    torch.manual_seed(0)
+    print(f"device: {torch.cuda.get_device_name()}; {a.rounds} rounds of {a.reps} calls a side,"
+          f" after {a.warm} s of warm-up; ratio = torch / kiln", flush=True)
+    rows = []
+    for name, K, N, sizes in load_cases(a.bench, a.cases):
+        if not only or name in only:
+            run_case(name, K, N, sizes, ops, a.reps, a.rounds, a.warm, rows)
+    bad = [r for r in rows if "error" in r]
+    for op in ops:
+        v = [r["ratio"] for r in rows if r["op"] == op and "ratio" in r]
+        fl = [r["kiln_of_floor"] for r in rows if r["op"] == op and "ratio" in r]
+        if v:
+            print(f"{op}: kiln vs torch geomean x{geomean(v):.3f}, lowest x{min(v):.3f} over"
+                  f" {len(v)} cases; kiln's fraction of the floor {min(fl):.2f}-{max(fl):.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows}, f, indent=1)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

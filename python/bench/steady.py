@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Timing a kernel against its peer at the card's steady state, in one process.
+
+Large GEMMs run an H200 into its 700 W power limit within a fraction of a
+second, and its clocks then fall by 10-20% (docs/benchmarks.md, twelfth
+session).  A side timed right after a pause runs faster than the same side
+timed after the other one; timing each side once, one after the other,
+measures the order as much as the kernels.  So `alternate` first warms the
+card with both sides in turn for `warm_s` seconds, then times them in
+`rounds` rounds, the order flipping each round, and gives each side the
+median over all its timed calls.
+
+Each round enqueues `reps` calls of a side back to back with a CUDA event
+between consecutive calls and reads the events once at the end: a call's
+time is the GPU's alone, not the host's launch work (with a synchronisation
+per call, a 0.1 ms kernel would carry tens of microseconds of Python).
+"""
+import statistics
+import time
+
+import torch
+
+
+def _burst(fn, reps):
+    """reps back-to-back calls; the GPU time of each, in ms."""
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
+    ev[0].record()
+    for i in range(reps):
+        fn()
+        ev[i + 1].record()
+    ev[-1].synchronize()
+    return [ev[i].elapsed_time(ev[i + 1]) for i in range(reps)]
+
+
+def alternate(sides, reps=20, rounds=3, warm_s=0.3):
+    """sides: {name: fn}.  Returns {name: median ms} over rounds x reps calls
+    each, the sides taking turns after warm_s seconds of taking turns."""
+    names = list(sides)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warm_s:
+        for n in names:
+            _burst(sides[n], 2)
+    times = {n: [] for n in names}
+    for r in range(rounds):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            times[n] += _burst(sides[n], reps)
+    return {n: statistics.median(t) for n, t in times.items()}
