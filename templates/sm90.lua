@@ -64,6 +64,10 @@ local entry = common.entry(spec)
 local ity = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.a]
 local ity_b = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.b]
 local wgmma = include("sm90_wgmma")(bn, ity, 0, b_kmajor and 0 or 1, nil, ity_b)
+-- promote_split: the k-block's products half a tile wide at a time
+if k.promote_split then
+  wgmma = wgmma .. "\n" .. include("sm90_wgmma")(bn // 2, ity, 0, 0, "kiln_wgmma_half", ity_b)
+end
 local recipe = ({none = 0, tensor = 1, row = 2, block = 3})[spec.fp8.recipe]
 
 local pre = common.preamble("sm90", entry, k, {
@@ -75,8 +79,8 @@ local pre = common.preamble("sm90", entry, k, {
                 b(epi.alpha == "per_group"), b(epi.beta)),
   string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 16;", k.raster, common.max_groups),
   string.format("constexpr int PINGPONG = %d;", b(k.pingpong)),
-  string.format("constexpr int FP8_RECIPE = %d, FP8_PROMOTE = %d;  /* kiln_fp8_recipe */",
-                recipe, b(k.promote)),
+  string.format("constexpr int FP8_RECIPE = %d, FP8_PROMOTE = %d, PROMOTE_SPLIT = %d;",
+                recipe, b(k.promote), b(k.promote_split)),
   string.format("constexpr int WPTRS = %d;  /* weights may be G pointers */", b(wptrs)),
   string.format("constexpr int EPI_TMA = %d, STG_BUFS = %d;  /* TMA-store epilogue, boxes per warp */",
                 b(epi_tma), stg_bufs),

@@ -564,7 +564,7 @@ KDEV bool kiln_groups_ok(int G)
  * shuffle: provably warp-uniform, so the compiler keeps the wgmma paths
  * convergent. */
 KDEV int kiln_warpgroup() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0); }
-KDEV void kiln_producer_regs() { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;"); }
+KDEV void kiln_producer_regs() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS)); }
 KDEV void kiln_consumer_regs()
 {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
@@ -634,12 +634,13 @@ struct kiln_turn {
 };
 
 /* Keeps the compiler from moving accumulator reads above the wgmma wait. */
-KDEV void kiln_fence_acc(float (&acc)[MI][ACC_N])
+template <int W>
+KDEV void kiln_fence_acc(float (&acc)[MI][W])
 {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int i = 0; i < ACC_N; ++i) kiln_fence_reg(acc[mi][i]);
+        for (int i = 0; i < W; ++i) kiln_fence_reg(acc[mi][i]);
 }
 
 /* ------------------------------------------------------- staging/store */

@@ -118,11 +118,15 @@ function M.check(spec, arch, what)
          bm, bn, consumers, consumers > 1 and "s" or "", regs)
   end
   local promote = spec.fp8.accumulate == "promote"
-  if promote and regs > 64 then
-    fail("fp8.accumulate", "fp8.accumulate promote keeps three sets of accumulators (the " ..
-         "sums and two k-blocks' products): tile %dx%d with %d warp group%s needs 3 x %d " ..
-         "registers per thread; at most 3 x 64 (use a cooperative 128x128 tile)",
-         bm, bn, consumers, consumers > 1 and "s" or "", regs)
+  -- Promotion keeps the sums and two k-blocks' products (3 x 64 registers
+  -- at most), or, for 128 sums, one half-width product (promote_split:
+  -- sm90_gemm.cuh, kiln_mainloop_promote_split).
+  if promote and regs > 64 and not (regs == 128 and bn == 256 and not pingpong) then
+    fail("fp8.accumulate", "fp8.accumulate promote keeps the sums and two k-blocks' products " ..
+         "(3 x %d registers per thread for tile %dx%d with %d warp group%s; at most 3 x 64), " ..
+         "or 128 sums and a half-width product (cooperative, tile.n 256, 64 rows per warp " ..
+         "group): use a cooperative 128x128 or 128x256 tile",
+         regs, bm, bn, consumers, consumers > 1 and "s" or "")
   end
   if spec.fp8.recipe == "block" and bn % 128 ~= 0 then
     fail("tile.n", "fp8.recipe block scales the weights in 128x128 blocks: tile.n must be 128 " ..
@@ -140,7 +144,7 @@ function M.check(spec, arch, what)
   end
   return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
           schedule = schedule, pingpong = pingpong, raster = raster, esize = esize,
-          promote = promote, cm = cm, cn = cn}
+          promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn}
 end
 
 -- Shared memory of a kernel: the ring of A and B stages, per-warp staging
@@ -196,7 +200,7 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
                   k.cm, k.cn, k.cm * k.cn),
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
-  pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d;", k.consumers == 2 and 232 or 240)
+  pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d, PRODUCER_REGS = %d;", k.promote_split and 240 or (k.consumers == 2 and 232 or 240), k.promote_split and 24 or 40)
   pre[#pre + 1] = string.format("constexpr int SMEM_BYTES = %d;  /* dynamic shared memory of the launch */", smem)
   pre[#pre + 1] = wgmma
   pre[#pre + 1] = ""

@@ -219,6 +219,20 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, boo
     }
 }
 
+/* PROMOTE_SPLIT: a k-block's products for half the tile's columns (B's
+ * rows [h * BN/2, (h+1) * BN/2) of the stage, 8-bit K-major), into p. */
+template <int W>
+KDEV void kiln_kblock_mma_half(float (&p)[MI][W], kiln_u32 sa, kiln_u32 sb)
+{
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+        const kiln_u64 db = kiln_desc(sb + kk * 32, 16, 1024);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+            kiln_wgmma_half(p[mi], kiln_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024), db, kk != 0);
+    }
+}
+
 /* The main loop of one tile: wgmma over every k-block, one group kept in
  * flight, each slot released once the group after it is issued.  Hands the
  * tensor cores over (pingpong) as soon as the last group is issued. */
@@ -247,6 +261,9 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
 }
 
 /* v = *p where `on`, in v's own register: a predicated load */
+/* A compile-time int as a value (a width handed to a generic lambda). */
+template <int V> struct kiln_int { static constexpr int value = V; };
+
 KDEV void kiln_ld_if(float &v, const float *p, bool on)
 {
     asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.f32 %0, [%1]; }"
@@ -266,7 +283,6 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
                                 const kiln_turn &turn, float (&acc)[MI][ACC_N], int row_off,
                                 int wrow0, int lane)
 {
-    float pa[MI][ACC_N], pb[MI][ACC_N];
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -321,10 +337,9 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         if (kb + 1 == P.nkb) turn.pass();
         r.next();
     };
-    /* acc += k-block kb's partial sums in p (k-blocks in order) */
-    auto promote = [&](float (&p)[MI][ACC_N], int kb) {
-        kiln_fence_acc(p);
-        float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f;
+    /* k-block kb's scales (k-blocks in order): A's per row half, B's per
+     * 128 columns */
+    auto scales = [&](int kb, float (&sa)[MI][2], float &sb0, float &sb1) {
         if (FP8_RECIPE == 3) {
             sb0 = __shfl_sync(0xffffffffu, wb0, kb & 31);
             if (BN > 128) sb1 = __shfl_sync(0xffffffffu, wb1, kb & 31);
@@ -347,53 +362,91 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
                 load_b(kb + 33, nb0, nb1, true);
             }
         }
+    };
+    /* acc[.][I0 + i] += scaled p[.][i], p's W columns from acc's I0 on */
+    auto add = [&](auto &p, auto w, int i0, const float (&sa)[MI][2], float sb0, float sb1) {
+        constexpr int W = decltype(w)::value;
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int i = 0; i < ACC_N; ++i) {
+            for (int i = 0; i < W; ++i) {
                 if (FP8_RECIPE == 3) {
-                    /* i/4 is the 8-column group, (i/2)&1 the row half */
-                    const float f = sa[mi][(i >> 1) & 1] * (i / 4 < 16 ? sb0 : sb1);
-                    acc[mi][i] = fmaf(p[mi][i], f, acc[mi][i]);
+                    /* (i0+i)/4 is the 8-column group, (i/2)&1 the row half */
+                    const float f = sa[mi][(i >> 1) & 1] * ((i0 + i) / 4 < 16 ? sb0 : sb1);
+                    acc[mi][i0 + i] = fmaf(p[mi][i], f, acc[mi][i0 + i]);
                 } else {
-                    acc[mi][i] += p[mi][i];
+                    acc[mi][i0 + i] += p[mi][i];
                 }
             }
     };
-    /* pa holds the even k-blocks, pb the odd ones; `held` is the slot of
-     * the k-block promoted next, released once its wgmma are done.  The
-     * loop runs while both of its k-blocks exist, so that every pass starts
-     * with only pa in flight (ptxas serialises the wgmma otherwise). */
-    int held = r.s, next;
-    issue(pa, 0);
-    int kb = 0;
-    for (; kb + 2 < P.nkb; kb += 2) {
-        next = r.s;
-        issue(pb, kb + 1);
-        kiln_wg_wait<1>();
-        kiln_release<CS>(m, held, lane, P.cta.crank);
-        promote(pa, kb);
-        held = next;
-        next = r.s;
-        issue(pa, kb + 2);
-        kiln_wg_wait<1>();
-        kiln_release<CS>(m, held, lane, P.cta.crank);
-        promote(pb, kb + 1);
-        held = next;
-    }
-    if (kb + 1 < P.nkb) {
-        next = r.s;
-        issue(pb, kb + 1);
-        kiln_wg_wait<1>();
-        kiln_release<CS>(m, held, lane, P.cta.crank);
-        promote(pa, kb);
-        kiln_wg_wait<0>();
-        kiln_release<CS>(m, next, lane, P.cta.crank);
-        promote(pb, kb + 1);
+    /* acc += k-block kb's partial sums in p (k-blocks in order) */
+    auto promote = [&](float (&p)[MI][ACC_N], int kb) {
+        kiln_fence_acc(p);
+        float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f;
+        scales(kb, sa, sb0, sb1);
+        add(p, kiln_int<ACC_N>(), 0, sa, sb0, sb1);
+    };
+    if constexpr (PROMOTE_SPLIT) {
+        /* 128 sums a thread leave room for one product set half a tile
+         * wide: each k-block's two halves are issued, waited for and
+         * promoted in turn, while the other warp group's wgmma keep the
+         * tensor cores busy (DeepGEMM's single product set). */
+        float ph[MI][ACC_N / 2];
+        for (int kb = 0; kb < P.nkb; ++kb) {
+            kiln_mbar_wait(m.full(r.s), r.ph);
+            const kiln_u32 sa_s = m.stage(r.s) + row_off * 128, sb_s = m.stage(r.s) + A_BYTES;
+            float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f;
+            scales(kb, sa, sb0, sb1);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                kiln_wg_fence();
+                kiln_kblock_mma_half(ph, sa_s, sb_s + h * (BN / 2) * 128);
+                kiln_wg_commit();
+                kiln_wg_wait<0>();
+                if (h == 1) kiln_release<CS>(m, r.s, lane, P.cta.crank);
+                kiln_fence_acc(ph);
+                add(ph, kiln_int<ACC_N / 2>(), h * (ACC_N / 2), sa, sb0, sb1);
+            }
+            if (kb + 1 == P.nkb) turn.pass();
+            r.next();
+        }
     } else {
-        kiln_wg_wait<0>();
-        kiln_release<CS>(m, held, lane, P.cta.crank);
-        promote(pa, kb);
+        float pa[MI][ACC_N], pb[MI][ACC_N];
+        /* pa holds the even k-blocks, pb the odd ones; `held` is the slot of
+         * the k-block promoted next, released once its wgmma are done.  The
+         * loop runs while both of its k-blocks exist, so that every pass starts
+         * with only pa in flight (ptxas serialises the wgmma otherwise). */
+        int held = r.s, next;
+        issue(pa, 0);
+        int kb = 0;
+        for (; kb + 2 < P.nkb; kb += 2) {
+            next = r.s;
+            issue(pb, kb + 1);
+            kiln_wg_wait<1>();
+            kiln_release<CS>(m, held, lane, P.cta.crank);
+            promote(pa, kb);
+            held = next;
+            next = r.s;
+            issue(pa, kb + 2);
+            kiln_wg_wait<1>();
+            kiln_release<CS>(m, held, lane, P.cta.crank);
+            promote(pb, kb + 1);
+            held = next;
+        }
+        if (kb + 1 < P.nkb) {
+            next = r.s;
+            issue(pb, kb + 1);
+            kiln_wg_wait<1>();
+            kiln_release<CS>(m, held, lane, P.cta.crank);
+            promote(pa, kb);
+            kiln_wg_wait<0>();
+            kiln_release<CS>(m, next, lane, P.cta.crank);
+            promote(pb, kb + 1);
+        } else {
+            kiln_wg_wait<0>();
+            kiln_release<CS>(m, held, lane, P.cta.crank);
+            promote(pa, kb);
+        }
     }
 }
 

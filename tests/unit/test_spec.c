@@ -580,9 +580,19 @@ static void test_validate_direct(void **state)
     d.fp8_recipe = KILN_FP8_BLOCK;
     expect_refused(&d, "sm_90a", "fp8.accumulate", "so it promotes");
     d.fp8_promote = 1;
-    expect_refused(&d, "sm_90a", "fp8.accumulate", "three sets of accumulators"); /* pingpong 128x128 */
+    /* pingpong 128x128: 128 sums a thread and a product set too */
+    expect_refused(&d, "sm_90a", "fp8.accumulate", "the sums and two k-blocks' products");
     snprintf(d.schedule, sizeof d.schedule, "cooperative");
     assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+    /* cooperative 128x256: 128 sums and a half-width product set; 256x128
+     * has 128 sums too, but its product could not be split in halves of
+     * whole 128-column scale blocks */
+    d.tile_n = 256;
+    assert_int_equal(kiln_spec_validate(&d, "sm_90a", &err, &key), KILN_OK);
+    d.tile_m = 256;
+    d.tile_n = 128;
+    expect_refused(&d, "sm_90a", "fp8.accumulate", "a half-width product (cooperative, tile.n 256");
+    d.tile_m = 128;
     d.tile_n = 64;
     d.tile_m = 128;
     expect_refused(&d, "sm_90a", "tile.n", "tile.n must be 128 or 256 (got 64)");
