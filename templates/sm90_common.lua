@@ -200,7 +200,11 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
                   k.cm, k.cn, k.cm * k.cn),
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
-  pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d, PRODUCER_REGS = %d;", k.promote_split and 240 or (k.consumers == 2 and 232 or 240), k.promote_split and 24 or 40)
+  -- setmaxnreg: 128 x producer + 256 x consumers <= 64K registers.  The
+  -- half-width promotion needs 240 (it spilled at 232); its producer fits 24.
+  local consumer_regs = (k.promote_split or k.consumers ~= 2) and 240 or 232
+  pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d, PRODUCER_REGS = %d;",
+                                consumer_regs, k.promote_split and 24 or 40)
   pre[#pre + 1] = string.format("constexpr int SMEM_BYTES = %d;  /* dynamic shared memory of the launch */", smem)
   pre[#pre + 1] = wgmma
   pre[#pre + 1] = ""
