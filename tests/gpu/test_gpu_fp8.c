@@ -21,6 +21,7 @@
  * Exits 77 (skipped) without a driver or GPU. */
 #include "testutil.h"
 
+#include "catalog.h"
 #include "gpu_util.h"
 
 static kiln_context *g_ctx;
@@ -291,6 +292,51 @@ static void test_kblock_counts(void **state)
     assert_int_equal(g_failures, before);
 }
 
+/* The table's promoting kernels of 128x256 tiles (the half-width product
+ * set of sm90_gemm.cuh's kiln_mainloop_promote), each forced through
+ * KILN_KERNEL: n_out 320 puts the second tile's upper half wholly past N
+ * (its weight rows zero-filled, its column block's scale past the last);
+ * 34 k-blocks turn the block scales' windows over; many small groups.  The
+ * shipped table names such kernels, so finding none fails. */
+static void test_half_width_promotion(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    int found = 0;
+    kiln_context *shared = g_ctx;
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        if (!strstr(ce->desc, " fp8_accumulate=promote") || !strstr(ce->desc, " tile=128x256x128"))
+            continue;
+        found++;
+        f8variant v = {strstr(ce->desc, " op=dgrad") ? KILN_OP_DGRAD : KILN_OP_FPROP,
+                       strstr(ce->desc, " fp8_recipe=block") ? KILN_FP8_BLOCK : KILN_FP8_ROW, 1,
+                       KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, ce->name};
+        kiln_context_options o;
+        kiln_context_options_init(&o);
+        o.allowed_backends = KILN_ALLOW_GENERATED;
+        setenv("KILN_KERNEL", ce->name, 1);
+        kiln_status st = kiln_context_create(&o, &g_ctx);
+        unsetenv("KILN_KERNEL");
+        if (st != KILN_OK) {
+            FAIL_CASE("kiln_context_create(KILN_KERNEL=%s): %s", ce->name, kiln_last_error(g_ctx));
+            kiln_context_destroy(g_ctx);
+            g_ctx = shared;
+            continue;
+        }
+        const int32_t five[5] = {0, 1, 77, 300, 133}, four[4] = {0, 1, 77, 60};
+        int32_t small[40];
+        for (int g = 0; g < 40; g++) small[g] = g % 7 == 0 ? 0 : rng_int(1, 20);
+        run_case(&v, five, 5, 600, 320, 400, "forced: 5 groups, n_out 320");
+        run_case(&v, four, 4, 200, 256, 4240, "forced: k_red 4240");
+        run_case(&v, small, 40, 600, 512, 256, "forced: 40 groups of 0-20 rows");
+        kiln_context_destroy(g_ctx);
+        g_ctx = shared;
+    }
+    if (!found) FAIL_CASE("the catalog carries no 128x256 promoting kernel (the table's winners)");
+    assert_int_equal(g_failures, before);
+}
+
 /* Captured once, replayed after the counts changed in place. */
 static void test_graph_replay(void **state)
 {
@@ -339,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_recipes),
         cmocka_unit_test(test_group_shapes),
         cmocka_unit_test(test_kblock_counts),
+        cmocka_unit_test(test_half_width_promotion),
         cmocka_unit_test(test_graph_replay),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
