@@ -187,7 +187,7 @@ if want fp8; then
   echo "== 10. fp8 benchmark: kiln vs torch._scaled_grouped_mm"
   KILN_BUILD_DIR=$build PYTHONPATH=$here/python PYTHONUNBUFFERED=1 timeout "${KILN_FP8_TIMEOUT:-200}" \
     python3 python/bench/fp8_bench.py --bench "$build/bench/kiln_bench" --cases bench/cases.tsv \
-    ${KILN_FP8_ONLY:+--only $KILN_FP8_ONLY} --json "$out/fp8.json" > "$out/fp8.log" 2>&1
+    ${KILN_FP8_ONLY:+--only $KILN_FP8_ONLY} ${KILN_FP8_STEADY:+--steady} --json "$out/fp8.json" > "$out/fp8.log" 2>&1
   summary+=("fp8 benchmark: exit $?")
 fi
 

@@ -18,7 +18,10 @@ For each case of bench/cases.tsv (the group sizes come from
 Both sides take the same quantized tensors; outputs are compared before
 timing (relative Frobenius error, both against a bf16 product of the
 dequantized operands).  Timing: 5 warm-ups, then the median of --reps
-CUDA-event timings of one call.  The fp8 ceiling is torch._scaled_mm on
+CUDA-event timings of one call, torch's then kiln's; with --steady, both
+warmed in turn and timed in alternating rounds (python/bench/steady.py:
+the large cases run the card at its power limit, where the side timed
+first from a cool card has the edge).  The fp8 ceiling is torch._scaled_mm on
 8192^3 (fast accumulation, per-tensor scales) measured in the same process;
 each row gives kiln's fraction of it.  Prints one table; --json writes the
 rows.
@@ -38,6 +41,8 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 from kiln import _lib  # noqa: E402
 import torch_peer  # noqa: E402  (load_cases: the benchmark's sizes)
+sys.path.insert(0, str(ROOT / "python" / "bench"))
+from steady import alternate  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
 FMAX = 448.0
@@ -98,8 +103,11 @@ def rel_err(got, ref):
     return (torch.linalg.norm(got - ref) / torch.linalg.norm(ref).clamp_min(1e-30)).item()
 
 
-def peer(fn, ref, reps, what):
-    """torch's time for fn, after checking its result; None (printed) when
+STEADY = False   # --steady: both sides timed by steady.alternate
+
+
+def checked(fn, ref, what):
+    """fn (torch) if it runs, after checking its result; None (printed) when
     torch refuses the case."""
     try:
         err = rel_err(fn(), ref)
@@ -108,7 +116,19 @@ def peer(fn, ref, reps, what):
         return None
     if err > 2e-2:
         print(f"  {what}: torch's relative error {err:.2e}")
-    return timed(fn, reps)
+    return fn
+
+
+def pair_ms(fn, tfn, ref, reps, what):
+    """(kiln's ms, torch's ms or None): torch checked first; then each timed
+    in its turn (a burst each, torch first), or with --steady both warmed
+    and timed in alternating rounds (python/bench/steady.py)."""
+    tfn = checked(tfn, ref, what) if tfn else None
+    if STEADY:
+        ms = alternate({"kiln": fn, "torch": tfn} if tfn else {"kiln": fn}, reps)
+        return ms["kiln"], ms.get("torch")
+    tms = timed(tfn, reps) if tfn else None
+    return timed(fn, reps), tms
 
 
 class Kiln:
@@ -190,10 +210,9 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
         tfn = lambda: torch._scaled_grouped_mm(xq, wq.transpose(-2, -1), xs, ws, offs=offs,
                                                out_dtype=torch.bfloat16,
                                                use_fast_accum=not promote)
-        tms = peer(tfn, ref, reps, f"{name} fprop {what}")
         if err > 2e-2:
             print(f"  {name} fprop {what}: kiln's relative error {err:.2e}")
-        row("fprop", what, timed(fn, reps), tms, err)
+        row("fprop", what, *pair_ms(fn, tfn, ref, reps, f"{name} fprop {what}"), err)
 
     # fprop, blocks
     xb, xbs = quant_blocks_1x128(x)
@@ -204,7 +223,7 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     ref_b = x.float()  # the quantization error is small against the product's size
     refb = torch.cat([ref_b[a:b] @ w[g].float().t()
                       for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
-    row("fprop", "block", timed(fn, reps), None, rel_err(y, refb))
+    row("fprop", "block", *pair_ms(fn, None, None, reps, None), rel_err(y, refb))
 
     # dgrad, row-wise: dX = dY · W, W transposed [G, K, N] quantized per (g, k)
     dq, ds = quant_rows(dy)
@@ -220,7 +239,7 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     err = rel_err(dx, refd)
     tfn = lambda: torch._scaled_grouped_mm(dq, wtq.transpose(-2, -1), ds, wts, offs=offs,
                                            out_dtype=torch.bfloat16, use_fast_accum=True)
-    row("dgrad", "row", timed(fn, reps), peer(tfn, refd, reps, f"{name} dgrad row"), err)
+    row("dgrad", "row", *pair_ms(fn, tfn, refd, reps, f"{name} dgrad row"), err)
 
     # dgrad, blocks
     db, dbs = quant_blocks_1x128(dy)
@@ -230,7 +249,7 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     torch.cuda.synchronize()
     refdb = torch.cat([dy[a:b].float() @ w[g].float()
                        for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
-    row("dgrad", "block", timed(fn, reps), None, rel_err(dx, refdb))
+    row("dgrad", "block", *pair_ms(fn, None, None, reps, None), rel_err(dx, refdb))
 
 
 def compare_case(kernels, name, K, N, sizes, reps, ceil):
@@ -286,10 +305,15 @@ def main():
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json")
+    ap.add_argument("--steady", action="store_true",
+                    help="time kiln and torch at the card's steady state, in alternating "
+                         "rounds after a warm-up (python/bench/steady.py)")
     ap.add_argument("--compare", default="",
                     help="comma-separated kernel names: time each (KILN_KERNEL) on the cases "
                          "instead of the table against torch")
     a = ap.parse_args()
+    global STEADY
+    STEADY = a.steady
     only = set(filter(None, a.only.split(",")))
     torch.manual_seed(0)
     ceil = ceiling(a.reps)
