@@ -266,7 +266,7 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
     bounds = list(zip([0] + offs.tolist()[:-1], offs.tolist()))
     refs = {}
     for kname, kl in kernels:
-        dgrad = "_dgrad_" in kname
+        dgrad = "dgrad_" in kname   # sm90_dgrad_* defaults and dgrad_* sweep kernels
         block = "_block" in kname
         a_src = x if not dgrad else dy
         b_src = w if not dgrad else wt
@@ -280,7 +280,7 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
         out = torch.empty(T, K if dgrad else N, device=dev, dtype=torch.bfloat16)
         try:
             fn = kl.run(_lib.OP_DGRAD if dgrad else _lib.OP_FPROP,
-                        _lib.FP8_BLOCK if block else _lib.FP8_ROW, int("promote" in kname),
+                        _lib.FP8_BLOCK if block else _lib.FP8_ROW, int(block or "promote" in kname),
                         aq, bq, out, sa, sb, offs, G, N, K)
             fn()
             torch.cuda.synchronize()
