@@ -121,7 +121,7 @@ typedef struct fit_map {
 
 /* Validates every spec for every --arch.  A misfit is bad input, or with
  * skip a line on stderr; then an arch with no kernel at all is bad input. */
-static int check_fit(kiln_spec_set *set, fit_map *f, const char *cmd, int skip)
+static int check_fit(kiln_spec_set *set, fit_map *f, kiln_expander *ex, const char *cmd, int skip)
 {
     size_t n_specs = 0, at = 0;
     for (size_t i = 0; i < set->n_lists; i++) n_specs += set->lists[i].count;
@@ -135,7 +135,7 @@ static int check_fit(kiln_spec_set *set, fit_map *f, const char *cmd, int skip)
                 kiln_error verr;
                 const char *key = NULL;
                 kiln_error_clear(&verr);
-                if (kiln_spec_validate(&s->desc, f->archs[a], &verr, &key) == KILN_OK) {
+                if (kiln_spec_validate_with(ex, &s->desc, f->archs[a], NULL, &verr, &key) == KILN_OK) {
                     f->fits[at * (size_t)f->n_archs + (size_t)a] = 1;
                     per_arch[a]++;
                     continue;
@@ -197,6 +197,15 @@ int kiln_spec_set_load(kiln_spec_set *set, const kiln_cli_options *o, int n, cha
             return KILN_EXIT_USAGE;
         }
     }
+    /* The family rules that drop sweep points and refuse specs are the
+     * templates', so --template-dir's when one is given. */
+    kiln_expander *ex = NULL;
+    kiln_error xerr;
+    kiln_error_clear(&xerr);
+    if (o->template_dir && kiln_cli_expander(o, &ex, &xerr) != KILN_OK) {
+        fprintf(stderr, "kiln %s: %s\n", o->command, xerr.msg);
+        return KILN_EXIT_USAGE;
+    }
     path_list files = {0};
     int ok = collect(&files, n, paths);
     if (ok) {
@@ -206,7 +215,7 @@ int kiln_spec_set_load(kiln_spec_set *set, const kiln_cli_options *o, int n, cha
     for (size_t i = 0; ok && i < files.n; i++) {
         kiln_error err;
         kiln_error_clear(&err);
-        if (kiln_spec_load(files.items[i], &set->lists[i], &err) != KILN_OK) {
+        if (kiln_spec_load_with(files.items[i], ex, &set->lists[i], &err) != KILN_OK) {
             fprintf(stderr, "%s\n", err.msg);
             ok = 0;
             break;
@@ -217,9 +226,10 @@ int kiln_spec_set_load(kiln_spec_set *set, const kiln_cli_options *o, int n, cha
     path_list_free(&files);
     /* With --arch, every architecture passes the spec's own validation
      * before anything is built. */
-    if (ok && f.n_archs) ok = check_fit(set, &f, o->command, skip_unfit);
+    if (ok && f.n_archs) ok = check_fit(set, &f, ex, o->command, skip_unfit);
     if (ok) ok = make_jobs(set, &f);
     free(f.fits);
+    kiln_expander_destroy(ex);
     if (!ok) {
         kiln_spec_set_free(set);
         return KILN_EXIT_USAGE;

@@ -199,6 +199,36 @@ static void test_compile_failure_exits_1(void **state)
     free(out);
 }
 
+/* --template-dir's templates also decide which sweep points are dropped and
+ * which specs are refused: an override that builds no 64-row tile drops that
+ * point of a sweep the built-in template would take whole. */
+static void test_template_dir_drops_sweep_points(void **state)
+{
+    const char *dir = *state;
+    char tpl[4096], spec[4096], cache[4096];
+    snprintf(tpl, sizeof tpl, "%s/simple.lua", dir);
+    snprintf(spec, sizeof spec, "%s/sweep.yaml", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    kiln_test_write_file(tpl, "local spec, arch, mode = ...\n"
+                              "if spec.tile.m == 64 then kiln.refuse('tile.m', 'no 64-row tiles here', 2) end\n"
+                              "if mode == 'check' then return {smem = 0} end\n"
+                              "return 'extern \\\"C\\\" __global__ void k() {}',\n"
+                              "  {entry = 'k', threads = 128, smem = 0,\n"
+                              "  persistent = true, ctas_per_sm = 1}\n");
+    kiln_test_write_file(spec, "kernel: swept\nop: fprop\narch: [sm_90a]\nfamily: simple\n"
+                               "types: {a: bf16, b: bf16, out: bf16, accum: f32}\nstages: 2\n"
+                               "sweep:\n  tile: [{m: 64, n: 64, k: 16}, {m: 32, n: 64, k: 16}]\n");
+    char *out;
+    int rc = kiln_test_kiln(&out, "compile --template-dir %s --cache-dir %s %s", dir, cache, spec);
+    assert_int_equal(rc, 0);
+    kiln_test_has(out, "swept__m32_n64_k16", "1 kernels: 1 compiled", "1 sweep points dropped");
+    free(out);
+    rc = kiln_test_kiln(&out, "compile --template-dir %s --cache-dir %s %s", dir, cache, GOOD);
+    assert_int_equal(rc, 2);
+    kiln_test_has(out, "simple_fprop_bf16_bf16.yaml:", "no 64-row tiles here");
+    free(out);
+}
+
 static void test_catalog(void **state)
 {
     const char *dir = *state;
@@ -218,6 +248,7 @@ static void test_catalog(void **state)
 KILN_TEST_MAIN(
     cmocka_unit_test(test_version_and_help),
     kiln_test_with_dir(test_bad_spec_exits_2_and_caches_nothing),
+    kiln_test_with_dir(test_template_dir_drops_sweep_points),
     kiln_test_with_dir(test_compile_twice_hits_cache),
     cmocka_unit_test(test_compile_json_lists_dropped_points),
     cmocka_unit_test(test_emit),
