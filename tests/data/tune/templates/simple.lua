@@ -4,9 +4,14 @@
 --   tile 32x32   emits CUDA that NVRTC rejects   -> "failed to compile"
 --   tile 128x32  emits a kernel that spills      -> "spills"
 --   otherwise    emits an empty kernel           -> timed
+-- and, like the real family, refuses tile.m 256: with --template-dir the
+-- override's rules are the ones that drop sweep points.
 local spec, arch = ...
 local entry = tostring(spec.name):gsub("[^%w_]", "_")
 local m, n = spec.tile.m, spec.tile.n
+if m > 128 then
+  kiln.refuse("tile.m", string.format("tile.m must be 16, 32, 64 or 128 (got %d)", m), 2)
+end
 local body
 if m == 32 and n == 32 then
   body = "this is not CUDA;"
