@@ -64,9 +64,10 @@ local entry = common.entry(spec)
 local ity = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.a]
 local ity_b = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.b]
 local wgmma = include("sm90_wgmma")(bn, ity, 0, b_kmajor and 0 or 1, nil, ity_b)
--- promote_split: the k-block's products half a tile wide at a time
+-- promote_split: the k-block's products half a tile wide at a time (an
+-- overload of kiln_wgmma on the accumulators' width)
 if k.promote_split then
-  wgmma = wgmma .. "\n" .. include("sm90_wgmma")(bn // 2, ity, 0, 0, "kiln_wgmma_half", ity_b)
+  wgmma = wgmma .. "\n" .. include("sm90_wgmma")(bn // 2, ity, 0, 0, nil, ity_b)
 end
 local recipe = ({none = 0, tensor = 1, row = 2, block = 3})[spec.fp8.recipe]
 

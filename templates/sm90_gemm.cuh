@@ -205,7 +205,10 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
 /* One k-block's wgmma into acc: KSTEPS steps of 32 bytes along k (16 k16
  * values, or 32 k32 ones), each MI sub-tiles of 64 rows.  `keep`: add to
  * acc (else the first step overwrites it). */
-KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, bool keep)
+/* One k-block's wgmma into acc, W columns of B from sb (the tile's BN, or
+ * PROMOTE_SPLIT's half: kiln_wgmma is emitted for both widths). */
+template <int W>
+KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool keep)
 {
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
@@ -216,20 +219,6 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][ACC_N], kiln_u32 sa, kiln_u32 sb, boo
             kiln_u64 da = kiln_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
             kiln_wgmma(acc[mi], da, db, keep || kk != 0);
         }
-    }
-}
-
-/* PROMOTE_SPLIT: a k-block's products for half the tile's columns (B's
- * rows [h * BN/2, (h+1) * BN/2) of the stage, 8-bit K-major), into p. */
-template <int W>
-KDEV void kiln_kblock_mma_half(float (&p)[MI][W], kiln_u32 sa, kiln_u32 sb)
-{
-#pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
-        const kiln_u64 db = kiln_desc(sb + kk * 32, 16, 1024);
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-            kiln_wgmma_half(p[mi], kiln_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024), db, kk != 0);
     }
 }
 
@@ -261,9 +250,6 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
 }
 
 /* v = *p where `on`, in v's own register: a predicated load */
-/* A compile-time int as a value (a width handed to a generic lambda). */
-template <int V> struct kiln_int { static constexpr int value = V; };
-
 KDEV void kiln_ld_if(float &v, const float *p, bool on)
 {
     asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.f32 %0, [%1]; }"
@@ -364,8 +350,8 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         }
     };
     /* acc[.][I0 + i] += scaled p[.][i], p's W columns from acc's I0 on */
-    auto add = [&](auto &p, auto w, int i0, const float (&sa)[MI][2], float sb0, float sb1) {
-        constexpr int W = decltype(w)::value;
+    auto add = [&](auto &p, int i0, const float (&sa)[MI][2], float sb0, float sb1) {
+        constexpr int W = sizeof(p[0]) / sizeof(float);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -384,7 +370,7 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         kiln_fence_acc(p);
         float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f;
         scales(kb, sa, sb0, sb1);
-        add(p, kiln_int<ACC_N>(), 0, sa, sb0, sb1);
+        add(p, 0, sa, sb0, sb1);
     };
     if constexpr (PROMOTE_SPLIT) {
         /* 128 sums a thread leave room for one product set half a tile
@@ -400,12 +386,12 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 kiln_wg_fence();
-                kiln_kblock_mma_half(ph, sa_s, sb_s + h * (BN / 2) * 128);
+                kiln_kblock_mma(ph, sa_s, sb_s + h * (BN / 2) * 128, false);
                 kiln_wg_commit();
                 kiln_wg_wait<0>();
                 if (h == 1) kiln_release<CS>(m, r.s, lane, P.cta.crank);
                 kiln_fence_acc(ph);
-                add(ph, kiln_int<ACC_N / 2>(), h * (ACC_N / 2), sa, sb0, sb1);
+                add(ph, h * (ACC_N / 2), sa, sb0, sb1);
             }
             if (kb + 1 == P.nkb) turn.pass();
             r.next();
