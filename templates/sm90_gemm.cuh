@@ -273,15 +273,23 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int i = 0; i < ACC_N; ++i) acc[mi][i] = 0.0f;
-    /* Block recipe.  The scales are loaded in windows, well ahead, and
-     * handed out by shuffles: A's by each quad of lanes (lane q of a quad
-     * holds k-block base + q of the quad's two rows per sub-tile), B's by
-     * the warp (lane j holds k-block base + j of the tile's column blocks),
-     * so a load is used 4 (A) or 32 (B) k-blocks after it is issued.
-     * Loading each k-block's scales one k-block ahead lost 10-20% (ncu):
-     * ptxas multiplies them as early as it can, between the next k-block's
+    /* Block recipe.  Each k-block's factors sa[row]·sb[column block] are
+     * loaded in windows of 4 k-blocks, well ahead, and handed out by
+     * shuffles: lane q of each quad holds k-block base + q of the quad's two
+     * rows per 64-row sub-tile and of the tile's column blocks.  A window's
+     * factors are multiplied when it is taken, 4 k-blocks after its loads
+     * were issued, so that a k-block's promotion waits on neither a load
+     * nor a multiply, only on its shuffles (issued before the next k-block's
+     * wgmma).  ncu on an H200 found both waits in the earlier form, which
+     * kept B's scales in windows of 32 k-blocks a warp and multiplied per
+     * k-block: ptxas copied B's next window at every turn of the loop and
+     * the copy waited on the load just issued (6% of the consumers' stall
+     * samples), and the multiplies waited on their shuffles (4%).  Loading
+     * each k-block's scales one k-block ahead lost 10-20% (ncu): ptxas
+     * multiplies them as early as it can, between the next k-block's
      * wgmma, which then wait on the load from L2.  A row past capacity
      * reads the last row's scale, and is never stored. */
+    constexpr int CB = BN > 128 ? 2 : 1;   /* 128-column blocks of the tile */
     int srow[MI][2];
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -291,28 +299,32 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
     const int cb0 = min(T.col0 / 128, P.nbn - 1);
     const float *sbg = args.scale_b + ((long long)T.g * P.nbn + cb0) * P.nkb;
     const int sb_next = cb0 + 1 < P.nbn ? P.nkb : 0;   /* BN 256: the second block's offset */
-    float wa[MI][2], na[MI][2], wb0 = 1.0f, wb1 = 1.0f, nb0 = 1.0f, nb1 = 1.0f;
-    /* The next windows are loaded in place, predicated: loaded into a
+    float wf[MI][2][CB], na[MI][2], nb[CB];
+    /* The next window is loaded in place, predicated: loaded into a
      * temporary, ptxas copied each value to its loop-carried register
      * straight away, and the copy waited on the load (ncu). */
-    auto load_a = [&](int base, float (&v)[MI][2], bool on) {
+    auto load = [&](int base) {
         const int kb = min(base + (lane & 3), P.nkb - 1);
         const float *sak = args.scale_a + (long long)kb * args.ld_scale_a;
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) kiln_ld_if(v[mi][h], sak + srow[mi][h], on);
+            for (int h = 0; h < 2; ++h) kiln_ld_if(na[mi][h], sak + srow[mi][h], true);
+        kiln_ld_if(nb[0], sbg + kb, true);
+        if (CB > 1) kiln_ld_if(nb[CB - 1], sbg + sb_next + kb, true);
     };
-    auto load_b = [&](int base, float &v0, float &v1, bool on) {
-        const int kb = min(base + lane, P.nkb - 1);
-        kiln_ld_if(v0, sbg + kb, on);
-        if (BN > 128) kiln_ld_if(v1, sbg + sb_next + kb, on);
+    auto take = [&]() {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int c = 0; c < CB; ++c) wf[mi][h][c] = na[mi][h] * nb[c];
     };
     if (FP8_RECIPE == 3) {
-        load_a(0, wa, true);
-        load_a(4, na, true);
-        load_b(0, wb0, wb1, true);
-        load_b(32, nb0, nb1, true);
+        load(0);
+        take();
+        load(4);
     }
     /* k-block kb into p: its slot's wgmma, committed as one group */
     auto issue = [&](float (&p)[MI][ACC_N], int kb) {
@@ -323,34 +335,27 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         if (kb + 1 == P.nkb) turn.pass();
         r.next();
     };
-    /* k-block kb's scales (k-blocks in order): A's per row half, B's per
+    /* k-block kb's factors into f (k-blocks in order): per row half and
      * 128 columns */
-    auto scales = [&](int kb, float (&sa)[MI][2], float &sb0, float &sb1) {
+    using factors = float[MI][2][CB];
+    auto scales = [&](int kb, factors &f) {
         if (FP8_RECIPE == 3) {
-            sb0 = __shfl_sync(0xffffffffu, wb0, kb & 31);
-            if (BN > 128) sb1 = __shfl_sync(0xffffffffu, wb1, kb & 31);
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
                 for (int h = 0; h < 2; ++h)
-                    sa[mi][h] = __shfl_sync(0xffffffffu, wa[mi][h], (lane & ~3) | (kb & 3));
+#pragma unroll
+                    for (int c = 0; c < CB; ++c)
+                        f[mi][h][c] = __shfl_sync(0xffffffffu, wf[mi][h][c], (lane & ~3) | (kb & 3));
             /* a spent window: take the next, and load the one after it */
             if ((kb & 3) == 3) {
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) wa[mi][h] = na[mi][h];
-                load_a(kb + 5, na, true);
-            }
-            if ((kb & 31) == 31) {
-                wb0 = nb0;
-                wb1 = nb1;
-                load_b(kb + 33, nb0, nb1, true);
+                take();
+                load(kb + 5);
             }
         }
     };
     /* acc[.][I0 + i] += scaled p[.][i], p's W columns from acc's I0 on */
-    auto add = [&](auto &p, int i0, const float (&sa)[MI][2], float sb0, float sb1) {
+    auto add = [&](auto &p, int i0, const factors &f) {
         constexpr int W = sizeof(p[0]) / sizeof(float);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
@@ -358,19 +363,17 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
             for (int i = 0; i < W; ++i) {
                 if (FP8_RECIPE == 3) {
                     /* (i0+i)/4 is the 8-column group, (i/2)&1 the row half */
-                    const float f = sa[mi][(i >> 1) & 1] * ((i0 + i) / 4 < 16 ? sb0 : sb1);
-                    acc[mi][i0 + i] = fmaf(p[mi][i], f, acc[mi][i0 + i]);
+                    const int c = CB > 1 && (i0 + i) / 4 >= 16 ? CB - 1 : 0;
+                    acc[mi][i0 + i] = fmaf(p[mi][i], f[mi][(i >> 1) & 1][c], acc[mi][i0 + i]);
                 } else {
                     acc[mi][i0 + i] += p[mi][i];
                 }
             }
     };
-    /* acc += k-block kb's partial sums in p (k-blocks in order) */
-    auto promote = [&](float (&p)[MI][ACC_N], int kb) {
+    /* acc += a k-block's partial sums in p, scaled by f */
+    auto promote = [&](float (&p)[MI][ACC_N], const factors &f) {
         kiln_fence_acc(p);
-        float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f;
-        scales(kb, sa, sb0, sb1);
-        add(p, 0, sa, sb0, sb1);
+        add(p, 0, f);
     };
     if constexpr (PROMOTE_SPLIT) {
         /* 128 sums a thread leave room for one product set half a tile
@@ -381,8 +384,8 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         for (int kb = 0; kb < P.nkb; ++kb) {
             kiln_mbar_wait(m.full(r.s), r.ph);
             const kiln_u32 sa_s = m.stage(r.s) + row_off * 128, sb_s = m.stage(r.s) + A_BYTES;
-            float sa[MI][2], sb0 = 1.0f, sb1 = 1.0f;
-            scales(kb, sa, sb0, sb1);
+            factors f;
+            scales(kb, f);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 kiln_wg_fence();
@@ -391,7 +394,7 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
                 kiln_wg_wait<0>();
                 if (h == 1) kiln_release<CS>(m, r.s, lane, P.cta.crank);
                 kiln_fence_acc(ph);
-                add(ph, h * (ACC_N / 2), sa, sb0, sb1);
+                add(ph, h * (ACC_N / 2), f);
             }
             if (kb + 1 == P.nkb) turn.pass();
             r.next();
@@ -403,35 +406,41 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
          * loop runs while both of its k-blocks exist, so that every pass starts
          * with only pa in flight (ptxas serialises the wgmma otherwise). */
         int held = r.s, next;
+        factors fa, fb;   /* the factors of pa's and pb's k-blocks, shuffled before
+                             the next issue so that their latency hides behind it */
         issue(pa, 0);
         int kb = 0;
         for (; kb + 2 < P.nkb; kb += 2) {
+            scales(kb, fa);
             next = r.s;
             issue(pb, kb + 1);
             kiln_wg_wait<1>();
             kiln_release<CS>(m, held, lane, P.cta.crank);
-            promote(pa, kb);
+            promote(pa, fa);
             held = next;
+            scales(kb + 1, fb);
             next = r.s;
             issue(pa, kb + 2);
             kiln_wg_wait<1>();
             kiln_release<CS>(m, held, lane, P.cta.crank);
-            promote(pb, kb + 1);
+            promote(pb, fb);
             held = next;
         }
+        scales(kb, fa);
         if (kb + 1 < P.nkb) {
+            scales(kb + 1, fb);
             next = r.s;
             issue(pb, kb + 1);
             kiln_wg_wait<1>();
             kiln_release<CS>(m, held, lane, P.cta.crank);
-            promote(pa, kb);
+            promote(pa, fa);
             kiln_wg_wait<0>();
             kiln_release<CS>(m, next, lane, P.cta.crank);
-            promote(pb, kb + 1);
+            promote(pb, fb);
         } else {
             kiln_wg_wait<0>();
             kiln_release<CS>(m, held, lane, P.cta.crank);
-            promote(pa, kb);
+            promote(pa, fa);
         }
     }
 }
