@@ -26,26 +26,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "python" / "bench"))
 sys.path.insert(0, str(ROOT / "bench"))
-import fp8_bench as fb  # noqa: E402  (quantizers, the Kiln wrapper)
+import fp8_bench as fb  # noqa: E402  (quantizers, the Kiln wrapper, timed)
 from kiln import _lib  # noqa: E402
 
 CASES = {"dsv3_fc1_ep8": (7168, 4096), "dsv3_fc2_ep8": (2048, 7168)}   # K, N; 32 x 1024 rows
 DEFAULT = ["sm90_fprop_e4m3_row_promote_128x128", "sm90_fprop_e4m3_block_128x128"]
-
-
-def median_ms(fn, n=20):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(n):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
 
 
 def clock_power(fn, secs=1.5):
@@ -122,7 +107,7 @@ def main():
         times = {k: [] for k in fns}
         for rnd in range(3):
             for k in (list(fns) if rnd % 2 == 0 else list(reversed(list(fns)))):
-                times[k].append(median_ms(fns[k]))
+                times[k].append(fb.timed(fns[k], 20))
         for k, ts in times.items():
             ms = statistics.median(ts)
             clk, pw = clock_power(fns[k])
