@@ -249,11 +249,12 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
     kiln_fence_acc(acc);
 }
 
-/* v = *p where `on`, in v's own register: a predicated load */
-KDEV void kiln_ld_if(float &v, const float *p, bool on)
+/* v = *p in v's own register: v is an operand of the load both ways, so
+ * that ptxas neither loads into a temporary nor copies it into v (a copy
+ * waits on the load) */
+KDEV void kiln_ld_in_place(float &v, const float *p)
 {
-    asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.nc.f32 %0, [%1]; }"
-                 : "+f"(v) : "l"(p), "r"((int)on));
+    asm volatile("ld.global.nc.f32 %0, [%1];" : "+f"(v) : "l"(p));
 }
 
 /* fp8 with promotion (FP8_PROMOTE): each k-block's products go to a
@@ -300,7 +301,7 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
     const float *sbg = args.scale_b + ((long long)T.g * P.nbn + cb0) * P.nkb;
     const int sb_next = cb0 + 1 < P.nbn ? P.nkb : 0;   /* BN 256: the second block's offset */
     float wf[MI][2][CB], na[MI][2], nb[CB];
-    /* The next window is loaded in place, predicated: loaded into a
+    /* The next window is loaded in place (kiln_ld_in_place): loaded into a
      * temporary, ptxas copied each value to its loop-carried register
      * straight away, and the copy waited on the load (ncu). */
     auto load = [&](int base) {
@@ -309,9 +310,9 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) kiln_ld_if(na[mi][h], sak + srow[mi][h], true);
-        kiln_ld_if(nb[0], sbg + kb, true);
-        if (CB > 1) kiln_ld_if(nb[CB - 1], sbg + sb_next + kb, true);
+            for (int h = 0; h < 2; ++h) kiln_ld_in_place(na[mi][h], sak + srow[mi][h]);
+        kiln_ld_in_place(nb[0], sbg + kb);
+        if (CB > 1) kiln_ld_in_place(nb[CB - 1], sbg + sb_next + kb);
     };
     auto take = [&]() {
 #pragma unroll
