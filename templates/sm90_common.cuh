@@ -649,8 +649,10 @@ KDEV void kiln_fence_acc(float (&acc)[MI][W])
  * MI sub-tiles of 16 rows (from wrow0, 64 apart) x BN columns (from col0);
  * each 16x32 slab goes through the warp's padded fp32 slot `stg`, so that
  * every lane then holds 8 consecutive columns of one row, and
- * emit(row, col, v) runs for each such piece with row < row_end and
- * col < col_end. */
+ * emit(row, col, v, mi, q, it) runs for each such piece with row < row_end
+ * and col < col_end: row wrow0 + 64·mi + 8·it + lane/4, columns
+ * col0 + 32·q + 8·(lane%4) .. +7 (the indices let emit use terms it loaded
+ * before the first store). */
 template <class Emit>
 KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, int col0,
                          int row_end, int col_end, Emit emit)
@@ -681,7 +683,7 @@ KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, i
                     const float4 v1 = *(const float4 *)&stg[rr * STG_LD + cc + 4];
                     v[0] = v0.x; v[1] = v0.y; v[2] = v0.z; v[3] = v0.w;
                     v[4] = v1.x; v[5] = v1.y; v[6] = v1.z; v[7] = v1.w;
-                    emit(grow, gcol, v);
+                    emit(grow, gcol, v, mi, q, it);
                 }
             }
             __syncwarp();

@@ -446,10 +446,13 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
     }
 }
 
-/* D[r,n] = s[r]·α_g·acc + s_bias[r]·bias[g,n] + β·C[r,n]; each term compiled
- * in from the spec and skipped at run time when its pointer is null. */
-KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
-                        const float (&acc)[MI][ACC_N], float *stg, int wrow0)
+/* The per-row terms of the epilogue for row wrow0 + 64·mi + 8·h + lane/4
+ * of this warp's share: the product's factor rmul (α_g, s[r], and the fp8
+ * row recipe's scale_a[r]) and the bias's bmul (s_bias[r]).  Loaded once
+ * per tile, before any store; rows past the group's end read the last
+ * valid row's terms (never stored). */
+KDEV void kiln_row_terms(const kiln_kernel_args &args, const kiln_tile &T, int wrow0, int lane,
+                         float (&rmul)[MI][2], float (&bmul)[MI][2])
 {
     float alpha = args.alpha;
     if (EPI_ALPHA_PER_GROUP && args.alpha_ptr) alpha = args.alpha_ptr[T.g];
@@ -457,34 +460,68 @@ KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const 
      * recipe's two scales fold into α; the row recipe's are per row and
      * column; the block recipe's were applied in the main loop. */
     if (FP8_RECIPE == 1) alpha *= args.scale_a[0] * args.scale_b[T.g];
-    const float *fsa = FP8_RECIPE == 2 ? args.scale_a : (const float *)0;
-    const float *fsb = FP8_RECIPE == 2 ? args.scale_b + (long long)T.g * P.n_out : (const float *)0;
     const float *rs = EPI_ROW_SCALE ? args.row_scale : (const float *)0;
+    const bool scale_bias = (EPI_SCALE_BIAS || args.scale_bias) && rs;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = min(wrow0 + mi * 64 + (lane >> 2) + 8 * h, T.row_end - 1);
+            rmul[mi][h] = alpha;
+            bmul[mi][h] = 1.0f;
+            if (wrow0 + mi * 64 >= T.row_end) continue;
+            if (rs) {
+                const float v = rs[r];
+                rmul[mi][h] *= v;
+                if (scale_bias) bmul[mi][h] = v;
+            }
+            if (FP8_RECIPE == 2) rmul[mi][h] *= args.scale_a[r];
+        }
+}
+
+/* D[r,n] = s[r]·α_g·acc + s_bias[r]·bias[g,n] + β·C[r,n]; each term compiled
+ * in from the spec and skipped at run time when its pointer is null.  The
+ * row terms and the fp8 row recipe's column scales are loaded before the
+ * first store: loaded beside each store they waited one after another
+ * behind the stores before them (which, as far as the compiler knows, may
+ * write them), and with short reductions that chain made the epilogue as
+ * long as the other warp group's main loop (ncu, fourteenth session). */
+KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
+                        const float (&acc)[MI][ACC_N], float *stg, int wrow0)
+{
+    const int lane = threadIdx.x & 31;
+    float rmul[MI][2], bmul[MI][2];
+    kiln_row_terms(args, T, wrow0, lane, rmul, bmul);
+    /* fp8 row recipe: this lane's 8 columns of each 32-column step */
+    float4 csc[FP8_RECIPE == 2 ? BN / 32 : 1][2];
+    if (FP8_RECIPE == 2) {
+        const float *fsb = args.scale_b + (long long)T.g * P.n_out;
+#pragma unroll
+        for (int q = 0; q < BN / 32; ++q) {
+            /* n_out is a multiple of 8: a clamped run is in bounds (and unused) */
+            const int c = min(T.col0 + 32 * q + 8 * (lane & 3), P.n_out - 8);
+            csc[q][0] = *(const float4 *)(fsb + c);
+            csc[q][1] = *(const float4 *)(fsb + c + 4);
+        }
+    }
     const bool use_bias = EPI_BIAS && args.bias;
     const bool use_c = EPI_BETA && args.c && args.beta != 0.0f;
-    const bool scale_bias = (EPI_SCALE_BIAS || args.scale_bias) && rs;
-    kiln_store_acc(stg, acc, wrow0, T.col0, T.row_end, P.n_out, [&](int grow, int gcol, float *v) {
-        float sacc = alpha;
-        float sb = 1.0f;
-        if (rs) {
-            float rsv = rs[grow];
-            sacc *= rsv;
-            if (scale_bias) sb = rsv;
-        }
+    kiln_store_acc(stg, acc, wrow0, T.col0, T.row_end, P.n_out,
+                   [&](int grow, int gcol, float *v, int mi, int q, int it) {
+        const float sr = rmul[mi][it];
         if (FP8_RECIPE == 2) {
-            const float4 s0 = *(const float4 *)(fsb + gcol), s1 = *(const float4 *)(fsb + gcol + 4);
-            const float sr = sacc * fsa[grow];
+            const float4 s0 = csc[q][0], s1 = csc[q][1];
             v[0] *= sr * s0.x; v[1] *= sr * s0.y; v[2] *= sr * s0.z; v[3] *= sr * s0.w;
             v[4] *= sr * s1.x; v[5] *= sr * s1.y; v[6] *= sr * s1.z; v[7] *= sr * s1.w;
         } else {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] *= sacc;
+            for (int e = 0; e < 8; ++e) v[e] *= sr;
         }
         if (use_bias) {
             float b[8];
             kiln_load8((const char *)args.bias + ((long long)T.g * args.ld_bias + gcol) * OSZ, b);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] += sb * b[e];
+            for (int e = 0; e < 8; ++e) v[e] += bmul[mi][it] * b[e];
         }
         if (use_c) {
             float cv[8];
@@ -526,33 +563,24 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
                             const kiln_tmap *tmap_d)
 {
     const int lane = threadIdx.x & 31;
-    float alpha = args.alpha;
-    if (EPI_ALPHA_PER_GROUP && args.alpha_ptr) alpha = args.alpha_ptr[T.g];
-    if (FP8_RECIPE == 1) alpha *= args.scale_a[0] * args.scale_b[T.g];
-    const float *rs = EPI_ROW_SCALE ? args.row_scale : (const float *)0;
     const bool use_bias = EPI_BIAS && args.bias;
-    const bool scale_bias = (EPI_SCALE_BIAS || args.scale_bias) && rs;
-    const float *fsb = FP8_RECIPE == 2 ? args.scale_b + (long long)T.g * P.n_out : (const float *)0;
     const char *bias = use_bias ? (const char *)args.bias + (long long)T.g * args.ld_bias * OSZ
                                 : (const char *)0;
-    /* per row: the product's factor and the bias's; rows past the group's
-     * end read the last valid row's terms (never stored) */
     float rmul[MI][2], bmul[MI][2];
+    kiln_row_terms(args, T, wrow0, lane, rmul, bmul);
+    /* fp8 row recipe: this lane's column scales of each box column, before
+     * the first store (see kiln_epilogue); n_out is a multiple of 8, so a
+     * clamped pair is in bounds */
+    float2 csc[FP8_RECIPE == 2 ? BN / OCW : 1][OCW / 8];
+    if (FP8_RECIPE == 2) {
+        const float *fsb = args.scale_b + (long long)T.g * P.n_out;
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
+        for (int q = 0; q < BN / OCW; ++q)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = min(wrow0 + mi * 64 + (lane >> 2) + 8 * h, T.row_end - 1);
-            rmul[mi][h] = alpha;
-            bmul[mi][h] = 1.0f;
-            if (wrow0 + mi * 64 >= T.row_end) continue;
-            if (rs) {
-                const float v = rs[r];
-                rmul[mi][h] *= v;
-                if (scale_bias) bmul[mi][h] = v;
-            }
-            if (FP8_RECIPE == 2) rmul[mi][h] *= args.scale_a[r];
-        }
+            for (int j = 0; j < OCW / 8; ++j)
+                csc[q][j] = *(const float2 *)(fsb + min(T.col0 + q * OCW + 8 * j + 2 * (lane & 3),
+                                                        P.n_out - 2));
+    }
     /* box b of the warp's share: its first row and column; false when it
      * holds no output (past the group's rows or n_out) */
     auto place = [&](int b, int &wrow, int &col0) {
@@ -576,7 +604,7 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
                  * bounds once clamped) */
                 const int c = min(col0 + 8 * j + 2 * (lane & 3), P.n_out - 2);
                 float2 cm = make_float2(1.0f, 1.0f), bv = make_float2(0.0f, 0.0f);
-                if (FP8_RECIPE == 2) cm = *(const float2 *)(fsb + c);
+                if (FP8_RECIPE == 2) cm = csc[q][j];
                 if (use_bias) bv = kiln_load2(bias + (long long)c * OSZ);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {

@@ -598,7 +598,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
         } else {
             const bool atomic = T.split > 1;
             kiln_store_acc((float *)stg, acc, wrow0, T.k0, P.wn, P.wk,
-                           [&](int grow, int gcol, const float *v) {
+                           [&](int grow, int gcol, const float *v, int, int, int) {
                                kiln_out8(dg + ((long long)grow * args.ldd + gcol) * OSZ, v, atomic);
                            });
         }
