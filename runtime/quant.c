@@ -19,6 +19,15 @@
  * limit that binds for them (an SM's 64K, at most 8 CTAs of KQ_THREADS). */
 #define KQ_MAX_CTAS_PER_SM 8
 #define KQ_SM_REGISTERS 65536
+/* ...except the kernels that write, which run at most 2 CTAs per SM.  On
+ * an H200 (fourteenth session, docs/fp8.md) every writing kind was fastest
+ * at 2 of 1..4 CTAs per SM: WEIGHTS_128X128 with q_t 85.3% of 4.3 TB/s
+ * (82.8% at the 4 its registers allow), without 95.3% (91.2%), ROWS 92.2%
+ * (88.6%), ROWS_1X128 93.7% (87.3%); at 1 they fell to 64-72%.  Likely
+ * why: fewer streams of reads and writes at once, so DRAM pages are used
+ * more fully (q_t's transposed layout is not it: its bytes written in q's
+ * layout were as slow).  The read-only amax pass keeps its register bound. */
+#define KQ_WRITER_CTAS_PER_SM 2
 
 void kiln_quant_init(kiln_quant *q, kiln_quant_kind kind)
 {
@@ -310,14 +319,17 @@ static kiln_status rt_function(kiln_quant_rt *rt, const kiln_rt_env *env, const 
 }
 
 /* Launches `name` on min(work, one wave) CTAs: work is how many CTAs the
- * call could use at most (the kernels loop over the rest). */
+ * call could use at most (the kernels loop over the rest); a wave is
+ * max_per_sm CTAs per SM (0: as many as fit), at most what fits. */
 static kiln_status launch(kiln_quant_rt *rt, const kiln_rt_env *env, const char *name,
-                          int64_t work, const kiln_quant_args *a, CUstream stream, kiln_error *err)
+                          int64_t work, int max_per_sm, const kiln_quant_args *a, CUstream stream,
+                          kiln_error *err)
 {
     CUfunction f;
     int per_sm = 1;
     kiln_status st = rt_function(rt, env, name, &f, &per_sm, err);
     if (st || work <= 0) return st;
+    if (max_per_sm > 0 && per_sm > max_per_sm) per_sm = max_per_sm;
     const int64_t wave = (int64_t)(env->dev->num_sms > 0 ? env->dev->num_sms : 1) * per_sm;
     const unsigned ctas = (unsigned)(work < wave ? work : wave);
     void *params[] = {(void *)a};
@@ -355,14 +367,15 @@ static kiln_status run_tensor(kiln_quant_rt *rt, const kiln_rt_env *env, const k
         "cuMemsetD8Async(q->d_scale)", err);
     if (st) return st;
     snprintf(name, sizeof name, "kiln_quant_amax_%s", kiln_dtype_name(q->in_type));
-    if ((st = launch(rt, env, name, ceil_div((int64_t)q->groups * q->rows, 64), a, stream, err)))
+    if ((st = launch(rt, env, name, ceil_div((int64_t)q->groups * q->rows, 64), 0, a, stream, err)))
         return st;
     const int64_t tiles = (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128);
     a->reverse = 1;
     snprintf(name, sizeof name, "kiln_quant_tensor_%s", types);
-    if ((st = launch(rt, env, name, tiles, a, stream, err))) return st;
+    if ((st = launch(rt, env, name, tiles, KQ_WRITER_CTAS_PER_SM, a, stream, err))) return st;
     snprintf(name, sizeof name, "kiln_quant_finalize_%s", kiln_dtype_name(q->out_type));
-    return launch(rt, env, name, ceil_div(q->groups, KQ_THREADS), a, stream, err);
+    return launch(rt, env, name, ceil_div(q->groups, KQ_THREADS), KQ_WRITER_CTAS_PER_SM, a, stream,
+                  err);
 }
 
 /* WEIGHTS_TENSOR_DELAYED: zero the amax slots (the kernel's atomicMax
@@ -379,8 +392,8 @@ static kiln_status run_delayed(kiln_quant_rt *rt, const kiln_rt_env *env, const 
     char name[64];
     snprintf(name, sizeof name, "kiln_quant_delayed_%s", types);
     return launch(rt, env, name,
-                  (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), a, stream,
-                  err);
+                  (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128),
+                  KQ_WRITER_CTAS_PER_SM, a, stream, err);
 }
 
 kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_kernels *ks,
@@ -410,17 +423,18 @@ kiln_status kiln_quant_run(kiln_quant_rt **slot, const kiln_rt_env *env, kiln_ke
     case KILN_QUANT_ROWS:
         a.tpr = rows_tpr(q->cols);
         snprintf(name, sizeof name, "kiln_quant_rows_%s", types);
-        return launch(*slot, env, name, ceil_div(q->rows, KQ_THREADS / a.tpr), &a, stream, err);
+        return launch(*slot, env, name, ceil_div(q->rows, KQ_THREADS / a.tpr), KQ_WRITER_CTAS_PER_SM,
+                      &a, stream, err);
     case KILN_QUANT_ROWS_1X128:
         snprintf(name, sizeof name, "kiln_quant_rows_1x128_%s", types);
         /* tiles of 32 rows x 4 k-blocks (quant.cu's kq_rows_1x128) */
-        return launch(*slot, env, name, ceil_div(q->rows, 32) * ceil_div(q->cols, 512), &a,
-                      stream, err);
+        return launch(*slot, env, name, ceil_div(q->rows, 32) * ceil_div(q->cols, 512),
+                      KQ_WRITER_CTAS_PER_SM, &a, stream, err);
     case KILN_QUANT_WEIGHTS_128X128:
         snprintf(name, sizeof name, "kiln_quant_tiles_%s", types);
         return launch(*slot, env, name,
-                      (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128), &a,
-                      stream, err);
+                      (int64_t)q->groups * ceil_div(q->rows, 128) * ceil_div(q->cols, 128),
+                      KQ_WRITER_CTAS_PER_SM, &a, stream, err);
     case KILN_QUANT_WEIGHTS_TENSOR:
         return run_tensor(*slot, env, q, &a, types, stream, err);
     default:
