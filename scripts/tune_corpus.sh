@@ -10,8 +10,9 @@
 #
 # The candidates are the catalog's kind of kernel, not a sweep: per op the
 # plain sm90 points of specs/sweeps/{fprop,dgrad}_sm90_plain.yaml with
-# 128x128 tiles at 6 stages and 64x256, 128x256, 256x128 at 4, each
-# pingpong and cooperative, rasters group and m (the same kernel names and
+# 128x128 tiles at 6 stages and 64x256, 128x256, 256x128, 128x192, 64x192
+# at 4, each pingpong and cooperative where they fit, rasters group and m
+# (BN = 192 divides 2880 and 5760, GPT-OSS's widths; the same kernel names and
 # descriptions as those sweeps, so the catalog build finds every winner
 # there), plus the plain sm90 defaults of specs/default, timed so that the
 # report can price whatever the dispatcher picks.
@@ -93,6 +94,8 @@ sweep:
     - {m: 128, n: 256, k: 64}
     - {m: 64, n: 256, k: 64}
     - {m: 256, n: 128, k: 64}
+    - {m: 128, n: 192, k: 64}
+    - {m: 64, n: 192, k: 64}
   schedule: [pingpong, cooperative]
   stages: [4, 6]
   raster: [group, m]

@@ -188,7 +188,7 @@ def test_fake_tune(d, kiln):
 
 
 def test_shipped():
-    csvs = ["docs/results/session11-corpus-tune-h200-2026-11-23.csv",
+    csvs = ["docs/results/session14-corpus-tune-h200-2026-11-24.csv",
             "docs/results/session9-corpus-tune-wgrad-h200-2026-11-23.csv",
             "docs/results/session9-corpus-tune-wgrad-acc-h200-2026-11-23.csv",
             "docs/results/session13-fp8-tune-h200-2026-11-24.csv"]
