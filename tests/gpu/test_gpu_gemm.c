@@ -769,6 +769,62 @@ static void test_sm90_pointer_weights(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* The tuned bf16 fprop and dgrad kernels (the table's winners from the
+ * sweeps: 128x192 and 64x192 tiles among them since the fourteenth
+ * session), each forced through KILN_KERNEL over the four mixes, with N
+ * and K off every tile width (328 = 192 + 136 = 2.5 x 128 + 8, 264, 200,
+ * 136): partial column tiles of each width, partial row tiles, empty and
+ * decode-sized groups; every element checked and the poisoned padding
+ * untouched (run_checked).  The shipped table names some, so finding none
+ * fails, and so does a table without a 192-wide one. */
+static void test_fprop_dgrad_tuned(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    int kernels = 0, wide192 = 0;
+    char label[192];
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        if (!ce->tuned_only || !strstr(ce->desc, " a=bf16 ") || !strstr(ce->desc, " out=bf16 ") ||
+            !strstr(ce->desc, " fp8_recipe=none"))
+            continue;
+        const int dgrad = strstr(ce->desc, "op=dgrad") != NULL;
+        if (!dgrad && !strstr(ce->desc, "op=fprop")) continue;
+        kernels++;
+        wide192 += strstr(ce->desc, " tile=128x192x64 ") || strstr(ce->desc, " tile=64x192x64 ");
+        setenv("KILN_KERNEL", ce->name, 1);
+        kiln_context *ctx = NULL;
+        kiln_status st = kiln_context_create(NULL, &ctx);
+        unsetenv("KILN_KERNEL");
+        if (st != KILN_OK) {
+            CASE_FAIL("kiln_context_create(KILN_KERNEL=%s): %s", ce->name, kiln_last_error(ctx));
+            kiln_context_destroy(ctx);
+            continue;
+        }
+        static const int64_t nk[MIXES][2] = {{328, 264}, {200, 328}, {328, 136}, {136, 200}};
+        for (int mix = 0; mix < MIXES; mix++) {
+            gcase c = {0};
+            c.op = dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP;
+            c.in = c.out = KILN_DTYPE_BF16;
+            const char *what;
+            int32_t *m = group_mix(mix, &c, &what);
+            c.n = nk[mix][0];
+            c.k = nk[mix][1];
+            c.capacity = sum_counts(m, c.groups) + 9;
+            c.want_kernel = ce->name;
+            snprintf(label, sizeof label, "%s: %s, N=%lld K=%lld", ce->name, what, (long long)c.n,
+                     (long long)c.k);
+            c.label = label;
+            run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+            free(m);
+        }
+        kiln_context_destroy(ctx);
+    }
+    if (!kernels) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel (the table's winners)");
+    if (!wide192) CASE_FAIL("the catalog carries no 192-wide tuned fprop/dgrad kernel (the GPT-OSS winners)");
+    assert_int_equal(g_failures, failures_before);
+}
+
 /* The tuned wgrad kernels (the table's winners from the sweeps), each
  * forced through KILN_KERNEL: pairs of CTAs (clusters: each CTA loads half
  * of the shared operand's boxes, multicast to both, and a pair's second
@@ -966,6 +1022,7 @@ int main(void)
         cmocka_unit_test(test_wgrad_dbias_patterns),
         cmocka_unit_test(test_group_patterns),
         cmocka_unit_test(test_sm90_pointer_weights),
+        cmocka_unit_test(test_fprop_dgrad_tuned),
         cmocka_unit_test(test_wgrad_tuned),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
