@@ -699,6 +699,52 @@ static void test_group_patterns(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* A context whose dispatch serves every call with kernel `name`
+ * (KILN_KERNEL, read when a context is made); NULL, the case failed, when
+ * none can be made. */
+static kiln_context *forced_context(const char *name)
+{
+    setenv("KILN_KERNEL", name, 1);
+    kiln_context *ctx = NULL;
+    kiln_status st = kiln_context_create(NULL, &ctx);
+    unsetenv("KILN_KERNEL");
+    if (st != KILN_OK) {
+        CASE_FAIL("kiln_context_create(KILN_KERNEL=%s): %s", name, kiln_last_error(ctx));
+        kiln_context_destroy(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Kernel `name`, forced, over the four group mixes (mix i with N, K =
+ * nk[i]), bf16 in; every element checked (run_checked). */
+static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int accumulate,
+                             const int64_t nk[MIXES][2], int64_t spare)
+{
+    kiln_context *ctx = forced_context(name);
+    if (!ctx) return;
+    char label[192];
+    for (int mix = 0; mix < MIXES; mix++) {
+        gcase c = {0};
+        c.op = op;
+        c.in = KILN_DTYPE_BF16;
+        c.out = out;
+        c.accumulate = accumulate;
+        const char *what;
+        int32_t *m = group_mix(mix, &c, &what);
+        c.n = nk[mix][0];
+        c.k = nk[mix][1];
+        c.capacity = sum_counts(m, c.groups) + spare;
+        c.want_kernel = name;
+        snprintf(label, sizeof label, "%s: %s, N=%lld K=%lld", name, what, (long long)c.n,
+                 (long long)c.k);
+        c.label = label;
+        run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+        free(m);
+    }
+    kiln_context_destroy(ctx);
+}
+
 /* Pointer-array weights on sm90 (weights: any, every shipped 16-bit
  * kernel): the producer re-points a per-SM copy of B's map at each group's
  * weights.  Many groups of 0..300 tokens make every CTA change groups many
@@ -740,15 +786,8 @@ static void test_sm90_pointer_weights(void **state)
                                          "fprop_sm90_bf16_plain__m128_n128_k64_s6_rm_cooperative",
                                          "dgrad_sm90_bf16_plain__m128_n128_k64_s6_rm_cooperative"};
     for (int i = 0; i < 4; i++) {
-        setenv("KILN_KERNEL", forced[i], 1);
-        kiln_context *ctx = NULL;
-        kiln_status st = kiln_context_create(NULL, &ctx);
-        unsetenv("KILN_KERNEL");
-        if (st != KILN_OK) {
-            CASE_FAIL("kiln_context_create(KILN_KERNEL=%s): %s", forced[i], kiln_last_error(ctx));
-            kiln_context_destroy(ctx);
-            continue;
-        }
+        kiln_context *ctx = forced_context(forced[i]);
+        if (!ctx) continue;
         int32_t *m = random_counts(12, 0, 200);
         gcase c = {0};
         c.op = (kiln_op)(i % 2);
@@ -782,7 +821,7 @@ static void test_fprop_dgrad_tuned(void **state)
     (void)state;
     int failures_before = g_failures;
     int kernels = 0, wide192 = 0;
-    char label[192];
+    static const int64_t nk[MIXES][2] = {{328, 264}, {200, 328}, {328, 136}, {136, 200}};
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
         if (!ce->tuned_only || !strstr(ce->desc, " a=bf16 ") || !strstr(ce->desc, " out=bf16 ") ||
@@ -792,33 +831,7 @@ static void test_fprop_dgrad_tuned(void **state)
         if (!dgrad && !strstr(ce->desc, "op=fprop")) continue;
         kernels++;
         wide192 += strstr(ce->desc, " tile=128x192x64 ") || strstr(ce->desc, " tile=64x192x64 ");
-        setenv("KILN_KERNEL", ce->name, 1);
-        kiln_context *ctx = NULL;
-        kiln_status st = kiln_context_create(NULL, &ctx);
-        unsetenv("KILN_KERNEL");
-        if (st != KILN_OK) {
-            CASE_FAIL("kiln_context_create(KILN_KERNEL=%s): %s", ce->name, kiln_last_error(ctx));
-            kiln_context_destroy(ctx);
-            continue;
-        }
-        static const int64_t nk[MIXES][2] = {{328, 264}, {200, 328}, {328, 136}, {136, 200}};
-        for (int mix = 0; mix < MIXES; mix++) {
-            gcase c = {0};
-            c.op = dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP;
-            c.in = c.out = KILN_DTYPE_BF16;
-            const char *what;
-            int32_t *m = group_mix(mix, &c, &what);
-            c.n = nk[mix][0];
-            c.k = nk[mix][1];
-            c.capacity = sum_counts(m, c.groups) + 9;
-            c.want_kernel = ce->name;
-            snprintf(label, sizeof label, "%s: %s, N=%lld K=%lld", ce->name, what, (long long)c.n,
-                     (long long)c.k);
-            c.label = label;
-            run_checked(&c, ctx, KILN_BACKEND_GENERATED);
-            free(m);
-        }
-        kiln_context_destroy(ctx);
+        run_forced_mixes(ce->name, dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP, KILN_DTYPE_BF16, 0, nk, 9);
     }
     if (!kernels) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel (the table's winners)");
     if (!wide192) CASE_FAIL("the catalog carries no 192-wide tuned fprop/dgrad kernel (the GPT-OSS winners)");
@@ -840,42 +853,15 @@ static void test_wgrad_tuned(void **state)
     (void)state;
     int failures_before = g_failures;
     int pairs = 0, accs = 0;
-    char label[192];
+    static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 328}, {200, 264}};
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
         if (!ce->tuned_only || !strstr(ce->desc, "op=wgrad")) continue;
         const int acc = strstr(ce->desc, " accumulate=1") != NULL;
         pairs += strstr(ce->desc, "launch_cluster=1x1") == NULL;
         accs += acc;
-        setenv("KILN_KERNEL", ce->name, 1);
-        kiln_context *ctx = NULL;
-        kiln_status st = kiln_context_create(NULL, &ctx);
-        unsetenv("KILN_KERNEL");
-        if (st != KILN_OK) {
-            CASE_FAIL("kiln_context_create(KILN_KERNEL=%s): %s", ce->name, kiln_last_error(ctx));
-            kiln_context_destroy(ctx);
-            continue;
-        }
-        static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 328}, {200, 264}};
-        for (int mix = 0; mix < MIXES; mix++) {
-            gcase c = {0};
-            c.op = KILN_OP_WGRAD;
-            c.in = KILN_DTYPE_BF16;
-            c.out = strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
-            c.accumulate = acc;
-            const char *what;
-            int32_t *m = group_mix(mix, &c, &what);
-            c.n = nk[mix][0];
-            c.k = nk[mix][1];
-            c.capacity = sum_counts(m, c.groups) + 7;
-            c.want_kernel = ce->name;
-            snprintf(label, sizeof label, "%s: %s, N=%lld K=%lld", ce->name, what, (long long)c.n,
-                     (long long)c.k);
-            c.label = label;
-            run_checked(&c, ctx, KILN_BACKEND_GENERATED);
-            free(m);
-        }
-        kiln_context_destroy(ctx);
+        run_forced_mixes(ce->name, KILN_OP_WGRAD,
+                         strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, acc, nk, 7);
     }
     if (!pairs) CASE_FAIL("the catalog carries no wgrad kernel with a cluster (the table's pair winners)");
     if (!accs) CASE_FAIL("the catalog carries no tuned accumulating wgrad kernel (the table's winners)");
