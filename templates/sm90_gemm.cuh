@@ -481,20 +481,24 @@ KDEV void kiln_row_terms(const kiln_kernel_args &args, const kiln_tile &T, int w
 
 /* D[r,n] = s[r]·α_g·acc + s_bias[r]·bias[g,n] + β·C[r,n]; each term compiled
  * in from the spec and skipped at run time when its pointer is null.  The
- * row terms and the fp8 row recipe's column scales are loaded before the
- * first store: loaded beside each store they waited one after another
- * behind the stores before them (which, as far as the compiler knows, may
- * write them), and with short reductions that chain made the epilogue as
- * long as the other warp group's main loop (ncu, fourteenth session). */
+ * fp8 row recipe's row terms and column scales are loaded before the first
+ * store: loaded beside each store they waited one after another behind the
+ * stores before them (which, as far as the compiler knows, may write
+ * them), and with short reductions that chain made the epilogue as long as
+ * the other warp group's main loop (ncu, fourteenth session).  The other
+ * kernels' row terms stay beside the stores (kiln_row_terms' formula, per
+ * row): loaded early they took 0.90 to 1.02 of the time, fprop at long K
+ * 1-2% slower (the bf16 `_epilogue` defaults, same call, docs/fp8.md); so
+ * does the bias (early: 1.00 to 1.08). */
 KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
                         const float (&acc)[MI][ACC_N], float *stg, int wrow0)
 {
     const int lane = threadIdx.x & 31;
-    float rmul[MI][2], bmul[MI][2];
-    kiln_row_terms(args, T, wrow0, lane, rmul, bmul);
+    float rmul[MI][2], bmul[MI][2];   /* fp8 row recipe only */
     /* fp8 row recipe: this lane's 8 columns of each 32-column step */
     float4 csc[FP8_RECIPE == 2 ? BN / 32 : 1][2];
     if (FP8_RECIPE == 2) {
+        kiln_row_terms(args, T, wrow0, lane, rmul, bmul);
         const float *fsb = args.scale_b + (long long)T.g * P.n_out;
 #pragma unroll
         for (int q = 0; q < BN / 32; ++q) {
@@ -504,24 +508,37 @@ KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const 
             csc[q][1] = *(const float4 *)(fsb + c + 4);
         }
     }
+    float alpha = args.alpha;
+    if (EPI_ALPHA_PER_GROUP && args.alpha_ptr) alpha = args.alpha_ptr[T.g];
+    if (FP8_RECIPE == 1) alpha *= args.scale_a[0] * args.scale_b[T.g];
+    const float *rs = EPI_ROW_SCALE ? args.row_scale : (const float *)0;
+    const bool scale_bias = (EPI_SCALE_BIAS || args.scale_bias) && rs;
     const bool use_bias = EPI_BIAS && args.bias;
     const bool use_c = EPI_BETA && args.c && args.beta != 0.0f;
     kiln_store_acc(stg, acc, wrow0, T.col0, T.row_end, P.n_out,
                    [&](int grow, int gcol, float *v, int mi, int q, int it) {
-        const float sr = rmul[mi][it];
+        float sacc = alpha;
+        float sb = 1.0f;
         if (FP8_RECIPE == 2) {
+            sacc = rmul[mi][it];
+            sb = bmul[mi][it];
             const float4 s0 = csc[q][0], s1 = csc[q][1];
-            v[0] *= sr * s0.x; v[1] *= sr * s0.y; v[2] *= sr * s0.z; v[3] *= sr * s0.w;
-            v[4] *= sr * s1.x; v[5] *= sr * s1.y; v[6] *= sr * s1.z; v[7] *= sr * s1.w;
+            v[0] *= sacc * s0.x; v[1] *= sacc * s0.y; v[2] *= sacc * s0.z; v[3] *= sacc * s0.w;
+            v[4] *= sacc * s1.x; v[5] *= sacc * s1.y; v[6] *= sacc * s1.z; v[7] *= sacc * s1.w;
         } else {
+            if (rs) {
+                float rsv = rs[grow];
+                sacc *= rsv;
+                if (scale_bias) sb = rsv;
+            }
 #pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] *= sr;
+            for (int e = 0; e < 8; ++e) v[e] *= sacc;
         }
         if (use_bias) {
             float b[8];
             kiln_load8((const char *)args.bias + ((long long)T.g * args.ld_bias + gcol) * OSZ, b);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] += bmul[mi][it] * b[e];
+            for (int e = 0; e < 8; ++e) v[e] += sb * b[e];
         }
         if (use_c) {
             float cv[8];
