@@ -51,6 +51,7 @@ typedef struct kiln_tune_config {
     kiln_epilogue_desc epilogue; /* fprop/dgrad: the terms used */
     kiln_wgrad_output wgrad_output;
     int accumulate;
+    int dbias;                   /* wgrad: the bias gradient too (f32, dense [G, N]) */
     kiln_fp8_recipe fp8_recipe;  /* 8-bit inputs: the variant's recipe, its scales */
     int fp8_promote;             /* fp32 promotion every 128 of k (block: always) */
     char sig[KILN_TUNING_SIG_MAX]; /* kiln_tuning_sig_from_problem of that call */

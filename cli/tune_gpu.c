@@ -37,6 +37,7 @@
 typedef struct gpu_set {
     CUdeviceptr a, b, d, c, bias, row_scale, alpha, d_ptrs;
     CUdeviceptr scale_a, scale_b; /* fp8: the recipe's dequantization scales */
+    CUdeviceptr dbias;            /* wgrad with dbias: db, f32 [G, N] */
 } gpu_set;
 
 /* The host chunks set 0's inputs repeat (alloc_fill), kept for the fp8
@@ -107,8 +108,9 @@ static void free_buffers(gpu_state *g)
 {
     for (int s = 0; s < MAX_SETS; s++) {
         gpu_set *x = &g->sets[s];
-        CUdeviceptr *all[] = {&x->a, &x->b, &x->d, &x->c, &x->bias, &x->row_scale, &x->alpha,
-                              &x->d_ptrs, &x->scale_a, &x->scale_b};
+        CUdeviceptr *all[] = {&x->a,         &x->b,     &x->d,      &x->c,       &x->bias,
+                              &x->row_scale, &x->alpha, &x->d_ptrs, &x->scale_a, &x->scale_b,
+                              &x->dbias};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_ptr(g, all[i]);
     }
     free_ptr(g, &g->sizes);
@@ -147,6 +149,7 @@ static void problem_on(const gpu_state *g, int s, kiln_problem *p)
             p->d_out = NULL;
             p->d_out_ptrs = (void *const *)(uintptr_t)x->d_ptrs;
         }
+        if (g->cfg.dbias) p->d_dbias = (void *)(uintptr_t)x->dbias; /* f32, dense [G, N] */
         return;
     }
     if (g->fp8) {
@@ -245,7 +248,7 @@ static double compare(gpu_state *g, kiln_error *err, kiln_status *st)
 
 /* The bytes of each input of a set. */
 typedef struct part_bytes {
-    size_t a, b, bias, scale, alpha, c, scale_a, scale_b;
+    size_t a, b, bias, scale, alpha, c, scale_a, scale_b, dbias;
 } part_bytes;
 
 /* Sets 1 .. want-1: copies of set 0 on the device, while memory lasts;
@@ -262,7 +265,8 @@ static kiln_status more_sets(gpu_state *g, const part_bytes *pb, int want, kiln_
             {&y->a, x->a, pb->a}, {&y->b, x->b, pb->b}, {&y->d, 0, g->out_bytes},
             {&y->bias, x->bias, pb->bias}, {&y->row_scale, x->row_scale, pb->scale},
             {&y->alpha, x->alpha, pb->alpha}, {&y->c, x->c, pb->c},
-            {&y->scale_a, x->scale_a, pb->scale_a}, {&y->scale_b, x->scale_b, pb->scale_b}};
+            {&y->scale_a, x->scale_a, pb->scale_a}, {&y->scale_b, x->scale_b, pb->scale_b},
+            {&y->dbias, 0, pb->dbias}};
         int ok = 1;
         for (size_t i = 0; i < sizeof parts / sizeof parts[0] && ok; i++) {
             if (!parts[i].bytes) continue;
@@ -272,8 +276,8 @@ static kiln_status more_sets(gpu_state *g, const part_bytes *pb, int want, kiln_
                 ok = 0;
         }
         if (!ok) { /* out of memory: time with the sets we have */
-            CUdeviceptr *all[] = {&y->a,     &y->b, &y->d,       &y->bias,   &y->row_scale,
-                                  &y->alpha, &y->c, &y->scale_a, &y->scale_b};
+            CUdeviceptr *all[] = {&y->a,     &y->b, &y->d,       &y->bias,    &y->row_scale,
+                                  &y->alpha, &y->c, &y->scale_a, &y->scale_b, &y->dbias};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_ptr(g, all[i]);
             break;
         }
@@ -344,6 +348,7 @@ static kiln_status cublaslt_reference(gpu_state *g, kiln_error *err)
     kiln_status st;
     kiln_problem p;
     problem_on(g, 0, &p);
+    p.d_dbias = NULL; /* cuBLASLt cannot compute db: the check is dW's (the GPU tests check db) */
     if ((st = check(g, DRV(g)->cuMemsetD8Async(g->sets[0].d, 0, g->out_bytes, g->stream),
                     "cuMemsetD8Async(output)", err)))
         return st;
@@ -474,6 +479,7 @@ static kiln_status fill_first_set(gpu_state *g, const part_bytes *pb, void *host
                             parts[i].hi, seed, parts[i].what, KEEP(parts[i].keep), err);
 #undef KEEP
     if (!st) st = alloc_upload(g, &x->d, NULL, g->out_bytes, "cuMemAlloc(D)", err);
+    if (!st && pb->dbias) st = alloc_upload(g, &x->dbias, NULL, pb->dbias, "cuMemAlloc(db)", err);
     return st;
 }
 
@@ -513,9 +519,10 @@ static kiln_status gpu_prepare(kiln_tune_timer *t, const kiln_tune_config *cfg,
         .bias = fwd && e->bias == KILN_BIAS_PER_GROUP ? (size_t)(G * g->out_cols * so) : 0,
         .scale = fwd && e->row_scale ? (size_t)T * 4 : 0,
         .alpha = fwd && e->alpha == KILN_ALPHA_PER_GROUP ? (size_t)G * 4 : 0,
-        .c = fwd && e->beta ? g->out_bytes : 0, .scale_a = n_sa * 4, .scale_b = n_sb * 4};
+        .c = fwd && e->beta ? g->out_bytes : 0, .scale_a = n_sa * 4, .scale_b = n_sb * 4,
+        .dbias = !fwd && cfg->dbias ? (size_t)(G * N * 4) : 0};
     size_t set_bytes = a_bytes + b_bytes + g->out_bytes + bytes.bias + bytes.scale + bytes.alpha +
-                       bytes.c + bytes.scale_a + bytes.scale_b;
+                       bytes.c + bytes.scale_a + bytes.scale_b + bytes.dbias;
     int want = (int)((3.0 * g->l2_bytes) / (double)(set_bytes ? set_bytes : 1)) + 1;
     if (want > MAX_SETS) want = MAX_SETS;
     if (want < 1) want = 1;

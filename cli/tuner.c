@@ -238,9 +238,10 @@ void kiln_tune_problem_of(const kiln_tune_config *cfg, const kiln_tune_shape *s,
     p->accumulate = cfg->accumulate;
     p->fp8.recipe = cfg->fp8_recipe;
     p->fp8.promote = cfg->fp8_promote;
+    /* Non-NULL markers: this problem only feeds the key, never a launch. */
+    static const float marker[1] = {0};
+    if (cfg->op == KILN_OP_WGRAD && cfg->dbias) p->d_dbias = (void *)(uintptr_t)marker;
     if (cfg->op != KILN_OP_WGRAD) {
-        /* Non-NULL markers: this problem only feeds the key, never a launch. */
-        static const float marker[1] = {0};
         const kiln_epilogue_desc *e = &cfg->epilogue;
         if (e->bias == KILN_BIAS_PER_GROUP) p->epilogue.d_bias = marker;
         if (e->row_scale) p->epilogue.d_row_scale = marker;
@@ -263,6 +264,9 @@ void kiln_tune_config_of(const kiln_kernel_desc *d, kiln_tune_config *out)
     if (d->op == KILN_OP_WGRAD) {
         out->wgrad_output = d->wgrad_output;
         out->accumulate = d->accumulate;
+        /* A dbias kernel is timed computing db, so its key is that of the
+         * calls with a bias gradient (their own signature term). */
+        out->dbias = d->dbias;
     } else {
         out->epilogue = d->epilogue;
         if (!(d->epilogue.row_scale && d->epilogue.bias == KILN_BIAS_PER_GROUP))
@@ -282,7 +286,7 @@ int kiln_tune_config_equal(const kiln_tune_config *a, const kiln_tune_config *b)
 {
     return a->op == b->op && a->a_type == b->a_type && a->b_type == b->b_type &&
            a->out_type == b->out_type && a->wgrad_output == b->wgrad_output &&
-           a->accumulate == b->accumulate && a->fp8_recipe == b->fp8_recipe &&
+           a->accumulate == b->accumulate && a->dbias == b->dbias && a->fp8_recipe == b->fp8_recipe &&
            a->fp8_promote == b->fp8_promote && !strcmp(a->sig, b->sig);
 }
 

@@ -40,7 +40,9 @@
 #
 # KILN_TUNE_OPS (default "fprop dgrad") picks the ops; "wgrad" tunes plain
 # dense wgrad with the points of specs/sweeps/wgrad_sm90_{plain,pair}.yaml,
-# "wgrad_acc" dense wgrad accumulating into fp32 (specs/sweeps/wgrad_sm90_acc.yaml).
+# "wgrad_acc" dense wgrad accumulating into fp32 (specs/sweeps/wgrad_sm90_acc.yaml);
+# "wgrad_dbias" and "wgrad_acc_dbias" the same with the fused bias gradient
+# (specs/sweeps/wgrad_sm90_{dbias,acc_dbias}.yaml, timed computing db).
 # fp8 (e4m3, no epilogue terms): "fprop_e4m3_row", "dgrad_e4m3_row",
 # "fprop_e4m3_block", "dgrad_e4m3_block" tune the shipped sweeps
 # specs/sweeps/{fprop,dgrad}_sm90_e4m3_{row,block}.yaml as they are (20
@@ -117,6 +119,11 @@ for op in $ops; do
                    specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
     # wgrad accumulating into fp32 (dense): its sweep and its default
     wgrad_acc) specs+=(specs/sweeps/wgrad_sm90_acc.yaml specs/default/sm90_wgrad_bf16_f32_dense_acc.yaml) ;;
+    # the same two with the fused bias gradient: timed computing db, their
+    # keys carry the dbias term
+    wgrad_dbias) specs+=(specs/sweeps/wgrad_sm90_dbias.yaml specs/default/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
+    wgrad_acc_dbias) specs+=(specs/sweeps/wgrad_sm90_acc_dbias.yaml
+                             specs/default/sm90_wgrad_bf16_f32_dense_acc_dbias.yaml) ;;
     # fp8: the shipped sweep as it is, and the defaults of the recipe (fast
     # accumulation for row: the promoted default has keys of its own)
     fprop_e4m3_row|dgrad_e4m3_row)

@@ -23,6 +23,7 @@
     "specs/sweeps/fprop_sm90_e4m3_row.yaml specs/sweeps/dgrad_sm90_e4m3_row.yaml "                 \
     "specs/sweeps/fprop_sm90_e4m3_block.yaml specs/sweeps/dgrad_sm90_e4m3_block.yaml"
 #define FP8_SHAPES "tests/data/tune/fp8_shapes.tsv"
+#define DBIAS_SWEEPS "specs/sweeps/wgrad_sm90_dbias.yaml specs/sweeps/wgrad_sm90_acc_dbias.yaml"
 
 static char *g_dir;   /* scratch for the whole file */
 static char *g_cache; /* one cache, so each kernel compiles once */
@@ -719,6 +720,83 @@ static void test_fp8_sweeps(void **state)
     free(table);
 }
 
+/* A wgrad call as a user makes it: dense bf16 dW, or dW += ... into fp32,
+ * with or without a bias gradient (db). */
+static void wgrad_call(kiln_problem *p, int accumulate, int dbias, int groups, int64_t tokens,
+                       int64_t n, int64_t k)
+{
+    static float dummy[16];
+    memset(p, 0, sizeof *p);
+    p->op = KILN_OP_WGRAD;
+    p->a_type = p->b_type = KILN_DTYPE_BF16;
+    p->out_type = accumulate ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+    p->accumulate = accumulate;
+    p->groups = groups;
+    p->capacity = groups * tokens;
+    p->n = n;
+    p->k = k;
+    p->d_a = p->d_b = p->d_out = dummy;
+    if (dbias) p->d_dbias = dummy;
+}
+
+/* The dbias sweeps (specs/sweeps/wgrad_sm90_{dbias,acc_dbias}.yaml) are
+ * timed computing db: the table's keys are those of wgrad calls with a db
+ * (`dbias`, `accumulate+dbias`), each naming a dbias kernel of its mode,
+ * and the same calls without db find none of them.  With a GPU, the real
+ * timer checks every point's dW against cuBLASLt (db is the GPU tests'). */
+static void test_dbias_sweeps(void **state)
+{
+    (void)state;
+    char *table = path_in("dbias", "table.txt"), *out = NULL;
+    int rc = tune(&out, NULL, DBIAS_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer fake", table);
+    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    /* 12 overwrite and 6 accumulate points (specs/sweeps), 2 shapes */
+    kiln_test_has(out, "18 variants: 18 timed, 0 failed to compile, 0 spill registers",
+                  "36 measurements: 36 now, 0 from the journal, 0 failed",
+                  "sm_90a wgrad bf16 bf16 bf16 dbias t256.g8.n1024.k1024",
+                  "sm_90a wgrad bf16 bf16 f32 accumulate+dbias t64.g32.n1024.k1024");
+    free(out);
+    kiln_tuning_table *t = load_table(table);
+    assert_int_equal(kiln_tuning_table_count(t), 4); /* 2 modes x 2 classes */
+    static const struct { int groups; int64_t tokens, k, n; } shapes[] = {{8, 200, 400, 320},
+                                                                          {32, 64, 1024, 512}};
+    for (int s = 0; s < 2; s++)
+        for (int acc = 0; acc < 2; acc++)
+            for (int dbias = 0; dbias < 2; dbias++) {
+                kiln_problem p;
+                wgrad_call(&p, acc, dbias, shapes[s].groups, shapes[s].tokens, shapes[s].n,
+                           shapes[s].k);
+                kiln_tuning_key k;
+                kiln_tuning_key_from_problem(&p, "sm_90a", &k);
+                const kiln_tuning_entry *e = kiln_tuning_lookup(t, &k);
+                if (!dbias) {
+                    if (e) fail_msg("acc %d without db: entry %s", acc, e->kernel);
+                    continue;
+                }
+                if (!e) fail_msg("acc %d shape %d: no entry for '%s'", acc, s, k.epilogue);
+                assert_int_equal(e->kdesc.op, KILN_OP_WGRAD);
+                assert_int_equal(e->kdesc.dbias, 1);
+                assert_int_equal(e->kdesc.accumulate, acc);
+            }
+    kiln_tuning_table_destroy(t);
+
+    char *gpu_table = path_in("dbias", "gpu.txt");
+    rc = tune(&out, "KILN_TUNE_RUNS=3 KILN_TUNE_WARMUP=1",
+              DBIAS_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer gpu", gpu_table);
+    if (rc != 0 || !strstr(out, "timer: gpu:")) {
+        if (rc != 1 || !strstr(out, "no GPU to time on"))
+            fail_msg("dbias on the gpu timer: rc %d:\n%s", rc, out);
+    } else {
+        kiln_test_has(out, "18 variants: 18 timed", "36 measurements: 36 now, 0 from the journal, 0 failed");
+        t = load_table(gpu_table);
+        assert_int_equal(kiln_tuning_table_count(t), 4);
+        kiln_tuning_table_destroy(t);
+    }
+    free(out);
+    free(gpu_table);
+    free(table);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -727,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_plot_and_csv),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_fp8_sweeps),
+        cmocka_unit_test(test_dbias_sweeps),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
