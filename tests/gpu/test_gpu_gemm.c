@@ -717,9 +717,10 @@ static kiln_context *forced_context(const char *name)
 }
 
 /* Kernel `name`, forced, over the four group mixes (mix i with N, K =
- * nk[i]), bf16 in; every element checked (run_checked). */
+ * nk[i]), bf16 in; every element checked (run_checked), and with dbias
+ * (wgrad) every element of an f32 db too. */
 static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int accumulate,
-                             const int64_t nk[MIXES][2], int64_t spare)
+                             int dbias, const int64_t nk[MIXES][2], int64_t spare)
 {
     kiln_context *ctx = forced_context(name);
     if (!ctx) return;
@@ -730,6 +731,8 @@ static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int a
         c.in = KILN_DTYPE_BF16;
         c.out = out;
         c.accumulate = accumulate;
+        c.dbias = dbias;
+        c.dbias_type = KILN_DTYPE_F32;
         const char *what;
         int32_t *m = group_mix(mix, &c, &what);
         c.n = nk[mix][0];
@@ -831,7 +834,7 @@ static void test_fprop_dgrad_tuned(void **state)
         if (!dgrad && !strstr(ce->desc, "op=fprop")) continue;
         kernels++;
         wide192 += strstr(ce->desc, " tile=128x192x64 ") || strstr(ce->desc, " tile=64x192x64 ");
-        run_forced_mixes(ce->name, dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP, KILN_DTYPE_BF16, 0, nk, 9);
+        run_forced_mixes(ce->name, dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, nk, 9);
     }
     if (!kernels) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel (the table's winners)");
     if (!wide192) CASE_FAIL("the catalog carries no 192-wide tuned fprop/dgrad kernel (the GPT-OSS winners)");
@@ -846,25 +849,30 @@ static void test_fprop_dgrad_tuned(void **state)
  * K leave such tiles for every tile shape (N = 328: 3 row tiles of 128,
  * the last 16-row box half past N; K = 328 and 640: 3 column tiles of 128
  * or 256), with empty groups, decode-sized ones and groups of several
- * k-blocks.  The shipped table names pair and accumulate kernels, so
- * finding none of either fails. */
+ * k-blocks.  The table's dbias winners (specs/sweeps/wgrad_sm90_dbias.yaml,
+ * _acc_dbias) run with an f32 db, checked too.  The shipped table names
+ * pair, accumulate and dbias kernels, so finding none of any fails. */
 static void test_wgrad_tuned(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    int pairs = 0, accs = 0;
+    int pairs = 0, accs = 0, dbiases = 0;
     static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 328}, {200, 264}};
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
         if (!ce->tuned_only || !strstr(ce->desc, "op=wgrad")) continue;
         const int acc = strstr(ce->desc, " accumulate=1") != NULL;
+        const int dbias = strstr(ce->desc, " dbias=1") != NULL;
         pairs += strstr(ce->desc, "launch_cluster=1x1") == NULL;
         accs += acc;
+        dbiases += dbias;
         run_forced_mixes(ce->name, KILN_OP_WGRAD,
-                         strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, acc, nk, 7);
+                         strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, acc, dbias,
+                         nk, 7);
     }
     if (!pairs) CASE_FAIL("the catalog carries no wgrad kernel with a cluster (the table's pair winners)");
     if (!accs) CASE_FAIL("the catalog carries no tuned accumulating wgrad kernel (the table's winners)");
+    if (!dbiases) CASE_FAIL("the catalog carries no tuned dbias wgrad kernel (the table's winners)");
     assert_int_equal(g_failures, failures_before);
 }
 
