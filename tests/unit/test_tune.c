@@ -620,6 +620,29 @@ static void test_bad_input(void **state)
     free(shapes);
 }
 
+/* The sweeps over FP8_SHAPES on the GPU timer: where there is no GPU (this
+ * machine) it must say so; on a GPU every kernel is checked against the
+ * timer's reference and none may be wrong (`variants` and `measurements`:
+ * the summary lines it must print), and the table holds `entries` keys. */
+static void gpu_timer_run(const char *sweeps, const char *dir, const char *variants,
+                          const char *measurements, size_t entries)
+{
+    char *gpu_table = path_in(dir, "gpu.txt"), *out = NULL;
+    int rc = tune(&out, "KILN_TUNE_RUNS=3 KILN_TUNE_WARMUP=1",
+                  "%s --shapes " FP8_SHAPES " -o '%s' --timer gpu", sweeps, gpu_table);
+    if (rc != 0 || !strstr(out, "timer: gpu:")) {
+        if (rc != 1 || !strstr(out, "no GPU to time on"))
+            fail_msg("%s on the gpu timer: rc %d:\n%s", dir, rc, out);
+    } else {
+        kiln_test_has(out, variants, measurements);
+        kiln_tuning_table *t = load_table(gpu_table);
+        assert_int_equal(kiln_tuning_table_count(t), entries);
+        kiln_tuning_table_destroy(t);
+    }
+    free(out);
+    free(gpu_table);
+}
+
 /* An fp8 call as a user makes it (kiln.h, kiln_fp8; tests/gpu/test_gpu_fp8.c):
  * e4m3 inputs, the recipe and its scales, dgrad's transposed weights. */
 static void fp8_call(kiln_problem *p, kiln_op op, kiln_fp8_recipe r, int promote, int groups,
@@ -701,22 +724,9 @@ static void test_fp8_sweeps(void **state)
                   "from_journal,winner,note,a,b,out\n", ",0,,e4m3,e4m3,bf16\n");
     free(out);
 
-    /* The GPU timer where there is no GPU (this machine), or a real run:
-     * every kernel checked against the fp8 reference, none wrong. */
-    char *gpu_table = path_in("fp8", "gpu.txt");
-    rc = tune(&out, "KILN_TUNE_RUNS=3 KILN_TUNE_WARMUP=1",
-              FP8_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer gpu", gpu_table);
-    if (rc != 0 || !strstr(out, "timer: gpu:")) {
-        if (rc != 1 || !strstr(out, "no GPU to time on"))
-            fail_msg("fp8 on the gpu timer: rc %d:\n%s", rc, out);
-    } else {
-        kiln_test_has(out, "64 variants: 64 timed", "128 measurements: 128 now, 0 from the journal, 0 failed");
-        t = load_table(gpu_table);
-        assert_int_equal(kiln_tuning_table_count(t), 8);
-        kiln_tuning_table_destroy(t);
-    }
-    free(out);
-    free(gpu_table);
+    /* every kernel checked against the fp8 reference */
+    gpu_timer_run(FP8_SWEEPS, "fp8", "64 variants: 64 timed",
+                  "128 measurements: 128 now, 0 from the journal, 0 failed", 8);
     free(table);
 }
 
@@ -780,20 +790,9 @@ static void test_dbias_sweeps(void **state)
             }
     kiln_tuning_table_destroy(t);
 
-    char *gpu_table = path_in("dbias", "gpu.txt");
-    rc = tune(&out, "KILN_TUNE_RUNS=3 KILN_TUNE_WARMUP=1",
-              DBIAS_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer gpu", gpu_table);
-    if (rc != 0 || !strstr(out, "timer: gpu:")) {
-        if (rc != 1 || !strstr(out, "no GPU to time on"))
-            fail_msg("dbias on the gpu timer: rc %d:\n%s", rc, out);
-    } else {
-        kiln_test_has(out, "18 variants: 18 timed", "36 measurements: 36 now, 0 from the journal, 0 failed");
-        t = load_table(gpu_table);
-        assert_int_equal(kiln_tuning_table_count(t), 4);
-        kiln_tuning_table_destroy(t);
-    }
-    free(out);
-    free(gpu_table);
+    /* every kernel's dW checked against cuBLASLt */
+    gpu_timer_run(DBIAS_SWEEPS, "dbias", "18 variants: 18 timed",
+                  "36 measurements: 36 now, 0 from the journal, 0 failed", 4);
     free(table);
 }
 
