@@ -191,6 +191,43 @@ KDEV void kiln_tma_prefetch_desc(const kiln_tmap *map)
     asm volatile("prefetch.tensormap [%0];" :: "l"((kiln_u64)map) : "memory");
 }
 
+/* Maps re-pointed on the device (per-expert weights in sm90_gemm.cuh,
+ * per-expert dW in sm90_wgrad.cuh): writes a copy of `src` (a map of the
+ * kernel parameters) into `slot` in global memory (TMA reads maps from
+ * there, not from shared memory), points it at ptrs[g] with
+ * tensormap.replace, and orders those generic-proxy writes before the TMA
+ * unit's reads of the slot with the tensormap proxy fences; then prefetches
+ * it into the descriptor cache.  The caller issues the TMA operations that
+ * use it, and must know that none still reads the slot's old contents.
+ * Slots are indexed by kiln_smid(): no two CTAs of a kernel that uses them
+ * share an SM (its template asks for more than half of the SM's shared
+ * memory), so a slot has one writer at a time, also with concurrent
+ * launches on several streams, and nothing is allocated per call. */
+constexpr int KILN_SLOT_SMS = 256;      /* %smid bound: Hopper has at most 144 SMs */
+
+KDEV kiln_u32 kiln_smid()
+{
+    kiln_u32 sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    if (sm >= KILN_SLOT_SMS) __trap();
+    return sm;
+}
+
+KDEV void kiln_tmap_repoint(kiln_tmap *slot, const kiln_tmap *src, const void *const *ptrs, int g)
+{
+    const uint4 *s = (const uint4 *)src;
+    uint4 *d = (uint4 *)slot;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) d[i] = s[i];
+    const kiln_u64 gaddr = (kiln_u64)__cvta_generic_to_global(slot);
+    asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;"
+                 :: "l"(gaddr), "l"((kiln_u64)ptrs[g]) : "memory");
+    asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
+                 :: "l"((kiln_u64)slot) : "memory");
+    kiln_tma_prefetch_desc(slot);
+}
+
 /* Programmatic dependent launch (runtime/launch.h, KILN_PDL=1).  wait:
  * blocks until the grids this one depends on have completed and their
  * writes are visible (returns at once when launched without the

@@ -87,23 +87,17 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
 /* Weights given as G pointers (WPTRS and args.b_ptrs): tmap_b describes one
  * group's [N, K] (launch.c encodes it over a stand-in address), and the
  * producer points a copy of it at group g's weights whenever its tiles move
- * to another group: in global memory (TMA reads maps from there, not from
- * shared memory), with tensormap.replace and the proxy fences that make the
- * generic-proxy writes visible to the TMA unit's tensormap proxy.
+ * to another group (kiln_tmap_repoint, sm90_common.cuh).
  *
- * The copies live in this module's own slots, WMAP_SLOTS per SM, indexed by
- * the SM the CTA runs on: no two CTAs of a kiln sm90 kernel share an SM
- * (the template asks for more than half of its shared memory), so a slot is
- * written by one CTA at a time, even with concurrent launches on several
- * streams, and nothing is allocated per call.  A slot is rewritten only
- * WMAP_SLOTS group changes later; every change is followed by at least one
- * k-block, and a stage is acquired only after the loads of the k-block
- * STAGES before it have completed, so the loads that used the slot are done
- * by then (WMAP_SLOTS > STAGES).  %smid is read at every change: if a
- * preempted CTA is resumed on another SM, its later copies follow it. */
-constexpr int WMAP_SMS = 256;           /* %smid bound: Hopper has at most 144 SMs */
+ * The copies live in this module's own slots, WMAP_SLOTS per SM.  A slot is
+ * rewritten only WMAP_SLOTS group changes later; every change is followed
+ * by at least one k-block, and a stage is acquired only after the loads of
+ * the k-block STAGES before it have completed, so the loads that used the
+ * slot are done by then (WMAP_SLOTS > STAGES).  %smid is read at every
+ * change: if a preempted CTA is resumed on another SM, its later copies
+ * follow it. */
 constexpr int WMAP_SLOTS = STAGES + 2;
-__device__ kiln_tmap kiln_wmap_slots[WPTRS ? WMAP_SMS * WMAP_SLOTS : 1];
+__device__ kiln_tmap kiln_wmap_slots[WPTRS ? KILN_SLOT_SMS * WMAP_SLOTS : 1];
 
 struct kiln_wmap {
     const kiln_tmap *map;   /* the map the B loads of the current group use */
@@ -124,22 +118,8 @@ KDEV void kiln_wmap_select(kiln_wmap &w, const kiln_kernel_args &args, const kil
         return;
     }
     if (g == w.g) return;
-    kiln_u32 sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    if (sm >= WMAP_SMS) __trap();
-    kiln_tmap *slot = &kiln_wmap_slots[sm * WMAP_SLOTS + w.turn % WMAP_SLOTS];
-    const uint4 *src = (const uint4 *)tmap_b;
-    uint4 *dst = (uint4 *)slot;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) dst[i] = src[i];
-    const kiln_u64 gaddr = (kiln_u64)__cvta_generic_to_global(slot);
-    asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;"
-                 :: "l"(gaddr), "l"((kiln_u64)args.b_ptrs[g]) : "memory");
-    asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
-    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
-                 :: "l"((kiln_u64)slot) : "memory");
-    /* into the TMA unit's descriptor cache before the first load needs it */
-    asm volatile("prefetch.tensormap [%0];" :: "l"((kiln_u64)slot) : "memory");
+    kiln_tmap *slot = &kiln_wmap_slots[kiln_smid() * WMAP_SLOTS + w.turn % WMAP_SLOTS];
+    kiln_tmap_repoint(slot, tmap_b, args.b_ptrs, g);
     w.map = slot;
     w.g = g;
     w.row0 = 0;
