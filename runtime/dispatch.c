@@ -92,8 +92,6 @@ int kiln_should_use_kernel(const kiln_dispatch_kernel *k, const char *arch, cons
          * only serve accumulating calls (the template refuses it otherwise). */
         if (d->split != 1 && !d->accumulate)
             return NO("%s splits the reduction without accumulating", nm);
-        if (l && l->tmap[2].used && p->wgrad_output == KILN_WGRAD_DISCRETE)
-            return NO("%s writes dW through a tensor map (dense only)", nm);
         return 1;
     }
     static const char *const recipes[] = {"none", "tensor", "row", "block"};

@@ -182,7 +182,13 @@ static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
         if (st) return st;
     }
     if (l->tmap[2].used) {
-        if (p->op == KILN_OP_WGRAD)
+        if (p->op == KILN_OP_WGRAD && a->d_ptrs)
+            /* discrete dW: one group's [N, K], which the kernel points at
+             * each group's buffer on the device; the address is a stand-in,
+             * never written through (d_a, for its alignment) */
+            st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_a, p->k, p->n,
+                           a->ldd, err);
+        else if (p->op == KILN_OP_WGRAD)
             st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_out, p->k,
                            (int64_t)p->groups * p->n, a->ldd, err);
         else

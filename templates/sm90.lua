@@ -51,10 +51,8 @@ local epi_tma = not k.pingpong and not epi.beta
 local stg_bufs, smem = 1, common.smem(k, common.staging_warp, 2 * stages)
 if epi_tma then stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, 2 * stages) end
 common.check_smem(k, smem, arch)
--- The per-SM map copies need each CTA to have its SM to itself: ask for
--- more than half of an SM's shared memory (every shipped kernel does
--- anyway; 2 x (smem + 1 KiB reserved) must exceed the SM's 228 KiB).
-if wptrs and smem < common.smem_per_sm[arch] // 2 then smem = common.smem_per_sm[arch] // 2 end
+-- The per-SM map copies need each CTA to have its SM to itself.
+if wptrs then smem = common.exclusive_sm(smem, arch) end
 if mode == "check" then return {smem = smem} end
 
 local entry = common.entry(spec)

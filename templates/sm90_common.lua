@@ -15,6 +15,15 @@ M.smem_limit = { sm_90a = 232448 }
 -- cannot share the SM.
 M.smem_per_sm = { sm_90a = 233472 }
 
+-- The shared memory a kernel asks for so that no other CTA can share its
+-- SM: more than half of the SM's (2 x (smem + 1 KiB reserved) must exceed
+-- it).  Kernels that keep per-SM copies of tensor maps in global memory
+-- (kiln_tmap_repoint, sm90_common.cuh) need it; every shipped sm90 kernel
+-- asks for that much anyway.
+function M.exclusive_sm(smem, arch)
+  return math.max(smem, M.smem_per_sm[arch] // 2)
+end
+
 -- Groups the tile schedule holds in shared memory (MAXG of the device code);
 -- the kernels trap on more, so the launch table reports it.
 M.max_groups = 1024

@@ -11,11 +11,11 @@
  *   ACCUMULATE                    1: D += result (f32 D); empty groups untouched
  *   SPLIT                         split the reduction of a tile over up to SPLIT
  *                                 CTAs (accumulate only; partials added atomically)
- *   TMA_RED                       1: accumulate through TMA reduce-add (dense
- *                                 output, tmap_d over dW as {K, G*N}, fp32)
- *   TMA_ST                        1: overwrite through TMA stores (dense output,
- *                                 tmap_d over dW as {K, G*N} in the output type)
- *   STG_BUFS                      TMA_RED / TMA_ST: 2 KiB swizzled boxes per warp
+ *   STG_BUFS                      2 KiB swizzled boxes per consumer warp, from
+ *                                 which dW goes out: TMA reduce-adds (accumulate,
+ *                                 fp32) or TMA stores (overwrite) through tmap_d,
+ *                                 dense: over dW as {K, G*N}; discrete: over one
+ *                                 group's {K, N}, re-pointed per group (kiln_dmap)
  *   DBIAS                         1: also the bias gradient db[g,n] = sum of dY[t,n]
  *                                 over the group's tokens (args.dbias / dbias_ptrs)
  *   IN_F16                        1: dY is fp16; 0: bf16
@@ -42,56 +42,27 @@
  * k-blocks.  Docs: docs/sm90_wgrad.md.
  */
 
-/* per warp: the padded 16x32 fp32 slot, or (TMA_RED, TMA_ST) STG_BUFS
- * 128B-swizzled boxes of 16 rows x 128 bytes, 1024-byte aligned */
-constexpr int TMA_BOX = TMA_RED || TMA_ST;
-constexpr int STG_WARP_BYTES = TMA_BOX ? 2048 * STG_BUFS : STG_SLOT_BYTES;
+/* per warp: STG_BUFS 128B-swizzled boxes of 16 rows x 128 bytes, 1024-byte
+ * aligned */
+constexpr int STG_WARP_BYTES = 2048 * STG_BUFS;
 typedef kiln_layout<STG_WARP_BYTES, DBIAS ? 1024 : 0> kiln_wgrad_layout;
 
 static_assert(!(SPLIT > 1) || ACCUMULATE, "split needs accumulate mode");
 static_assert(CM == 1 || (BN / 64) % 2 == 0, "cluster m: 2 shares X's boxes in halves: BN 128 or 256");
 static_assert(CN == 1 || (BM / 64) % 2 == 0, "cluster n: 2 shares dY's boxes in halves: BM 128 or 256");
 static_assert(!ACCUMULATE || OUT_T == 2, "accumulate needs an f32 output");
-static_assert(!TMA_RED || (ACCUMULATE && !DISCRETE), "TMA reduce-add is the dense accumulate path");
-static_assert(!TMA_ST || (!ACCUMULATE && !DISCRETE), "TMA store is the dense overwrite path");
-/* TMA_ST: a warp's share of a tile in 2 KiB boxes */
+/* overwrite: a warp's share of a tile in 2 KiB boxes */
 constexpr int SHARE_BOXES = MI * BN * (OUT_T == 2 ? 4 : 2) / 128;
-static_assert(!TMA_ST || STG_BUFS <= SHARE_BOXES, "more store boxes per warp than a tile has");
+static_assert(ACCUMULATE || STG_BUFS <= SHARE_BOXES, "more store boxes per warp than a tile has");
 static_assert(kiln_wgrad_layout::OFF_STG % 1024 == 0,
               "staging must be 1024-byte aligned for the swizzled boxes");
-/* Accumulating without TMA (discrete outputs): cooperative tiles add with
- * red.global.add (fire and forget: the epilogue is not hidden, so its load
- * latency would be); pingpong tiles read-modify-write (their epilogue runs
- * under the other warpgroup's main loop, and a plain RMW costs L2 less).
- * Measured on H200, docs/sm90_wgrad.md.  Split tiles always use red. */
-constexpr int ACC_RED = PINGPONG ? 0 : 1;
 /* Tiles of one k-block (decode-sized groups) store with the evict-first
  * L2 hint in cooperative 128x256 and 256x128 kernels that stage a warp's
  * whole share of the tile: 5-12% faster on every decode shape measured.
  * Not elsewhere: 128x128 tiles (either schedule) ran 2-5% slower with it,
  * and a box at a time (STG_BUFS < the share) from -7% to +4% (H200,
  * docs/sm90_wgrad.md, eighth session). */
-constexpr int EPI_EVICT_FIRST = TMA_ST && !PINGPONG && BM * BN >= 32768 && STG_BUFS >= SHARE_BOXES;
-
-/* Writes 8 consecutive values to p (16- or 32-byte aligned): converted to
- * the output type, or added to f32 memory (ACCUMULATE; atomically when the
- * reduction of the tile is split over several CTAs). */
-KDEV void kiln_out8(void *p, const float v[8], bool atomic)
-{
-    if (ACCUMULATE) {
-        float *q = (float *)p;
-        if (atomic || ACC_RED) {
-            kiln_red_add4(q, v[0], v[1], v[2], v[3]);
-            kiln_red_add4(q + 4, v[4], v[5], v[6], v[7]);
-        } else {
-            float4 a = *(const float4 *)q, b = *((const float4 *)q + 1);
-            *(float4 *)q = make_float4(a.x + v[0], a.y + v[1], a.z + v[2], a.w + v[3]);
-            *((float4 *)q + 1) = make_float4(b.x + v[4], b.y + v[5], b.z + v[6], b.w + v[7]);
-        }
-    } else {
-        kiln_store8(p, v);
-    }
-}
+constexpr int EPI_EVICT_FIRST = !ACCUMULATE && !PINGPONG && BM * BN >= 32768 && STG_BUFS >= SHARE_BOXES;
 
 /* ---------------------------------------------------------- schedule */
 
@@ -310,6 +281,54 @@ KDEV char *kiln_group_out(const kiln_kernel_args &args, const kiln_wgrad &P, int
     return DISCRETE ? (char *)args.d_ptrs[g] : (char *)args.d + (long long)g * P.wn * args.ldd * OSZ;
 }
 
+/* Discrete dW (per-expert buffers, args.d_ptrs) goes out through TMA as
+ * dense dW does: tmap_d describes one group's [N, K] (launch.c encodes it
+ * over a stand-in address), and lane 0 of each consumer warp, which issues
+ * the warp's bulk stores or reduce-adds, points a copy of it at group g's
+ * buffer when the warp's tiles move to another group (kiln_tmap_repoint,
+ * sm90_common.cuh).  The copies live in this module's slots, DMAP_SLOTS per
+ * consumer warp per SM.  Before lane 0 rewrites a slot it waits until the
+ * bulk operations that used it have read their shared-memory sources; a
+ * bulk tensor operation has read its map by then (the map gives the box it
+ * reads), so none still reads the slot.  Before, discrete dW went through an fp32
+ * staging slot and 16-byte stores or red.global adds: the path the TMA
+ * store and reduce-add replaced for dense dW (docs/sm90_wgrad.md). */
+constexpr int DMAP_SLOTS = 2;
+constexpr int DMAP_WARPS = CONSUMERS * 4;
+__device__ kiln_tmap kiln_dmap_slots[DISCRETE ? KILN_SLOT_SMS * DMAP_WARPS * DMAP_SLOTS : 1];
+
+struct kiln_dmap {
+    const kiln_tmap *map;  /* the map this warp's boxes of group g go out through */
+    int g;                 /* its group (-1: none yet) */
+    int turn;              /* group changes so far (which slot is next) */
+};
+
+/* Points dm at group g's dW for consumer warp `warp`, before the tile's
+ * bulk stores or reduce-adds; returns the group's first row in dm.map
+ * (dense: g*wn of the one {K, G*N} map; discrete: 0 of its own).  The
+ * slot it rewrites served the group before the last one; its bulk
+ * operations were all committed before this tile, and lane 0 waits until
+ * every one has read its source.  Re-pointing before the main loop
+ * instead, to hide the copy and fences, spilled 88-304 bytes of the
+ * consumers' registers in most kernels: not kept. */
+KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kiln_wgrad &P,
+                          const kiln_tmap *tmap_d, int g, int warp, int lane)
+{
+    if (!DISCRETE) return g * P.wn;
+    if (g == dm.g) return 0;
+    kiln_tmap *slot = &kiln_dmap_slots[(kiln_smid() * DMAP_WARPS + warp) * DMAP_SLOTS +
+                                       dm.turn % DMAP_SLOTS];
+    if (lane == 0) {
+        kiln_bulk_wait_read<0>();
+        kiln_tmap_repoint(slot, tmap_d, (const void *const *)args.d_ptrs, g);
+    }
+    __syncwarp();
+    dm.map = slot;
+    dm.g = g;
+    dm.turn++;
+    return 0;
+}
+
 /* ---------------------------------------------------------- main loop */
 
 /* Accumulating, the adds of a tile's epilogue read the old dW from HBM:
@@ -409,18 +428,19 @@ KDEV void kiln_store_zeros(const kiln_kernel_args &args, const kiln_wgrad &P, co
         const int grow = T.n0 + row_off + i / (BN / 8);
         const int gcol = T.k0 + 8 * (i % (BN / 8));
         if (grow < P.wn && gcol < P.wk)
-            kiln_out8(dg + ((long long)grow * args.ldd + gcol) * OSZ, z, false);
+            kiln_store8(dg + ((long long)grow * args.ldd + gcol) * OSZ, z);
     }
 }
 
-/* TMA_RED epilogue: each 16x32 fp32 slab goes to a 128B-swizzled box in
- * staging, then one TMA reduce-add into dW (atomic per element, so split
- * partials need nothing else).  Slabs whose 16 rows straddle N (N % 16 ==
+/* Accumulate epilogue: each 16x32 fp32 slab goes to a 128B-swizzled box in
+ * staging, then one TMA reduce-add into dW through `map`, group rows from
+ * `grow0` (kiln_dmap_select; atomic per element, so split partials need
+ * nothing else).  Slabs whose 16 rows straddle N (N % 16 ==
  * 8) add their valid rows by hand.  *buf: which of the STG_BUFS boxes is next. */
 KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &P,
                                 const kiln_wtile &T, const float (&acc)[MI][ACC_N],
                                 unsigned char *stg, char *dg, int wrow0, int &buf,
-                                const kiln_tmap *tmap_d)
+                                const kiln_tmap *map, int grow0)
 {
     const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -440,7 +460,7 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
             __syncwarp();
             if (wrow + 16 <= P.wn) {
                 if (lane == 0) {
-                    kiln_tma_reduce_add_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow);
+                    kiln_tma_reduce_add_2d(kiln_smem_addr(box), map, col0, grow0 + wrow);
                     kiln_bulk_commit();
                 }
                 if (STG_BUFS == 2) buf ^= 1;
@@ -462,10 +482,10 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
     }
 }
 
-/* TMA_ST epilogue (overwrite, dense dW): this warp's 16 rows of each m64
- * sub-tile, 128 bytes of columns at a time, converted in registers into a
- * swizzled box and stored by one bulk tensor store through tmap_d (dW as
- * {K, G*N}).  Nothing waits for the stores: a box buffer is only waited on
+/* Overwrite epilogue: this warp's 16 rows of each m64 sub-tile, 128 bytes
+ * of columns at a time, converted in registers into a swizzled box and
+ * stored by one bulk tensor store through `map`, group rows from `grow0`
+ * (kiln_dmap_select).  Nothing waits for the stores: a box buffer is only waited on
  * (its reads of shared memory) when it comes round again, so they finish
  * under the next tile's main loop.  TMA clips columns at K.  A box whose 16
  * rows run past N (N % 16 == 8) would write the next group's first rows:
@@ -473,7 +493,7 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
 KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad &P,
                                   const kiln_wtile &T, const float (&acc)[MI][ACC_N],
                                   unsigned char *stg, char *dg, int wrow0, int &buf,
-                                  const kiln_tmap *tmap_d)
+                                  const kiln_tmap *map, int grow0)
 {
     constexpr int OCW = 128 / OSZ;             /* output columns per box */
     const int lane = threadIdx.x & 31;
@@ -507,7 +527,7 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
                 unsigned char *box = stg + (mi * (BN / OCW) + q) * 2048;
                 if (wrow + 16 <= P.wn) {
                     if (lane == 0)
-                        kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow, ef);
+                        kiln_tma_store_2d(kiln_smem_addr(box), map, col0, grow0 + wrow, ef);
                 } else {
                     kiln_box_to_global(box, dg + ((long long)wrow * args.ldd + col0) * OSZ,
                                        args.ldd * OSZ, P.wn - wrow, min(OCW, P.wk - col0) * OSZ, lane);
@@ -534,7 +554,7 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
             __syncwarp();
             if (wrow + 16 <= P.wn) {
                 if (lane == 0) {
-                    kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, T.g * P.wn + wrow);
+                    kiln_tma_store_2d(kiln_smem_addr(box), map, col0, grow0 + wrow);
                     kiln_bulk_commit();
                 }
                 if (++buf == STG_BUFS) buf = 0;
@@ -554,7 +574,8 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     const int wq = ltid >> 5;         /* warp within the warpgroup */
     const int lane = threadIdx.x & 31;
     unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
-    int stg_buf = 0;   /* TMA_RED / TMA_ST: which of the STG_BUFS boxes is next */
+    int stg_buf = 0;   /* which of the STG_BUFS boxes is next */
+    kiln_dmap dm = {tmap_d, -1, 0};
     const int row_off = PINGPONG ? 0 : cw * WG_M;
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
@@ -586,25 +607,19 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
         }
         /* after the main loop: nothing more lives across it */
         char *dg = kiln_group_out(args, P, T.g);
-        if (!any) {
-            kiln_store_zeros(args, P, T, dg, row_off);
+        if (!any) {   /* only in overwrite mode: accumulating, empty groups have no items */
+            if (!ACCUMULATE) kiln_store_zeros(args, P, T, dg, row_off);
             continue;
         }
         kiln_fence_acc(acc);
-        if (TMA_ST) {
-            kiln_epilogue_tma_store(args, P, T, acc, stg, dg, wrow0, stg_buf, tmap_d);
-        } else if (TMA_RED) {
-            kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, tmap_d);
-        } else {
-            const bool atomic = T.split > 1;
-            kiln_store_acc((float *)stg, acc, wrow0, T.k0, P.wn, P.wk,
-                           [&](int grow, int gcol, const float *v, int, int, int) {
-                               kiln_out8(dg + ((long long)grow * args.ldd + gcol) * OSZ, v, atomic);
-                           });
-        }
+        const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, cw * 4 + wq, lane);
+        if (ACCUMULATE)
+            kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
+        else
+            kiln_epilogue_tma_store(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
     }
     /* the last bulk stores must finish reading shared memory before exit */
-    if (TMA_BOX && lane == 0) kiln_bulk_wait<0>();
+    if (lane == 0) kiln_bulk_wait<0>();
 }
 
 /* ------------------------------------------------------------ kernel */
@@ -626,7 +641,7 @@ KILN_SM90_KERNEL
         kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS);
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
-        if (TMA_BOX) kiln_tma_prefetch_desc(&tmap_d);
+        if (!DISCRETE) kiln_tma_prefetch_desc(&tmap_d);
     }
     /* accumulate: an empty group is left untouched (no work items);
      * overwrite: it still gets its tiles, which write zeros */

@@ -41,28 +41,26 @@ return function(spec, arch, mode)
          "must be 128 or 256 (got %d)", bm)
   end
 
-  -- Dense accumulate goes through TMA reduce-add (tmap_d over dW); staging
-  -- per warp is then 1 or 2 swizzled 2 KiB boxes (2 where they fit).
-  -- Dense overwrite goes through TMA stores (tmap_d over dW in the output
-  -- type): per warp as many 2 KiB boxes (16 rows x 128 bytes) as fit, up to
-  -- the warp's whole share of a tile, so that a box is waited on only when
-  -- the next tile's epilogue comes round to it.
-  local tma_red = accumulate and output == "dense"
-  local tma_st = not accumulate and output == "dense"
+  -- dW goes out through TMA from swizzled 2 KiB boxes per consumer warp:
+  -- accumulate by TMA reduce-add (1 or 2 boxes, 2 where they fit), overwrite
+  -- by TMA stores (as many boxes as fit, up to the warp's whole share of a
+  -- tile, so that a box is waited on only when the next tile's epilogue
+  -- comes round to it).  Discrete dW the same, through per-group copies of
+  -- the map that the device keeps per SM (sm90_wgrad.cuh, kiln_dmap).
   local barriers = 2 * stages + 2
   local limit = common.smem_limit[arch]
   -- wgrad.dbias: a 1 KiB tile of ones in shared memory, the B operand of
   -- the wgmma that sums dY's stage rows into db on the tensor cores
   local ones = w.dbias and 1024 or 0
-  local stg_bufs = 0
-  local smem = common.smem(k, common.staging_warp, barriers, ones)
-  if tma_red then
+  local stg_bufs, smem
+  if accumulate then
     stg_bufs = common.smem(k, 4096, barriers, ones) <= limit and 2 or 1
     smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
-  elseif tma_st then
+  else
     stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
   end
   common.check_smem(k, smem, arch)
+  if output == "discrete" then smem = common.exclusive_sm(smem, arch) end
   if mode == "check" then return {smem = smem} end
 
   local entry = common.entry(spec)
@@ -80,8 +78,7 @@ return function(spec, arch, mode)
     string.format("constexpr int OUT_T = %d;  /* 0 bf16, 1 fp16, 2 f32 */", out_t),
     string.format("constexpr int DISCRETE = %d, ACCUMULATE = %d, SPLIT = %d;",
                   b(output == "discrete"), b(accumulate), split),
-    string.format("constexpr int TMA_RED = %d, TMA_ST = %d, STG_BUFS = %d;", b(tma_red), b(tma_st),
-                  stg_bufs > 0 and stg_bufs or 1),
+    string.format("constexpr int STG_BUFS = %d;", stg_bufs),
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", k.raster, common.max_groups),
     -- wgrad.dbias: the k0 = 0 items also sum dY's stage rows into db
     string.format("constexpr int DBIAS = %d, IN_F16 = %d;", b(w.dbias), b(ity == "f16")),
@@ -95,11 +92,10 @@ return function(spec, arch, mode)
     a = {box_inner = 64, box_outer = bk, swizzle = 128},
     -- B: X as {inner = K, outer = capacity}, boxes of {64 k, 64 tokens}
     b = {box_inner = 64, box_outer = bk, swizzle = 128},
-    -- D (dense outputs): dW as {inner = K, outer = G*N}, row stride ldd,
-    -- in the output type, boxes of {128 bytes of k, 16 n} for TMA
-    -- reduce-add (accumulate, fp32) or TMA store (overwrite)
-    d = (tma_red or tma_st) and {box_inner = out_t == 2 and 32 or 64, box_outer = 16,
-                                 swizzle = 128} or nil,
+    -- D: dW as {inner = K, outer = G*N} (discrete: one group's N), row
+    -- stride ldd, in the output type, boxes of {128 bytes of k, 16 n} for
+    -- TMA reduce-add (accumulate, fp32) or TMA store (overwrite)
+    d = {box_inner = out_t == 2 and 32 or 64, box_outer = 16, swizzle = 128},
   })
 
   return source, launch
