@@ -768,8 +768,10 @@ static void test_shipped_specs(void **state)
 
 /* Every shipped wgrad spec has a _dbias twin that differs only in
  * wgrad.dbias (and its name), so every combination the API allows with a
- * bias gradient has a kernel, and kiln_bench's dbias cost compares the
- * same kernel with and without it. */
+ * bias gradient has a kernel of the same tile and schedule.  The stage
+ * count may be lower in the twin: db's sums take registers, and the
+ * discrete accumulate default spilled at 4 stages with them (3 in its
+ * twin; docs/sm90_wgrad.md). */
 static void test_shipped_dbias_twins(void **state)
 {
     (void)state;
@@ -789,6 +791,8 @@ static void test_shipped_dbias_twins(void **state)
         assert_int_equal(want.dbias, 0);
         want.dbias = 1;
         snprintf(want.name, sizeof want.name, "%s", b.items[0].desc.name);
+        assert_true(b.items[0].desc.stages <= want.stages);
+        want.stages = b.items[0].desc.stages;
         kiln_strbuf ta, tb;
         kiln_strbuf_init(&ta);
         kiln_strbuf_init(&tb);
