@@ -42,7 +42,10 @@
 # dense wgrad with the points of specs/sweeps/wgrad_sm90_{plain,pair}.yaml,
 # "wgrad_acc" dense wgrad accumulating into fp32 (specs/sweeps/wgrad_sm90_acc.yaml);
 # "wgrad_dbias" and "wgrad_acc_dbias" the same with the fused bias gradient
-# (specs/sweeps/wgrad_sm90_{dbias,acc_dbias}.yaml, timed computing db).
+# (specs/sweeps/wgrad_sm90_{dbias,acc_dbias}.yaml, timed computing db);
+# "wgrad_discrete" and "wgrad_discrete_acc" dW in a buffer per expert,
+# overwritten (bf16) or accumulated into (fp32)
+# (specs/sweeps/wgrad_sm90_discrete{,_acc}.yaml).
 # fp8 (e4m3, no epilogue terms): "fprop_e4m3_row", "dgrad_e4m3_row",
 # "fprop_e4m3_block", "dgrad_e4m3_block" tune the shipped sweeps
 # specs/sweeps/{fprop,dgrad}_sm90_e4m3_{row,block}.yaml as they are (20
@@ -124,6 +127,11 @@ for op in $ops; do
     wgrad_dbias) specs+=(specs/sweeps/wgrad_sm90_dbias.yaml specs/default/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
     wgrad_acc_dbias) specs+=(specs/sweeps/wgrad_sm90_acc_dbias.yaml
                              specs/default/sm90_wgrad_bf16_f32_dense_acc_dbias.yaml) ;;
+    # discrete dW (a buffer per expert): their sweeps and defaults
+    wgrad_discrete) specs+=(specs/sweeps/wgrad_sm90_discrete.yaml
+                            specs/default/sm90_wgrad_bf16_bf16_discrete.yaml) ;;
+    wgrad_discrete_acc) specs+=(specs/sweeps/wgrad_sm90_discrete_acc.yaml
+                                specs/default/sm90_wgrad_bf16_f32_discrete_acc.yaml) ;;
     # fp8: the shipped sweep as it is, and the defaults of the recipe (fast
     # accumulation for row: the promoted default has keys of its own)
     fprop_e4m3_row|dgrad_e4m3_row)

@@ -718,9 +718,10 @@ static kiln_context *forced_context(const char *name)
 
 /* Kernel `name`, forced, over the four group mixes (mix i with N, K =
  * nk[i]), bf16 in; every element checked (run_checked), and with dbias
- * (wgrad) every element of an f32 db too. */
+ * (wgrad) every element of an f32 db too.  discrete (wgrad): dW in a
+ * buffer per group, each row padded by 8 poisoned columns. */
 static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int accumulate,
-                             int dbias, const int64_t nk[MIXES][2], int64_t spare)
+                             int dbias, int discrete, const int64_t nk[MIXES][2], int64_t spare)
 {
     kiln_context *ctx = forced_context(name);
     if (!ctx) return;
@@ -733,6 +734,8 @@ static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int a
         c.accumulate = accumulate;
         c.dbias = dbias;
         c.dbias_type = KILN_DTYPE_F32;
+        c.discrete = discrete;
+        c.ldd_pad = discrete ? 8 : 0;
         const char *what;
         int32_t *m = group_mix(mix, &c, &what);
         c.n = nk[mix][0];
@@ -834,7 +837,7 @@ static void test_fprop_dgrad_tuned(void **state)
         if (!dgrad && !strstr(ce->desc, "op=fprop")) continue;
         kernels++;
         wide192 += strstr(ce->desc, " tile=128x192x64 ") || strstr(ce->desc, " tile=64x192x64 ");
-        run_forced_mixes(ce->name, dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, nk, 9);
+        run_forced_mixes(ce->name, dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     }
     if (!kernels) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel (the table's winners)");
     if (!wide192) CASE_FAIL("the catalog carries no 192-wide tuned fprop/dgrad kernel (the GPT-OSS winners)");
@@ -868,11 +871,41 @@ static void test_wgrad_tuned(void **state)
         dbiases += dbias;
         run_forced_mixes(ce->name, KILN_OP_WGRAD,
                          strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, acc, dbias,
-                         nk, 7);
+                         strstr(ce->desc, " wgrad_output=discrete") != NULL, nk, 7);
     }
     if (!pairs) CASE_FAIL("the catalog carries no wgrad kernel with a cluster (the table's pair winners)");
     if (!accs) CASE_FAIL("the catalog carries no tuned accumulating wgrad kernel (the table's winners)");
     if (!dbiases) CASE_FAIL("the catalog carries no tuned dbias wgrad kernel (the table's winners)");
+    assert_int_equal(g_failures, failures_before);
+}
+
+/* Discrete dW (a buffer per expert, as TransformerEngine and Megatron keep
+ * them) on sm90: each consumer warp re-points a per-SM copy of the dW map
+ * at each group's buffer, and stores or reduce-adds through it.  Every
+ * bf16-input sm90 discrete kernel of the catalog (the defaults: overwrite,
+ * accumulate, with and without dbias), forced over the four mixes: 40 and
+ * 130 groups make every warp change groups many times (more changes than
+ * map slots), each group's buffer is its own allocation with poisoned
+ * padding, N = 328 and 200 leave a 16-row box half past a group's N
+ * (written by hand), empty groups (zeros, or untouched when accumulating).
+ * Finding none fails. */
+static void test_wgrad_discrete(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    int kernels = 0;
+    static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 328}, {200, 264}};
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        const char *d = ce->desc;
+        if (!strstr(d, "op=wgrad") || !strstr(d, " family=sm90 ") || !strstr(d, " a=bf16 ") ||
+            !strstr(d, " wgrad_output=discrete"))
+            continue;
+        kernels++;
+        run_forced_mixes(ce->name, KILN_OP_WGRAD, strstr(d, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16,
+                         strstr(d, " accumulate=1") != NULL, strstr(d, " dbias=1") != NULL, 1, nk, 7);
+    }
+    if (!kernels) CASE_FAIL("the catalog carries no sm90 discrete wgrad kernel");
     assert_int_equal(g_failures, failures_before);
 }
 
@@ -1018,6 +1051,7 @@ int main(void)
         cmocka_unit_test(test_sm90_pointer_weights),
         cmocka_unit_test(test_fprop_dgrad_tuned),
         cmocka_unit_test(test_wgrad_tuned),
+        cmocka_unit_test(test_wgrad_discrete),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),
