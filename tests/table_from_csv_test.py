@@ -192,7 +192,8 @@ def test_shipped():
             "docs/results/session14-corpus-tune-wgrad-h200-2026-11-24.csv",
             "docs/results/session9-corpus-tune-wgrad-acc-h200-2026-11-23.csv",
             "docs/results/session15-fp8-tune-h200-2026-11-24.csv",
-            "docs/results/session15-corpus-tune-wgrad-dbias-h200-2026-11-24.csv"]
+            "docs/results/session15-corpus-tune-wgrad-dbias-h200-2026-11-24.csv",
+            "docs/results/session16-corpus-tune-wgrad-discrete-h200-2026-11-24.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
