@@ -290,9 +290,9 @@ KDEV char *kiln_group_out(const kiln_kernel_args &args, const kiln_wgrad &P, int
  * consumer warp per SM.  Before lane 0 rewrites a slot it waits until the
  * bulk operations that used it have read their shared-memory sources; a
  * bulk tensor operation has read its map by then (the map gives the box it
- * reads), so none still reads the slot.  Before, discrete dW went through an fp32
- * staging slot and 16-byte stores or red.global adds: the path the TMA
- * store and reduce-add replaced for dense dW (docs/sm90_wgrad.md). */
+ * reads), so none still reads the slot.  Before, discrete dW went through
+ * an fp32 staging slot and 16-byte stores or red.global adds: the path the
+ * TMA store and reduce-add replaced for dense dW (docs/sm90_wgrad.md). */
 constexpr int DMAP_SLOTS = 2;
 constexpr int DMAP_WARPS = CONSUMERS * 4;
 __device__ kiln_tmap kiln_dmap_slots[DISCRETE ? KILN_SLOT_SMS * DMAP_WARPS * DMAP_SLOTS : 1];
