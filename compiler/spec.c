@@ -430,12 +430,8 @@ static kiln_status validate_op_blocks(const kiln_kernel_desc *d, kiln_error *err
         if (d->split > 1 && d->out_type != KILN_DTYPE_F32)
             FAIL("wgrad.split", "wgrad.split > 1 adds partial sums atomically and needs "
                                 "types.out: f32 (got %s)", kiln_dtype_name(d->out_type));
-        if (d->slots != 0 && d->reuse == 1)
-            FAIL("wgrad.slots", "wgrad.slots sizes the reuse schedule's X buffers: it needs "
-                                "wgrad.reuse > 1");
     } else {
-        if (d->wgrad_output != KILN_WGRAD_DENSE || d->accumulate || d->dbias || d->split != 1 ||
-            d->reuse != 1 || d->slots != 0)
+        if (d->wgrad_output != KILN_WGRAD_DENSE || d->accumulate || d->dbias || d->split != 1)
             FAIL("wgrad", "wgrad options apply to op wgrad only (this kernel is %s)",
                  kiln_op_name(d->op));
         if (e->scale_bias && !e->row_scale)

@@ -58,13 +58,11 @@ void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args 
 
 /* fprop/dgrad: each group adds at most one partial M tile, so
  * (ceil(capacity/tile_m) + G) row tiles × ceil(n_out/tile_n) column tiles;
- * wgrad: G × ceil(N/tile_m) × ceil(K/tile_n), the N tiles taken wgrad.reuse
- * at a time (a work unit of the reuse schedule). */
+ * wgrad: G × ceil(N/tile_m) × ceil(K/tile_n). */
 int64_t kiln_launch_tiles(const kiln_problem *p, const kiln_kernel_desc *d)
 {
     if (p->op == KILN_OP_WGRAD)
-        return (int64_t)p->groups * ceil_div(ceil_div(p->n, d->tile_m), d->reuse > 1 ? d->reuse : 1) *
-               ceil_div(p->k, d->tile_n);
+        return (int64_t)p->groups * ceil_div(p->n, d->tile_m) * ceil_div(p->k, d->tile_n);
     return (ceil_div(p->capacity, d->tile_m) + p->groups) *
            ceil_div(kiln_problem_out_cols(p), d->tile_n);
 }

@@ -73,10 +73,6 @@ if spec.op == "wgrad" then
   local w = spec.wgrad
   if w.dbias then flags[#flags + 1] = "KS_DBIAS" end
   if w.split ~= 1 then fail("wgrad.split", "wgrad.split = %d is not supported by this kernel (use 1)", w.split) end
-  if w.reuse ~= 1 then
-    fail("wgrad.reuse", "wgrad.reuse = %d is a schedule of family sm90 (the simple family " ..
-         "keeps nothing in shared memory across tiles; use 1)", w.reuse)
-  end
   if w.accumulate then flags[#flags + 1] = "KS_ACCUMULATE" end
   if w.output == "discrete" then flags[#flags + 1] = "KS_DISCRETE" end
 else

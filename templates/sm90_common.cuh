@@ -55,18 +55,16 @@ static_assert(BN % 64 == 0 && BN <= 256, "BN must be 64, 128, 192 or 256");
 static_assert(MI * ACC_N <= 128, "too many accumulators per thread");
 
 /* The carve of the dynamic shared memory, from a 1024-byte aligned base:
- * the ring (or RING bytes of operand buffers that a template lays out
- * itself), CONSUMERS*4 warps' staging of STG_WARP bytes each, the schedule
- * arrays, then the full and empty mbarriers of the ring and XBARS more. */
-template <int STG_WARP, int EXTRA = 0, int RING = STAGES * STAGE_BYTES, int XBARS = 0>
-struct kiln_layout {
-    static constexpr int OFF_STG = RING;
+ * the ring, CONSUMERS*4 warps' staging of STG_WARP bytes each, the schedule
+ * arrays, then the full and empty mbarriers of the ring. */
+template <int STG_WARP, int EXTRA = 0> struct kiln_layout {
+    static constexpr int OFF_STG = STAGES * STAGE_BYTES;
     /* EXTRA bytes after the staging, 1024-aligned (staging is a multiple
      * of 1024): a template's own constant data (wgrad dbias: a ones tile) */
     static constexpr int OFF_EXTRA = OFF_STG + CONSUMERS * 4 * STG_WARP;
     static constexpr int OFF_SCHED = OFF_EXTRA + EXTRA;
     static constexpr int OFF_BAR = (OFF_SCHED + SCHED_INTS * 4 + 7) & ~7;
-    static constexpr int USED = OFF_BAR + 2 * STAGES * 8 + XBARS * 8;
+    static constexpr int USED = OFF_BAR + 2 * STAGES * 8;
     /* The pingpong turn's two mbarriers sit in ints 16..19 of the scan
      * scratch, which the scan never touches (it uses [0, NWARPS) and
      * [32, 32 + NWARPS)): the launch's shared-memory size, computed by the

@@ -156,13 +156,12 @@ function M.check(spec, arch, what)
           promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn}
 end
 
--- Shared memory of a kernel: the ring of A and B stages (or `ring` bytes
--- of operand buffers, a template's own), per-warp staging of the epilogue
--- (stg_warp bytes for each of a consumer warp group's 4 warps), the group
--- schedule (2*(MAXG+1)+64 ints), `barriers` 8-byte barriers, and 1024
--- bytes to align the ring to the 128-byte swizzle atom.
-function M.smem(k, stg_warp, barriers, extra, ring)
-  ring = ring or k.stages * (k.bm + k.bn) * k.bk * k.esize
+-- Shared memory of a kernel: the ring of A and B stages, per-warp staging
+-- of the epilogue (stg_warp bytes for each of a consumer warp group's 4
+-- warps), the group schedule (2*(MAXG+1)+64 ints), `barriers` 8-byte
+-- barriers, and 1024 bytes to align the ring to the 128-byte swizzle atom.
+function M.smem(k, stg_warp, barriers, extra)
+  local ring = k.stages * (k.bm + k.bn) * k.bk * k.esize
   local sched = (2 * (M.max_groups + 1) + 64) * 4
   local off_bar = (ring + k.consumers * 4 * stg_warp + (extra or 0) + sched + 7) & ~7
   return 1024 + off_bar + barriers * 8
@@ -177,17 +176,12 @@ M.staging_warp = 16 * 40 * 4
 -- output element), so that a box waits only when it comes round again.
 -- Returns the box count and the kernel's shared memory.
 function M.store_boxes(k, out_bytes, arch, barriers, extra)
-  local share = M.share_boxes(k, out_bytes)
+  local share = (k.pingpong and k.bm or k.bm // k.consumers) // 64 * k.bn * out_bytes // 128
   local bufs = 1
   while bufs < share and M.smem(k, 2048 * (bufs + 1), barriers, extra) <= M.smem_limit[arch] do
     bufs = bufs + 1
   end
   return bufs, M.smem(k, 2048 * bufs, barriers, extra)
-end
-
--- A consumer warp's share of a tile's output in 16-row x 128-byte boxes.
-function M.share_boxes(k, out_bytes)
-  return (k.pingpong and k.bm or k.bm // k.consumers) // 64 * k.bn * out_bytes // 128
 end
 
 -- Refuses a kernel that needs more shared memory than arch allows.

@@ -19,9 +19,6 @@
  *   DBIAS                         1: also the bias gradient db[g,n] = sum of dY[t,n]
  *                                 over the group's tokens (args.dbias / dbias_ptrs)
  *   IN_F16                        1: dY is fp16; 0: bf16
- *   REUSE XSLOTS                  REUSE > 1: a work unit is REUSE dW tiles along n
- *                                 that share X's k-blocks, kept in XSLOTS slots
- *                                 (the reuse schedule, below); 1: off, XSLOTS 0
  *   CM CN                         cluster shape (1x1, 2x1 or 1x2): the pair
  *                                 works on two dW tiles along n (CM=2,
  *                                 sharing X's boxes) or along k (CN=2,
@@ -48,14 +45,7 @@
 /* per warp: STG_BUFS 128B-swizzled boxes of 16 rows x 128 bytes, 1024-byte
  * aligned */
 constexpr int STG_WARP_BYTES = 2048 * STG_BUFS;
-/* The reuse schedule's ring holds dY's k-blocks alone, and X's slots (with
- * a full and an empty mbarrier each) follow it. */
-constexpr int RING_BYTES = REUSE > 1 ? STAGES * A_BYTES + XSLOTS * B_BYTES : STAGES * STAGE_BYTES;
-typedef kiln_layout<STG_WARP_BYTES, DBIAS ? 1024 : 0, RING_BYTES, 2 * XSLOTS> kiln_wgrad_layout;
-
-static_assert(REUSE == 1 || (!PINGPONG && CS == 1 && SPLIT == 1),
-              "wgrad.reuse: cooperative, no cluster, no split");
-static_assert(REUSE == 1 || XSLOTS >= 2, "wgrad.reuse: X streams through its slots, 2 at least");
+typedef kiln_layout<STG_WARP_BYTES, DBIAS ? 1024 : 0> kiln_wgrad_layout;
 
 static_assert(!(SPLIT > 1) || ACCUMULATE, "split needs accumulate mode");
 static_assert(CM == 1 || (BN / 64) % 2 == 0, "cluster m: 2 shares X's boxes in halves: BN 128 or 256");
@@ -83,7 +73,6 @@ struct kiln_wgrad {
     int G, cap;
     int wn, wk;    /* rows and columns of dW */
     int tm, tk;    /* work units along them (CM x CN tiles each) */
-    int tu;        /* REUSE > 1: work units along n (REUSE tiles each) */
     kiln_cta cta;  /* this CTA's place among the clusters */
     int items;     /* work units of all groups */
 };
@@ -159,10 +148,8 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
 /* ---------------------------------------------------------- consumer */
 
 /* A group's last k-block may hold `valid` < BK token rows of its own: zero
- * rows [valid, end) of the boxes this warpgroup reads (boxes of BOX_BYTES
- * from `st`: its MI A boxes from abox0, and nb B boxes from bbox0: every
- * one, where they were loaded for this tile), whole 128-byte rows so the
- * swizzle does not matter; both
+ * rows [valid, end) of the boxes this warpgroup reads (its A boxes and every
+ * B box), whole 128-byte rows so the swizzle does not matter; both
  * operands, so NaN/Inf past the group cannot turn into 0·Inf.  The
  * generic-proxy writes are fenced against the async proxy, and the
  * warpgroup syncs (named barrier 3 + cw) before its wgmma reads them.
@@ -171,25 +158,21 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
  * what either wgmma reads, and no warpgroup waits for the other (a
  * CTA-wide barrier here was ~5% of a decode tile, ncu); each releases the
  * stage only after its own writes and wgmma. */
-KDEV void kiln_mask_rows(unsigned char *st, int abox0, int bbox0, int nb, int valid, int end, int cw)
+KDEV void kiln_mask_tail(const kiln_smem &m, int s, int valid, int end, int cw)
 {
+    const int abox0 = PINGPONG ? 0 : cw * MI;
     const int ltid = threadIdx.x & 127;
     const int nz = end - valid;
+    unsigned char *st = m.base + s * STAGE_BYTES;
     const int per_box = nz * 8;
-    for (int i = ltid; i < (MI + nb) * per_box; i += 128) {
+    for (int i = ltid; i < (MI + BN / 64) * per_box; i += 128) {
         const int bx = i / per_box, w = i - bx * per_box;
-        const int box = bx < MI ? abox0 + bx : bbox0 + (bx - MI);
+        const int box = bx < MI ? abox0 + bx : BM / 64 + (bx - MI);
         *(uint4 *)(st + box * BOX_BYTES + (valid + (w >> 3)) * 128 + (w & 7) * 16) =
             make_uint4(0, 0, 0, 0);
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     kiln_named_sync(3 + cw, 128);
-}
-
-/* The masking of stage s of the ring: this warpgroup's A boxes, every B box. */
-KDEV void kiln_mask_tail(const kiln_smem &m, int s, int valid, int end, int cw)
-{
-    kiln_mask_rows(m.base + s * STAGE_BYTES, PINGPONG ? 0 : cw * MI, BM / 64, BN / 64, valid, end, cw);
 }
 
 /* The first NK k16 steps of a k-block (stage at sa / sb) into this
@@ -584,36 +567,6 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
     }
 }
 
-/* After a tile's main loop (`any`: it had k-blocks): its rows of db where
- * it summed them, then dW: exact zeros for an empty group's tile (only in
- * overwrite mode: accumulating, empty groups have no items), else the
- * epilogue through the warp's map of the tile's group. */
-KDEV void kiln_tile_out(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_wtile &T,
-                        float (&acc)[MI][ACC_N], float (&dd)[MI][4], bool dsum, bool any,
-                        unsigned char *stg, int &stg_buf, kiln_dmap &dm, const kiln_tmap *tmap_d,
-                        int row_off, int wrow0, int warp, int lane)
-{
-    if (DBIAS && dsum) {
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) kiln_fence_reg(dd[mi][i]);
-        kiln_dbias_write(args, P, T, dd, row_off);
-    }
-    /* after the main loop: nothing more lives across it */
-    char *dg = kiln_group_out(args, P, T.g);
-    if (!any) {
-        if (!ACCUMULATE) kiln_store_zeros(args, P, T, dg, row_off);
-        return;
-    }
-    kiln_fence_acc(acc);
-    const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, warp, lane);
-    if (ACCUMULATE)
-        kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
-    else
-        kiln_epilogue_tma_store(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
-}
-
 KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_smem &m,
                        int cw, const kiln_tmap *tmap_d)
 {
@@ -645,201 +598,25 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
         const kiln_pf pf = kiln_pf_rows(args, P, T, wrow0, lane);
         const bool any = DBIAS && dsum ? kiln_mainloop<true>(P, m, r, turn, T, acc, cw, lane, dd, pf)
                                        : kiln_mainloop<false>(P, m, r, turn, T, acc, cw, lane, dd, pf);
-        kiln_tile_out(args, P, T, acc, dd, dsum, any, stg, stg_buf, dm, tmap_d, row_off, wrow0,
-                      cw * 4 + wq, lane);
-    }
-    /* the last bulk stores must finish reading shared memory before exit */
-    if (lane == 0) kiln_bulk_wait<0>();
-}
-
-/* ---------------------------------------------------- reuse schedule */
-
-/*
- * wgrad.reuse (REUSE > 1; cooperative, no cluster, no split).  A work unit
- * is up to REUSE dW tiles along n (rows n0, n0 + BM, ...) of one group and
- * one column block k0.  Its tiles reduce over the same tokens of the same
- * BN columns of X, so X's k-blocks (B_BYTES each) are loaded once into
- * XSLOTS slots of their own and serve every tile of the unit, while dY's
- * k-blocks (A_BYTES) stream through the STAGES-deep ring: a tile takes in
- * A_BYTES per k-block instead of A_BYTES + B_BYTES.  Why: on short
- * reductions the loads alone took 0.10 of irregular_g64's 0.24 ms, and a
- * CTA pair sharing them by multicast (half the L2 reads, but as many bytes
- * into each SM) did not help (docs/sm90_wgrad.md, eighth and ninth
- * sessions).  A group of more k-blocks than there are slots ("streamed")
- * loads X tile by tile through the slots, a second ring beside dY's.
- *
- * Each slot has a full and an empty mbarrier, as a ring stage does: a fill
- * is the producer's arrival plus B_BYTES; the 4 * CONSUMERS consumer warps
- * release it.  A resident unit fills its nkb slots at its first tile and
- * each is released after the unit's last tile's wgmma on it, so the next
- * unit's fills can start under that tile.  Producer and consumers advance
- * their slot position by nkb per resident unit and by nkb per tile of a
- * streamed one: both know which from the sizes alone.  Tail rows past the
- * group are zeroed in dY's stage every tile and in X's slot when it was
- * loaded for this tile (a resident slot keeps its zeros).
- */
-struct kiln_xring {
-    int s;
-    kiln_u32 ph;
-    KDEV void next() { if (++s == XSLOTS) { s = 0; ph ^= 1; } }
-};
-
-KDEV kiln_u32 kiln_rs_a(const kiln_smem &m, int s) { return m.sbase + s * A_BYTES; }
-KDEV kiln_u32 kiln_rs_x(const kiln_smem &m, int x) { return m.sbase + STAGES * A_BYTES + x * B_BYTES; }
-/* after the ring's full and empty mbarriers: the slots' full ones, then their empty ones */
-KDEV kiln_u32 kiln_rs_xfull(const kiln_smem &m, int x) { return m.bar_empty + STAGES * 8 + 8 * x; }
-KDEV kiln_u32 kiln_rs_xempty(const kiln_smem &m, int x) { return kiln_rs_xfull(m, x) + XSLOTS * 8; }
-
-/* Thread 0, before kiln_init_ring (whose fence covers these). */
-KDEV void kiln_init_xslots(const kiln_smem &m)
-{
-    for (int x = 0; x < XSLOTS; ++x) {
-        kiln_mbar_init(kiln_rs_xfull(m, x), 1);
-        kiln_mbar_init(kiln_rs_xempty(m, x), CONSUMERS * 4);
-    }
-}
-
-/* Consumer warp: X's slot x may be refilled. */
-KDEV void kiln_release_x(const kiln_smem &m, int x, int lane)
-{
-    __syncwarp();
-    if (lane == 0) kiln_mbar_arrive(kiln_rs_xempty(m, x));
-}
-
-/* Work unit t: its group's rows, its first tile (n0, k0) and k-blocks
- * [0, nkb); *nt: its tiles along n (fewer than REUSE at the end of N). */
-KDEV kiln_wtile kiln_decode_unit(const kiln_wgrad &P, const kiln_smem &m, int t, int &gcur, int &nt)
-{
-    kiln_wtile T;
-    T.g = gcur = kiln_find_group(t, m.tile_start, P.G, gcur);
-    T.s = min(m.row_start[T.g], P.cap);
-    T.e = min(m.row_start[T.g + 1], P.cap);
-    int um, un;
-    kiln_raster(t - m.tile_start[T.g], P.tu, P.tk, um, un);
-    T.n0 = um * REUSE * BM;
-    T.k0 = un * BN;
-    T.kb0 = 0;
-    T.kb1 = (T.e - T.s + BK - 1) / BK;
-    T.split = 1;
-    nt = min(REUSE, P.tm - um * REUSE);
-    return T;
-}
-
-KDEV void kiln_produce_reuse(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap *tmap_a,
-                             const kiln_tmap *tmap_b)
-{
-    kiln_ring r = {0, 0};
-    kiln_xring x = {0, 0};
-    int gcur = 0, nt;
-    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
-        const kiln_wtile T = kiln_decode_unit(P, m, t, gcur, nt);
-        const bool resident = T.kb1 <= XSLOTS;
-        for (int j = 0; j < nt; ++j)
-            for (int kb = 0; kb < T.kb1; ++kb) {
-                const int r0 = T.s + kb * BK;
-                if (!resident || j == 0) {
-                    kiln_mbar_wait(kiln_rs_xempty(m, x.s), x.ph ^ 1);
-                    const kiln_u32 full = kiln_rs_xfull(m, x.s);
-                    kiln_mbar_expect_tx(full, B_BYTES);
-#pragma unroll
-                    for (int i = 0; i < BN / 64; ++i)
-                        kiln_tma_load_2d(kiln_rs_x(m, x.s) + i * BOX_BYTES, tmap_b, full, T.k0 + 64 * i, r0);
-                    x.next();
-                }
-                kiln_mbar_wait(m.empty(r.s), r.ph ^ 1);
-                kiln_mbar_expect_tx(m.full(r.s), A_BYTES);
-#pragma unroll
-                for (int i = 0; i < BM / 64; ++i)
-                    kiln_tma_load_2d(kiln_rs_a(m, r.s) + i * BOX_BYTES, tmap_a, m.full(r.s),
-                                     T.n0 + j * BM + 64 * i, r0);
-                r.next();
-            }
-    }
-}
-
-/* Tile j of nt of a unit, as kiln_mainloop: dY from the ring, X from the
- * slots from position x (the unit's first while it is resident). */
-template <bool DS>
-KDEV bool kiln_mainloop_reuse(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, kiln_xring &x,
-                              bool resident, int j, int nt, const kiln_wtile &T,
-                              float (&acc)[MI][ACC_N], int cw, int lane, float (&dd)[MI][4],
-                              const kiln_pf &pf)
-{
-    const int abox0 = cw * MI;
-    const kiln_u32 ones = kiln_ones_addr(m);
-    const bool fill = !resident || j == 0;       /* X's k-blocks were loaded for this tile */
-    const bool last = !resident || j == nt - 1;  /* and are released after it */
-    kiln_xring xc = x;
-    int prev = -1, xprev = -1;
-    const int pf_kb = max(T.kb0, T.kb1 - PF_BEFORE);
-    for (int kb = T.kb0; kb < T.kb1; ++kb) {
-        if (ACCUMULATE && kb == pf_kb && pf.bytes) {
+        if (DBIAS && dsum) {
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
-                if (64 * mi < pf.nrows) kiln_prefetch_l2(pf.p + mi * pf.step, pf.bytes);
-        }
-        if (fill) kiln_mbar_wait(kiln_rs_xfull(m, xc.s), xc.ph);
-        kiln_mbar_wait(m.full(r.s), r.ph);
-        const int valid = T.e - (T.s + kb * BK);
-        const int nk16 = __shfl_sync(0xffffffffu, valid < BK ? (valid + 15) >> 4 : BK / 16, 0);
-        /* in boxes of the operand region: dY's stage r.s from box r.s * BM / 64,
-         * X's slot xc.s from (STAGES * BM + xc.s * BN) / 64 */
-        if (valid < nk16 * 16)
-            kiln_mask_rows(m.base, r.s * (BM / 64) + abox0, (STAGES * BM + xc.s * BN) / 64,
-                           fill ? BN / 64 : 0, valid, nk16 * 16, cw);
-        kiln_kblock_mma_n<DS>(nk16, acc, dd, kiln_rs_a(m, r.s), kiln_rs_x(m, xc.s), ones, abox0,
-                              kb == T.kb0);
-        if (prev >= 0) {
-            kiln_wg_wait<1>();
-            kiln_release<1>(m, prev, lane, 0);
-            if (xprev >= 0) kiln_release_x(m, xprev, lane);
-        }
-        prev = r.s;
-        xprev = last ? xc.s : -1;
-        r.next();
-        xc.next();
-    }
-    kiln_wg_wait<0>();   /* unconditional: keeps the accumulators' state uniform */
-    if (prev >= 0) {
-        kiln_release<1>(m, prev, lane, 0);
-        if (xprev >= 0) kiln_release_x(m, xprev, lane);
-    }
-    if (last) x = xc;   /* streamed: past this tile's fills; resident: past the unit's */
-    return prev >= 0;
-}
-
-KDEV void kiln_consume_reuse(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_smem &m,
-                             int cw, const kiln_tmap *tmap_d)
-{
-    const int wq = (threadIdx.x & 127) >> 5;
-    const int lane = threadIdx.x & 31;
-    unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
-    int stg_buf = 0;
-    kiln_dmap dm = {tmap_d, -1, 0};
-    const int row_off = cw * WG_M;
-    float acc[MI][ACC_N];
-    kiln_ring r = {0, 0};
-    kiln_xring x = {0, 0};
-    int gcur = 0, nt;
-    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
-        const kiln_wtile U = kiln_decode_unit(P, m, t, gcur, nt);
-        const bool resident = U.kb1 <= XSLOTS;
-        for (int j = 0; j < nt; ++j) {
-            kiln_wtile T = U;
-            T.n0 = U.n0 + j * BM;
-            const bool dsum = DBIAS && T.k0 == 0 && (args.dbias || args.dbias_ptrs);
-            float dd[MI][4];
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi) dd[mi][0] = dd[mi][1] = dd[mi][2] = dd[mi][3] = 0.f;
-            const int wrow0 = T.n0 + row_off + wq * 16;
-            const kiln_pf pf = kiln_pf_rows(args, P, T, wrow0, lane);
-            const bool any =
-                DBIAS && dsum
-                    ? kiln_mainloop_reuse<true>(P, m, r, x, resident, j, nt, T, acc, cw, lane, dd, pf)
-                    : kiln_mainloop_reuse<false>(P, m, r, x, resident, j, nt, T, acc, cw, lane, dd, pf);
-            kiln_tile_out(args, P, T, acc, dd, dsum, any, stg, stg_buf, dm, tmap_d, row_off, wrow0,
-                          cw * 4 + wq, lane);
+                for (int i = 0; i < 4; ++i) kiln_fence_reg(dd[mi][i]);
+            kiln_dbias_write(args, P, T, dd, row_off);
         }
+        /* after the main loop: nothing more lives across it */
+        char *dg = kiln_group_out(args, P, T.g);
+        if (!any) {   /* only in overwrite mode: accumulating, empty groups have no items */
+            if (!ACCUMULATE) kiln_store_zeros(args, P, T, dg, row_off);
+            continue;
+        }
+        kiln_fence_acc(acc);
+        const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, cw * 4 + wq, lane);
+        if (ACCUMULATE)
+            kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
+        else
+            kiln_epilogue_tma_store(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
     }
     /* the last bulk stores must finish reading shared memory before exit */
     if (lane == 0) kiln_bulk_wait<0>();
@@ -857,12 +634,10 @@ KILN_SM90_KERNEL
     P.wk = (int)args.k;
     P.tm = ((P.wn + BM - 1) / BM + CM - 1) / CM;
     P.tk = ((P.wk + BN - 1) / BN + CN - 1) / CN;
-    P.tu = (P.tm + REUSE - 1) / REUSE;
     P.cta = kiln_cluster_place();
 
     if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
-        if constexpr (REUSE > 1) kiln_init_xslots(m);   /* fenced with the ring's */
         kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS);
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
@@ -875,7 +650,7 @@ KILN_SM90_KERNEL
     kiln_fill_ones(m);   /* the schedule's barriers order it before any wgmma */
     P.items = kiln_build_schedule(args, m, P.cap, [&](int gs, int ge) {
         const int nkb = (ge - gs + BK - 1) / BK;
-        return (ACCUMULATE && nkb == 0) ? 0 : (REUSE > 1 ? P.tu : P.tm) * P.tk * kiln_splits(nkb);
+        return (ACCUMULATE && nkb == 0) ? 0 : P.tm * P.tk * kiln_splits(nkb);
     });
     if (CS > 1) kiln_cluster_sync();   /* peers' barriers are initialised */
     else __syncthreads();
@@ -883,14 +658,10 @@ KILN_SM90_KERNEL
     const int wg = kiln_warpgroup();
     if (wg == 0) {
         kiln_producer_regs();
-        if (threadIdx.x == 0) {
-            if constexpr (REUSE > 1) kiln_produce_reuse(P, m, &tmap_a, &tmap_b);
-            else kiln_produce(P, m, &tmap_a, &tmap_b);
-        }
+        if (threadIdx.x == 0) kiln_produce(P, m, &tmap_a, &tmap_b);
     } else {
         kiln_consumer_regs();
-        if constexpr (REUSE > 1) kiln_consume_reuse(args, P, m, wg - 1, &tmap_d);
-        else kiln_consume(args, P, m, wg - 1, &tmap_d);
+        kiln_consume(args, P, m, wg - 1, &tmap_d);
     }
     kiln_cluster_retire();
 }

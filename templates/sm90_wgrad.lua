@@ -19,51 +19,6 @@
 local common = include("sm90_common")
 local fail, b = common.fail, common.b
 
--- wgrad.reuse R > 1: a work unit is R dW tiles along n of one group and
--- one column block; X's k-blocks of the unit (tile.n columns) are loaded
--- once into wgrad.slots slots of their own (3 if not given) and serve its
--- R tiles, while dY's k-blocks stream through a ring of `stages` stages of
--- dY alone (sm90_wgrad.cuh, "reuse schedule").  A group of more k-blocks
--- than there are slots streams X through the slots instead, tile by tile.
--- The store boxes take what the ring and the slots leave, up to the warp's
--- whole share of a tile.  Returns the store boxes per warp, the slots and
--- the shared memory.
-local DEFAULT_XSLOTS = 3
-local function reuse_layout(k, w, accumulate, out_t, arch, ones)
-  if k.pingpong then
-    fail("wgrad.reuse", "wgrad.reuse keeps X's k-blocks for the tiles both warp groups of " ..
-         "a cooperative CTA walk together: it needs schedule: cooperative")
-  end
-  if k.cm * k.cn > 1 then
-    fail("wgrad.reuse", "wgrad.reuse and a cluster both share X's loads; take one " ..
-         "(cluster %dx%d)", k.cm, k.cn)
-  end
-  if w.split > 1 then
-    fail("wgrad.reuse", "wgrad.reuse walks a group's whole reduction per tile: it cannot " ..
-         "take wgrad.split %d", w.split)
-  end
-  local slots = w.slots > 0 and w.slots or DEFAULT_XSLOTS
-  if slots < 2 then
-    fail("wgrad.slots", "wgrad.slots must be 2 at least: a group of more k-blocks streams X " ..
-         "through them, one k-block in use while the next loads (got %d)", slots)
-  end
-  local limit = common.smem_limit[arch]
-  local a_bytes, x_bytes = k.bm * k.bk * k.esize, k.bn * k.bk * k.esize
-  local function smem(boxes)
-    return common.smem(k, 2048 * boxes, 2 * k.stages + 2 + 2 * slots, ones,
-                       k.stages * a_bytes + slots * x_bytes)
-  end
-  if smem(1) > limit then
-    fail("wgrad.slots", "wgrad.slots %d (%d bytes of X each) beside %d stages of dY (%d bytes " ..
-         "each) and a store box per warp need %d bytes of shared memory, %s allows %d",
-         slots, x_bytes, k.stages, a_bytes, smem(1), arch, limit)
-  end
-  local boxes = 1
-  local most = accumulate and 2 or common.share_boxes(k, out_t == 2 and 4 or 2)
-  while boxes < most and smem(boxes + 1) <= limit do boxes = boxes + 1 end
-  return boxes, slots, smem(boxes)
-end
-
 return function(spec, arch, mode)
   local k = common.check(spec, arch)
   local bm, bn, bk, consumers, stages = k.bm, k.bn, k.bk, k.consumers, k.stages
@@ -97,10 +52,8 @@ return function(spec, arch, mode)
   -- wgrad.dbias: a 1 KiB tile of ones in shared memory, the B operand of
   -- the wgmma that sums dY's stage rows into db on the tensor cores
   local ones = w.dbias and 1024 or 0
-  local stg_bufs, smem, xslots = nil, nil, 0
-  if w.reuse > 1 then
-    stg_bufs, xslots, smem = reuse_layout(k, w, accumulate, out_t, arch, ones)
-  elseif accumulate then
+  local stg_bufs, smem
+  if accumulate then
     stg_bufs = common.smem(k, 4096, barriers, ones) <= limit and 2 or 1
     smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   else
@@ -125,7 +78,6 @@ return function(spec, arch, mode)
     string.format("constexpr int OUT_T = %d;  /* 0 bf16, 1 fp16, 2 f32 */", out_t),
     string.format("constexpr int DISCRETE = %d, ACCUMULATE = %d, SPLIT = %d;",
                   b(output == "discrete"), b(accumulate), split),
-    string.format("constexpr int REUSE = %d, XSLOTS = %d;", w.reuse, xslots),
     string.format("constexpr int STG_BUFS = %d;", stg_bufs),
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", k.raster, common.max_groups),
     -- wgrad.dbias: the k0 = 0 items also sum dY's stage rows into db
