@@ -4,7 +4,8 @@
 merged into a table (docs/tuning.md).
 
     scripts/table_from_csv.py --table TABLE --timer TIMER_ID [-o OUT]
-                              [--descs TABLE]... [--types A/B/OUT] [--check] CSV...
+                              [--descs TABLE]... [--types A/B/OUT] [--robust FRACTION]
+                              [--check] CSV...
     scripts/table_from_csv.py --table TABLE --entries NEW_TABLE [-o OUT] [--check]
 
 From CSVs: one entry per key (arch, op, types, epilogue, shape class) with
@@ -15,6 +16,16 @@ score wins, ties go to the name that sorts first, the runner-up likewise.
 The CSV prints medians to 6 significant digits, so a score can differ from
 kiln tune's in the last digit; the winner only where two variants are
 within that rounding.
+
+--robust FRACTION: a class's winner is instead, of the variants within
+FRACTION of kiln tune's winner on every shape of the class (and named by an
+entry, for their ids), the one of least risk: the geometric mean, over
+every shape of the CSV with calls of the key's kind (arch, op, types,
+epilogue), of its time over that shape's fastest.  The runner-up is then
+the fastest of the others (kiln tune's winner, where the two differ).  The
+shipped table is built with it (docs/dispatch.md): an entry also serves
+shapes and cards it was not measured on, and there a kernel near the best
+everywhere does better than one that won its class by a hair.
 
 --entries: the entries of a table kiln tune wrote (scripts/tune_corpus.sh).
 
@@ -181,14 +192,18 @@ def read_csv(path):
     return out
 
 
-def choose(rows, types, skip_untimed=False):
+def choose(rows, types, skip_untimed=False, robust=None, known=()):
     """{key: (winner, score, runner-up, score)} from the rows of one CSV.
 
     Mirrors kiln_tune_choose: keys and their shapes come from the variants
     kiln tune could time (a row with an op); variants are visited in the
     order the CSV lists them (kiln tune's sweep order), shapes in theirs.
     skip_untimed: a shape on which no variant of the key was timed is left
-    out of its class instead of leaving the class without a winner."""
+    out of its class instead of leaving the class without a winner.
+    robust (a fraction): the winner is then, of the variants within that
+    fraction of kiln tune's winner on every shape of the class (and named
+    in `known`), the one of least risk (risks()); the runner-up is the
+    fastest of the others."""
     shapes, variants, cells = {}, [], {}
     for r, where in rows:
         if not r["op"]:
@@ -215,6 +230,7 @@ def choose(rows, types, skip_untimed=False):
             except ValueError:
                 raise Bad("%s: median_ms '%s' is not a number" % (where, r["median_ms"]))
         cells[(r["variant"], key, r["shape"])] = ms
+    risk = risks(cells) if robust is not None else {}
     out = {}
     for key, shs in shapes.items():
         if skip_untimed:
@@ -222,24 +238,52 @@ def choose(rows, types, skip_untimed=False):
             if not shs:
                 continue                             # nothing timed in the class
         best = second = None
+        scores = []
         for v in variants:
             ms = [cells.get((v, key, s)) for s in shs]
             if any(m is None or not m > 0 for m in ms):
                 continue                             # not timed on every shape of the class
             score = math.exp(sum(math.log(m) for m in ms) / len(ms))
+            scores.append((v, score))
             if best is None or score < best[1] or (score == best[1] and v < best[0]):
                 second, best = best, (v, score)
             elif second is None or score < second[1] or (score == second[1] and v < second[0]):
                 second = (v, score)
+        if best and robust is not None:
+            near = [(v, sc) for v, sc in scores if v in known and
+                    all(cells[(v, key, s)] <= (1 + robust) * cells[(best[0], key, s)] for s in shs)]
+            if near:
+                pick = min(near, key=lambda c: (risk[(key[:6], c[0])], c[1], c[0]))
+                if pick[0] != best[0]:
+                    rest = [c for c in scores if c[0] != pick[0]]
+                    best, second = pick, min(rest, key=lambda c: (c[1], c[0]))
         if best:
             out[key] = (best, second)
     return out
 
 
-def entries_from_csvs(csvs, types, known, skip_untimed):
+def risks(cells):
+    """{(arch, op, a, b, out, epilogue), variant): risk}: the geometric mean,
+    over every shape of the CSV with calls of that kind, of the variant's
+    time over the shape's fastest (1: it was the fastest everywhere).  A
+    kernel of low risk is near the best on shapes it did not win, and so,
+    likely, on shapes and cards no one measured (docs/dispatch.md)."""
+    by = {}
+    for (v, key, shape), ms in cells.items():
+        if ms and ms > 0:
+            by.setdefault((key[:6], shape), {})[v] = ms
+    logs = {}
+    for (kind, shape), times in by.items():
+        fastest = min(times.values())
+        for v, ms in times.items():
+            logs.setdefault((kind, v), []).append(math.log(ms / fastest))
+    return {k: math.exp(sum(x) / len(x)) for k, x in logs.items()}
+
+
+def entries_from_csvs(csvs, types, known, skip_untimed, robust=None):
     new, sources, missing = {}, [], []
     for path in csvs:
-        chosen = choose(read_csv(path), types, skip_untimed)
+        chosen = choose(read_csv(path), types, skip_untimed, robust, known)
         sources.append("%d from %s" % (len(chosen), path))
         for key, (best, second) in chosen.items():
             if key in new:
@@ -289,6 +333,9 @@ def main(argv):
     p.add_argument("--types", default="bf16/bf16/bf16", help="A/B/OUT of the CSVs' calls")
     p.add_argument("--skip-untimed-shapes", action="store_true",
                    help="leave out of a class the shapes no variant was timed on")
+    p.add_argument("--robust", type=float, metavar="FRACTION",
+                   help="of the variants within FRACTION of the winner on every shape of a "
+                        "class, take the one of least risk (see --help)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUT differs")
     a = p.parse_args(argv)
     out = a.output or a.table
@@ -306,9 +353,13 @@ def main(argv):
             if len(types) != 3 or any(t not in DTYPES for t in types):
                 raise Bad("--types '%s': want A/B/OUT of %s" % (a.types, ", ".join(DTYPES)))
             known = kernel_index([(a.table, old)] + [(d, read_table(d)[1]) for d in a.descs])
-            new, parts = entries_from_csvs(a.csv, types, known, a.skip_untimed_shapes)
+            if a.robust is not None and not 0 <= a.robust < 1:
+                raise Bad("--robust %g: want a fraction in [0, 1)" % a.robust)
+            new, parts = entries_from_csvs(a.csv, types, known, a.skip_untimed_shapes, a.robust)
             rule = ("kiln tune's rule, less the shapes no variant was timed on"
                     if a.skip_untimed_shapes else "kiln tune's rule")
+            if a.robust is not None:
+                rule += ", the least risk within %g of its winner on every shape" % a.robust
             # "# written by kiln tune ...; timer T" is where kiln reads the timer
             # (kiln_tuning_text_timer; kiln pack refuses fake timings).
             head = [MAGIC, "# written by kiln tune (its --csv measurements; entries by "

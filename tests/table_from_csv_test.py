@@ -8,6 +8,8 @@
    one shape of (no entry with kiln tune's rule: the old one is kept; an
    entry from the other shape with --skip-untimed-shapes); the merged table
    must parse in kiln (kiln_bench loads it) and keep every other entry;
+   and one for --robust: the least risk among the variants near the winner
+   on every shape of the class, not one near it on average only;
 2. `kiln tune --timer fake` on two shapes of one class and one of another:
    the script's entries from its CSV are kiln tune's own table's;
 3. the shipped table is what the script gives from the committed CSVs.
@@ -23,6 +25,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "table_from_csv.py")
 SHIPPED = os.path.join(ROOT, "specs", "tuning", "sm_90a.tuning")
+# The ids and descriptions the hand-made CSVs' winners need, from entries
+# that name them (the shipped table's own change as it is re-tuned).
+IDS = os.path.join(ROOT, "tests", "data", "tune", "ids.tuning")
 HEADER = ("variant,arch,op,epilogue,shape,groups,tokens_per_group,k,n,sizes,class,state,"
           "median_ms,tflops,rel_err,from_journal,winner,note")
 KA = "fprop_sm90_bf16_plain__m64_n256_k64_s4_rgroup_pingpong"   # sorts before KB
@@ -89,11 +94,11 @@ def hand_csv(path):
 def test_hand(d, bench):
     csv_path, out = os.path.join(d, "hand.csv"), os.path.join(d, "hand.tuning")
     hand_csv(csv_path)
-    rc, text = run("--table", SHIPPED, "-o", out, "--timer", "gpu:TEST", csv_path)
+    rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", csv_path)
     check(rc == 0, "exact rule: exit 0 (%s)" % text.strip())
     if rc:
         return
-    new, old = entries(out), entries(SHIPPED)
+    new, old = entries(out), entries(IDS)
     check(new[("fprop", X)][:6][0] == KA and new[("fprop", X)][3:6] == ["2", KB, "2"],
           "geomean winner KA (tie with KB broken by name), runner-up KB: %s" % new[("fprop", X)][:6])
     check(new[("fprop", Y)] == old[("fprop", Y)], "class with a shape no variant was timed on: "
@@ -101,7 +106,8 @@ def test_hand(d, bench):
     check(new[("dgrad", X)][0] == "sm90_dgrad_bf16_64x256" and new[("dgrad", X)][3:6] ==
           ["0.9", "sm90_dgrad_bf16_128x128", "1"], "dgrad chosen apart from fprop")
     others = [k for k in old if k not in (("fprop", X), ("dgrad", X))]
-    check(all(new[k] == old[k] for k in others) and len(new) == len(old),
+    check(all(new[k] == old[k] for k in others) and
+          len(new) == len(set(old) | {("fprop", X), ("dgrad", X)}),
           "every other entry of the old table kept (%d)" % len(others))
     check(new[("fprop", X)][-1].startswith("name=%s " % KA), "KA's description from its entry")
     shapes = os.path.join(d, "hand.tsv")
@@ -113,9 +119,9 @@ def test_hand(d, bench):
           "kiln parses the merged table (integrity line, sorted keys): %s" % p.stderr.strip())
     rc, text = run("--table", out, "--timer", "gpu:TEST", "--check", csv_path)
     check(rc == 0, "--check: a merged table is what the same CSV gives again")
-    rc, _ = run("--table", SHIPPED, "--timer", "gpu:TEST", "--check", csv_path)
+    rc, _ = run("--table", IDS, "--timer", "gpu:TEST", "--check", csv_path)
     check(rc == 1, "--check: exit 1 when the table differs (the shipped one, not merged)")
-    rc, _ = run("--table", SHIPPED, "-o", out, "--timer", "gpu:TEST", "--skip-untimed-shapes",
+    rc, _ = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", "--skip-untimed-shapes",
                 csv_path)
     check(rc == 0 and entries(out)[("fprop", Y)][:6][0] == KD and
           entries(out)[("fprop", Y)][3:6] == ["0.2", KC, "0.3"],
@@ -124,12 +130,12 @@ def test_hand(d, bench):
     bad = os.path.join(d, "unknown.csv")
     with open(bad, "w") as f:
         f.write(HEADER + "\n" + row("fprop_nowhere", "fprop", "s1", X, "timed", "0.1") + "\n")
-    rc, text = run("--table", SHIPPED, "-o", out, "--timer", "gpu:TEST", bad)
+    rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", bad)
     check(rc == 2 and "fprop_nowhere (wins sm_90a fprop" in text, "unknown winner refused: " + text)
     # A damaged table: refused, naming the line.
     damaged = os.path.join(d, "damaged.tuning")
     with open(damaged, "w") as f:
-        f.write(open(SHIPPED).read().replace(" plain t16.", " plain t64.", 1))
+        f.write(open(IDS).read().replace(" plain t16.", " plain t64.", 1))
     rc, text = run("--table", damaged, "-o", out, "--timer", "gpu:TEST", csv_path)
     check(rc == 2 and "integrity line does not match" in text, "damaged table refused: " + text)
 
@@ -187,6 +193,32 @@ def test_fake_tune(d, kiln):
           "--entries: kiln tune's table merged into the shipped one (%s)" % text.strip())
 
 
+def test_robust(d):
+    """--robust: of the variants within the fraction of the winner on every
+    shape of the class, the one of least risk; kiln tune's rule without."""
+    x, z = "t256.g32.n8192.k2048", "t64.g32.n8192.k2048"
+    c = (("s5", x, 1.0, 1.01, 1.01), ("s6", x, 1.0, 1.015, 1.05),   # KA wins x; KD near it
+         ("s7", z, 2.0, 1.0, 1.0), ("s8", z, 2.0, 1.0, 1.0))        # on both, KB on s5 only
+    rows = [HEADER] + [row(v, "fprop", sh, cls, "timed", "%g" % ms) for sh, cls, a, dd, b in c
+                       for v, ms in ((KA, a), (KD, dd), (KB, b))]
+    path, out = os.path.join(d, "robust.csv"), os.path.join(d, "robust.tuning")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", path)
+    check(rc == 0 and entries(out)[("fprop", x)][0] == KA, "without --robust: kiln tune's winner "
+          "KA (%s)" % text.strip())
+    rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", "--robust", "0.02", path)
+    got = entries(out)[("fprop", x)] if rc == 0 else None
+    # risks over s5-s8: KA (1, 1, 2, 2) 1.41; KD (1.01, 1.015, 1, 1) 1.006; KB 1.015
+    check(got and got[0] == KD and got[4] == KA, "--robust 0.02: KD, near KA on both shapes and of "
+          "less risk, wins; KA is the runner-up; KB (5%% off on s6) does not compete (%s)"
+          % (got[:6] if got else text.strip()))
+    check(got and "the least risk within 0.02" in open(out).read().splitlines()[1],
+          "--robust: the header names the rule")
+    rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", "--robust", "1.5", path)
+    check(rc == 2 and "--robust" in text, "--robust 1.5 refused: " + text.strip())
+
+
 def test_shipped():
     csvs = ["docs/results/session14-corpus-tune-h200-2026-11-24.csv",
             "docs/results/session14-corpus-tune-wgrad-h200-2026-11-24.csv",
@@ -204,6 +236,7 @@ def main():
     kiln, bench = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as d:
         test_hand(d, bench)
+        test_robust(d)
         test_fake_tune(d, kiln)
     test_shipped()
     print("%d failed" % len(failures) if failures else "all passed")
