@@ -6,7 +6,7 @@
  *   the tuning tables' entry for (arch, op, types, epilogue, shape class),
  *     unless it failed to load                              ("exact table")
  *   ▸ the entry of the nearest measured class of the same arch, op, types
- *     and epilogue, within KILN_DISPATCH_NEAREST_MAX octaves of the call
+ *     and epilogue, within kiln_dispatch_nearest_max octaves of the call
  *     (kiln_shape_class_distance)                           ("nearest class")
  *   ▸ the generated kernel the cost model ranks first (dispatch_model.h)
  *     among the catalog's defaults and the tables' kernels that serve the
@@ -71,11 +71,20 @@ typedef enum kiln_dispatch_rule {
 } kiln_dispatch_rule;
 
 /* The farthest (kiln_shape_class_distance, octaves) a measured class may
- * lie from a call and still choose its kernel; beyond, the model chooses.
- * One and a half: a factor 2.8 in tokens per group, or 2 in N and 2 in K
- * together, still say more about the call than a model does; a decode
- * call (8 tokens a group) is 7 octaves from a class measured at 1024. */
+ * lie from a call and still choose its kernel; beyond, the model chooses
+ * (kiln_dispatch_nearest_max picks one for a call).  wgrad, and 8-bit
+ * inputs: one and a half, a factor 2.8 in tokens per group, or 2 in N and
+ * 2 in K together, still say more about the call than the model does; a
+ * decode call (8 tokens a group) is 7 octaves from a class measured at
+ * 1024.  fprop and dgrad with 16-bit inputs: half an octave, so a capacity
+ * a few rows past a bucket edge keeps its class's kernel while shapes
+ * farther off take the model, which chose better there on shapes no entry
+ * was measured on: the corpus less each case's own class (H200) and the
+ * held-out models of bench/holdout.tsv (H100; docs/dispatch.md,
+ * seventeenth session). */
 #define KILN_DISPATCH_NEAREST_MAX 1.5
+#define KILN_DISPATCH_NEAREST_MAX_FWD16 0.5
+double kiln_dispatch_nearest_max(const kiln_problem *p);
 
 typedef struct kiln_dispatch_choice {
     kiln_backend backend;

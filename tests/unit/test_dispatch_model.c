@@ -2,7 +2,8 @@
 /* test_dispatch_model.c — dispatch for shapes the tables do not hold
  * (runtime/dispatch.c, runtime/dispatch_model.c): the nearest measured
  * class keeps a neighbour's kernel one row past a bucket edge (no cliff),
- * the cost model's choice on shapes whose answer is clear, dispatch with
+ * how far a class stands for a call (by op and input width), the model's
+ * tie window, the cost model's choice on shapes whose answer is clear, dispatch with
  * tables off, the dbias signature's own entry, kernels of other types
  * (fp8) never chosen for a bf16 call, and each fp8 recipe's own entry.  Fake catalogs and tables; no GPU. */
 #include <stdio.h>
@@ -156,6 +157,72 @@ static void test_nearest_class_no_cliff(void **state)
     ch = choose(&c, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST);
     assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
     kiln_tuning_table_destroy(t);
+}
+
+/* How far a measured class stands for a call depends on the call: fprop
+ * and dgrad with 16-bit inputs half an octave (a few rows past the edge,
+ * as above), wgrad and 8-bit inputs one and a half.  An fprop call with
+ * twice the class's tokens a group (one octave) takes the model; the same
+ * wgrad call takes the class's kernel. */
+static void test_nearest_radius_by_call(void **state)
+{
+    (void)state;
+    kiln_tuning_table *t;
+    kiln_error err;
+    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    catalog c = {0}, w = {0};
+    add(&c, "default_fprop", KILN_OP_FPROP, 128, 128, "pingpong");
+    add(&c, "default_wgrad", KILN_OP_WGRAD, 128, 256, "cooperative");
+    kiln_kernel_desc *tf = add(&w, "tuned_fprop", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_kernel_desc *tw = add(&w, "tuned_wgrad", KILN_OP_WGRAD, 128, 128, "pingpong");
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 4096);
+    add_entry(t, &p, tf, &w.l[0], 0.5);
+    problem(&p, KILN_OP_WGRAD, 32, 1024, 4096, 4096);
+    add_entry(t, &p, tw, &w.l[1], 0.5);
+
+    problem(&p, KILN_OP_FPROP, 32, 2048, 4096, 4096);
+    assert_true(kiln_dispatch_nearest_max(&p) == KILN_DISPATCH_NEAREST_MAX_FWD16);
+    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    if (!strstr(ch.reason, "nearest measured class 1.00 octaves away"))
+        fail_msg("reason: %s", ch.reason);
+    p.capacity = 32 * 1024 + 32 * 300;   /* 0.4 octaves: the class still stands */
+    ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_NEAREST);
+    assert_string_equal(chosen(&c, t, &ch), "tuned_fprop");
+
+    problem(&p, KILN_OP_WGRAD, 32, 2048, 4096, 4096);
+    assert_true(kiln_dispatch_nearest_max(&p) == KILN_DISPATCH_NEAREST_MAX);
+    ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_NEAREST);
+    assert_string_equal(chosen(&c, t, &ch), "tuned_wgrad");
+
+    problem(&p, KILN_OP_FPROP, 32, 2048, 4096, 4096);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    assert_true(kiln_dispatch_nearest_max(&p) == KILN_DISPATCH_NEAREST_MAX);
+    kiln_tuning_table_destroy(t);
+}
+
+/* Model estimates within 5% of each other tie for 16-bit inputs, and the
+ * tile rule takes the bigger tile on large groups: GLM-4.5-Air's fc2 at
+ * EP 8 (16 experts of 4096 tokens, K 1408, N 4096) rates 128x128 pingpong
+ * 1-5% ahead of 128x256 cooperative, which ran 1.30x faster (H100, the
+ * seventeenth session's held-out run: docs/dispatch.md). */
+static void test_model_tie_prefers_the_bigger_tile(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "t128x128", KILN_OP_FPROP, 128, 128, "pingpong");
+    add(&c, "t128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 16, 4096, 4096, 1408);
+    kiln_dispatch_estimate e128, e256;
+    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 132, &e128);
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e256);
+    assert_true(e128.us < e256.us * 0.99 && e128.us > e256.us * 0.95);  /* a tie only at 5% */
+    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+    assert_string_equal(c.d[ch.kernel].name, "t128x256");
 }
 
 /* Shapes where the answer is clear: a decode call (8 tokens a group) takes
@@ -430,6 +497,8 @@ static void test_fp8_recipes_own_entries(void **state)
 
 KILN_TEST_MAIN(
     cmocka_unit_test(test_nearest_class_no_cliff),
+    cmocka_unit_test(test_nearest_radius_by_call),
+    cmocka_unit_test(test_model_tie_prefers_the_bigger_tile),
     cmocka_unit_test(test_model_clear_choices),
     cmocka_unit_test(test_memory_bound_tail_wave),
     cmocka_unit_test(test_routing_slack),
