@@ -6,7 +6,7 @@
 # measurements the dispatch report reads (docs/dispatch.md).
 #
 #   scripts/tune_corpus.sh [BUILD_DIR] [--fake] [--compile-only] [--no-write]
-#                          [--only REGEX] [--cases-only]
+#                          [--only REGEX] [--cases-only] [--shapes FILE]
 #
 # The candidates are the catalog's kind of kernel, not a sweep: per op the
 # plain sm90 points of specs/sweeps/{fprop,dgrad}_sm90_plain.yaml with
@@ -53,7 +53,10 @@
 # all four.  Each kernel is checked first against a host reference from the
 # dequantized inputs (docs/tuning.md).  --cases-only times bench/cases.tsv
 # alone (13 shapes): the fp8 ops over it are 962 cells (74 kernels), a few minutes of
-# GPU; the corpus would add 85 shapes.  The dispatch report prices plain
+# GPU; the corpus would add 85 shapes.  --shapes FILE times the shapes of FILE
+# instead of the corpus and the cases (e.g. bench/holdout.tsv, shapes no
+# table entry was tuned on, with --no-write: what the report's columns say
+# of dispatch on them).  The dispatch report prices plain
 # bf16 cells only (bench/dispatch_report.c).
 #
 # --fake: the fake timer (no GPU; CI and dry runs).  --compile-only: only
@@ -63,7 +66,7 @@
 # KILN_TUNE_BUDGET_MS=300.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-build=build fake=0 compile_only=0 write=1 only=. cases_only=0
+build=build fake=0 compile_only=0 write=1 only=. cases_only=0 shapes=
 while [ $# -gt 0 ]; do
   a=$1; shift
   case $a in
@@ -72,6 +75,7 @@ while [ $# -gt 0 ]; do
     --compile-only) compile_only=1 ;;
     --no-write) write=0 ;;
     --cases-only) cases_only=1 ;;
+    --shapes) shapes=${1:?--shapes needs a FILE}; shift ;;
     -*) echo "tune_corpus.sh: unknown option $a" >&2; exit 2 ;;
     *) build=$a ;;
   esac
@@ -151,8 +155,10 @@ fi
 
 # One shapes file: the corpus and the benchmark cases (their classes keep
 # entries too).  Names are unique across the two.
-corpus=bench/corpus.tsv; [ $cases_only = 1 ] && corpus=/dev/null
-{ grep -v '^#' $corpus; grep -v '^#' bench/cases.tsv; } | grep -E "^[^[:space:]]*($only)" \
+corpus=bench/corpus.tsv cases=bench/cases.tsv
+[ $cases_only = 1 ] && corpus=/dev/null
+[ -n "$shapes" ] && corpus=$shapes cases=/dev/null
+cat $corpus $cases | grep -v '^#' | grep -E "^[^[:space:]]*($only)" \
   > "$out/shapes.tsv" || { echo "tune_corpus.sh: no shape matches --only $only" >&2; exit 2; }
 
 export KILN_TUNE_RUNS=${KILN_TUNE_RUNS:-10} KILN_TUNE_WARMUP=${KILN_TUNE_WARMUP:-3}
@@ -168,12 +174,16 @@ echo "kiln tune: exit $rc after $(( $(date +%s) - start )) s; $(grep -c ',timed,
 if [ $write = 1 ]; then
   # The one merge (scripts/table_from_csv.py): the run's entries replace
   # the old table's of the same keys, the others stay, the integrity line is
-  # recomputed.  kiln tune keeps no entry for a class with a shape that no
-  # variant passed the check on; `scripts/table_from_csv.py --table
-  # specs/tuning/sm_90a.tuning --timer TIMER --skip-untimed-shapes
-  # $out/corpus.csv` chooses such a class from its other shapes instead
-  # (docs/dispatch.md).
-  python3 scripts/table_from_csv.py --table specs/tuning/sm_90a.tuning --entries "$out/corpus.tuning"
+  # recomputed.  The entries are the shipped table's rule, from the CSV: a
+  # class with a shape no variant passed the check on is chosen from its
+  # other shapes, and of the variants within ROBUST of kiln tune's winner
+  # on every shape of a class the one of least risk wins (docs/dispatch.md;
+  # tests/table_from_csv_test.py checks the shipped table was built so).
+  # kiln tune's table gives the winners' ids and the timer.
+  timer_id=$(sed -n 's/^# written by kiln tune .*; timer //p' "$out/corpus.tuning" | head -n 1)
+  python3 scripts/table_from_csv.py --table specs/tuning/sm_90a.tuning --timer "$timer_id" \
+    --skip-untimed-shapes --robust "${KILN_TABLE_ROBUST:-0.02}" --descs "$out/corpus.tuning" \
+    "$out/corpus.csv"
   echo "next: rebuild ($build), then"
 fi
 echo "  $build/bench/kiln_bench --dispatch-report $out/corpus.csv --cases $out/shapes.tsv"

@@ -756,8 +756,10 @@ static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int a
  * weights.  Many groups of 0..300 tokens make every CTA change groups many
  * times (more changes than map slots), sizes off every tile; each case has
  * its own weight buffers, so a map left from the case before would show.
- * Then the cooperative kernels, whose epilogue stores through TMA, forced
- * through KILN_KERNEL: the 128x256 defaults and the table's 128x128. */
+ * Then the cooperative 128x256 defaults, whose epilogue stores through
+ * TMA, and every tuned bf16 fprop/dgrad kernel of the catalog (the table's
+ * winners from the sweeps, which take either weights layout), forced
+ * through KILN_KERNEL; finding no tuned one fails. */
 static void test_sm90_pointer_weights(void **state)
 {
     (void)state;
@@ -786,17 +788,23 @@ static void test_sm90_pointer_weights(void **state)
                 run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
                 free(m);
             }
-    /* the cooperative defaults, and a table winner (the catalog builds the
-     * table's winners; op i % 2) */
-    static const char *const forced[] = {"sm90_fprop_bf16_128x256", "sm90_dgrad_bf16_128x256",
-                                         "fprop_sm90_bf16_plain__m128_n128_k64_s6_rm_cooperative",
-                                         "dgrad_sm90_bf16_plain__m128_n128_k64_s6_rm_cooperative"};
-    for (int i = 0; i < 4; i++) {
-        kiln_context *ctx = forced_context(forced[i]);
+    /* the cooperative defaults, then the table's winners (the catalog
+     * builds them; tuned_only) */
+    int tuned = 0;
+    for (long e = -2; e < (long)kiln_catalog_count; e++) {
+        const char *name = e == -2 ? "sm90_fprop_bf16_128x256" : e == -1 ? "sm90_dgrad_bf16_128x256"
+                                                                         : kiln_catalog[e].name;
+        const char *desc = e < 0 ? (e == -2 ? "op=fprop" : "op=dgrad") : kiln_catalog[e].desc;
+        if (e >= 0 && (!kiln_catalog[e].tuned_only || !strstr(desc, " a=bf16 ") ||
+                       !strstr(desc, " out=bf16 ") || !strstr(desc, " fp8_recipe=none") ||
+                       !strstr(desc, " weights=any ") || strstr(desc, "op=wgrad")))
+            continue;
+        tuned += e >= 0;
+        kiln_context *ctx = forced_context(name);
         if (!ctx) continue;
         int32_t *m = random_counts(12, 0, 200);
         gcase c = {0};
-        c.op = (kiln_op)(i % 2);
+        c.op = strstr(desc, "op=dgrad") ? KILN_OP_DGRAD : KILN_OP_FPROP;
         c.in = c.out = KILN_DTYPE_BF16;
         c.groups = 12;
         c.n = 136;
@@ -804,13 +812,14 @@ static void test_sm90_pointer_weights(void **state)
         c.counts = m;
         c.capacity = sum_counts(m, 12) + 5;
         c.ptr_weights = 1;
-        c.want_kernel = forced[i];
-        snprintf(label, sizeof label, "%s, pointer weights", forced[i]);
+        c.want_kernel = name;
+        snprintf(label, sizeof label, "%s, pointer weights", name);
         c.label = label;
         run_checked(&c, ctx, KILN_BACKEND_GENERATED);
         free(m);
         kiln_context_destroy(ctx);
     }
+    if (!tuned) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel with weights: any");
     assert_int_equal(g_failures, failures_before);
 }
 
