@@ -171,6 +171,10 @@ typedef struct candidate {
 #define MODEL_TIE_16 0.05
 #define MODEL_TIE_8 0.01
 
+/* The calls the seventeenth session's measurements speak for (the tie
+ * above, the nearest-class radius below): bf16 and fp16 inputs. */
+static int inputs_16bit(const kiln_problem *p) { return kiln_dtype_size(p->a_type) == 2; }
+
 /* 1 if a ranks before b for p: the template's own preference (its launch
  * table's), then fewer unused epilogue terms, then the model's estimate,
  * then the tile rule. */
@@ -180,7 +184,7 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
     if (fa != fb) return fa > fb;
     int ua = unused_features(a->k.desc, p), ub = unused_features(b->k.desc, p);
     if (ua != ub) return ua < ub;
-    const double tie = kiln_dtype_size(p->a_type) == 1 ? MODEL_TIE_8 : MODEL_TIE_16;
+    const double tie = inputs_16bit(p) ? MODEL_TIE_16 : MODEL_TIE_8;
     if (a->est.us < b->est.us * (1 - tie)) return 1;
     if (b->est.us < a->est.us * (1 - tie)) return 0;
     return tile_rule(a->k.desc, b->k.desc, p);
@@ -234,8 +238,8 @@ static int same_call_kind(const kiln_tuning_key *a, const kiln_tuning_key *b)
 
 double kiln_dispatch_nearest_max(const kiln_problem *p)
 {
-    return p->op != KILN_OP_WGRAD && kiln_dtype_size(p->a_type) == 2 ? KILN_DISPATCH_NEAREST_MAX_FWD16
-                                                                      : KILN_DISPATCH_NEAREST_MAX;
+    return p->op != KILN_OP_WGRAD && inputs_16bit(p) ? KILN_DISPATCH_NEAREST_MAX_FWD16
+                                                     : KILN_DISPATCH_NEAREST_MAX;
 }
 
 /* The entry of the nearest measured class (same arch, op, types and

@@ -751,6 +751,42 @@ static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int a
     kiln_context_destroy(ctx);
 }
 
+/* 1 if catalog entry ce is a tuned (the table's winner, not a default)
+ * bf16 fprop or dgrad kernel; *op gets its op. */
+static int tuned_bf16_fwd(const kiln_catalog_entry *ce, kiln_op *op)
+{
+    if (!ce->tuned_only || !strstr(ce->desc, " a=bf16 ") || !strstr(ce->desc, " out=bf16 ") ||
+        !strstr(ce->desc, " fp8_recipe=none"))
+        return 0;
+    *op = strstr(ce->desc, "op=dgrad") ? KILN_OP_DGRAD : KILN_OP_FPROP;
+    return *op == KILN_OP_DGRAD || strstr(ce->desc, "op=fprop") != NULL;
+}
+
+/* Kernel `name`, forced, on 12 groups of 0..200 tokens with pointer-array
+ * weights (N 136, K 200: partial tiles); every element checked. */
+static void forced_pointer_weights(const char *name, kiln_op op)
+{
+    kiln_context *ctx = forced_context(name);
+    if (!ctx) return;
+    int32_t *m = random_counts(12, 0, 200);
+    gcase c = {0};
+    c.op = op;
+    c.in = c.out = KILN_DTYPE_BF16;
+    c.groups = 12;
+    c.n = 136;
+    c.k = 200;
+    c.counts = m;
+    c.capacity = sum_counts(m, 12) + 5;
+    c.ptr_weights = 1;
+    c.want_kernel = name;
+    char label[160];
+    snprintf(label, sizeof label, "%s, pointer weights", name);
+    c.label = label;
+    run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+    free(m);
+    kiln_context_destroy(ctx);
+}
+
 /* Pointer-array weights on sm90 (weights: any, every shipped 16-bit
  * kernel): the producer re-points a per-SM copy of B's map at each group's
  * weights.  Many groups of 0..300 tokens make every CTA change groups many
@@ -789,36 +825,16 @@ static void test_sm90_pointer_weights(void **state)
                 free(m);
             }
     /* the cooperative defaults, then the table's winners (the catalog
-     * builds them; tuned_only) */
+     * builds them) */
+    forced_pointer_weights("sm90_fprop_bf16_128x256", KILN_OP_FPROP);
+    forced_pointer_weights("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD);
     int tuned = 0;
-    for (long e = -2; e < (long)kiln_catalog_count; e++) {
-        const char *name = e == -2 ? "sm90_fprop_bf16_128x256" : e == -1 ? "sm90_dgrad_bf16_128x256"
-                                                                         : kiln_catalog[e].name;
-        const char *desc = e < 0 ? (e == -2 ? "op=fprop" : "op=dgrad") : kiln_catalog[e].desc;
-        if (e >= 0 && (!kiln_catalog[e].tuned_only || !strstr(desc, " a=bf16 ") ||
-                       !strstr(desc, " out=bf16 ") || !strstr(desc, " fp8_recipe=none") ||
-                       !strstr(desc, " weights=any ") || strstr(desc, "op=wgrad")))
-            continue;
-        tuned += e >= 0;
-        kiln_context *ctx = forced_context(name);
-        if (!ctx) continue;
-        int32_t *m = random_counts(12, 0, 200);
-        gcase c = {0};
-        c.op = strstr(desc, "op=dgrad") ? KILN_OP_DGRAD : KILN_OP_FPROP;
-        c.in = c.out = KILN_DTYPE_BF16;
-        c.groups = 12;
-        c.n = 136;
-        c.k = 200;
-        c.counts = m;
-        c.capacity = sum_counts(m, 12) + 5;
-        c.ptr_weights = 1;
-        c.want_kernel = name;
-        snprintf(label, sizeof label, "%s, pointer weights", name);
-        c.label = label;
-        run_checked(&c, ctx, KILN_BACKEND_GENERATED);
-        free(m);
-        kiln_context_destroy(ctx);
-    }
+    kiln_op op;
+    for (size_t e = 0; e < kiln_catalog_count; e++)
+        if (tuned_bf16_fwd(&kiln_catalog[e], &op) && strstr(kiln_catalog[e].desc, " weights=any ")) {
+            tuned++;
+            forced_pointer_weights(kiln_catalog[e].name, op);
+        }
     if (!tuned) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel with weights: any");
     assert_int_equal(g_failures, failures_before);
 }
@@ -837,16 +853,13 @@ static void test_fprop_dgrad_tuned(void **state)
     int failures_before = g_failures;
     int kernels = 0, wide192 = 0;
     static const int64_t nk[MIXES][2] = {{328, 264}, {200, 328}, {328, 136}, {136, 200}};
+    kiln_op op;
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
-        if (!ce->tuned_only || !strstr(ce->desc, " a=bf16 ") || !strstr(ce->desc, " out=bf16 ") ||
-            !strstr(ce->desc, " fp8_recipe=none"))
-            continue;
-        const int dgrad = strstr(ce->desc, "op=dgrad") != NULL;
-        if (!dgrad && !strstr(ce->desc, "op=fprop")) continue;
+        if (!tuned_bf16_fwd(ce, &op)) continue;
         kernels++;
         wide192 += strstr(ce->desc, " tile=128x192x64 ") || strstr(ce->desc, " tile=64x192x64 ");
-        run_forced_mixes(ce->name, dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
+        run_forced_mixes(ce->name, op, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     }
     if (!kernels) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel (the table's winners)");
     if (!wide192) CASE_FAIL("the catalog carries no 192-wide tuned fprop/dgrad kernel (the GPT-OSS winners)");
