@@ -25,17 +25,22 @@ out=${2:?$usage}
 shift 2
 cand=("$@")
 [ ${#cand[@]} -gt 0 ] || { echo "$usage" >&2; exit 2; }
-base=("$here/specs/sweeps/wgrad_sm90_plain.yaml" "$here/specs/sweeps/wgrad_sm90_pair.yaml")
+# $KILN_AB_BASE: the baseline sweeps instead (space-separated paths)
+if [ -n "${KILN_AB_BASE:-}" ]; then read -r -a base <<< "$KILN_AB_BASE"
+else base=("$here/specs/sweeps/wgrad_sm90_plain.yaml" "$here/specs/sweeps/wgrad_sm90_pair.yaml"); fi
 rounds=${KILN_AB_ROUNDS:-2}
 kiln=$build/kiln
 mkdir -p "$out"
 export KILN_CACHE_DIR=${KILN_CACHE_DIR:-$(mktemp -d /tmp/kiln-ab.XXXXXX)}
 
 # The benchmark's short reductions and the corpus's decode shapes that sat
-# below 0.8 of the floor, two long reductions as controls.
+# below 0.8 of the floor, two long reductions as controls ($KILN_AB_SHAPES:
+# a shapes file instead).
+if [ -n "${KILN_AB_SHAPES:-}" ]; then cp "$KILN_AB_SHAPES" "$out/ab_shapes.tsv"; else
 { grep -E '^(irregular_g64|dirichlet_g128|qwen3_30b_fc1|skew64_longk|decode_g256_t8|decode_g128_t4|small_decode|balanced32)[[:space:]]' "$here/bench/cases.tsv"
   grep -E '^(dsv2_fc1_ep32_dec|dsv3_fc1_ep32_dec|qwen3_235b_fc1_ep8_dec|dsv2_fc1_ep8_dec|qwen3_30b_fc1_skew)[[:space:]]' "$here/bench/corpus.tsv"
 } > "$out/ab_shapes.tsv"
+fi
 # Edge shapes: name groups tokens_per_group K N sizes (docs/tuning.md).
 printf '%s\n' \
   $'e_decode\t64\t16\t512\t384\tuniform' \
@@ -72,16 +77,35 @@ for r in range(1, rounds + 1):
 shapes = []
 for row in csv.DictReader(open(f'{out}/ab_r1.csv')):
     if row['shape'] not in shapes: shapes.append(row['shape'])
+def is_acc(v): return 'acc' in v.partition('__')[0]
 print(f"{'shape':24s} {'best baseline':52s} {'ms':>8s} {'best candidate':40s} {'ms':>8s} {'cand/base':>9s}")
 ratios = []
 for s in shapes:
-    m = {v: statistics.mean(x) for (sh, v), x in t.items() if sh == s and len(x) == rounds}
-    b = min(((ms, v) for v, ms in m.items() if not is_cand(v)), default=None)
-    c = min(((ms, v) for v, ms in m.items() if is_cand(v)), default=None)
-    if not b or not c: continue
-    ratios.append(c[0] / b[0])
-    print(f"{s:24s} {b[1]:52s} {b[0]:8.4f} {c[1]:40s} {c[0]:8.4f} {c[0] / b[0]:9.3f}")
+    for acc in (False, True):   # overwrite and accumulating kernels apart
+        m = {v: statistics.mean(x) for (sh, v), x in t.items()
+             if sh == s and len(x) == rounds and is_acc(v) == acc}
+        b = min(((ms, v) for v, ms in m.items() if not is_cand(v)), default=None)
+        c = min(((ms, v) for v, ms in m.items() if is_cand(v)), default=None)
+        if not b or not c: continue
+        ratios.append(c[0] / b[0])
+        print(f"{s:24s} {b[1]:52s} {b[0]:8.4f} {c[1]:40s} {c[0]:8.4f} {c[0] / b[0]:9.3f}")
 if ratios:
     print(f"best candidate / best baseline: geomean {statistics.geometric_mean(ratios):.3f}, "
-          f"range {min(ratios):.3f}-{max(ratios):.3f} over {len(ratios)} shapes ({rounds} rounds)")
+          f"range {min(ratios):.3f}-{max(ratios):.3f} over {len(ratios)} shape-kinds ({rounds} rounds)")
+# Twins: a candidate against the baseline kernel of the same variant suffix
+# (after "__") and the same kind (accumulating or not, by "acc" in the prefix).
+def twin_key(v): return (is_acc(v), v.partition('__')[2])
+base_by = {}
+for (sh, v), x in t.items():
+    if not is_cand(v) and len(x) == rounds: base_by[(sh,) + twin_key(v)] = statistics.mean(x)
+pairs = {}
+for (sh, v), x in t.items():
+    if is_cand(v) and len(x) == rounds and (sh,) + twin_key(v) in base_by:
+        pairs.setdefault(v, []).append((sh, statistics.mean(x) / base_by[(sh,) + twin_key(v)]))
+if pairs:
+    print(f"\n{'candidate / its twin':52s} " + ' '.join(f'{s[:10]:>10s}' for s in shapes) + '    geomean')
+    for v in sorted(pairs):
+        r = dict(pairs[v])
+        print(f"{v:52s} " + ' '.join(f'{r[s]:10.3f}' if s in r else f'{"-":>10s}' for s in shapes) +
+              f" {statistics.geometric_mean(r.values()):10.3f}")
 EOF
