@@ -431,8 +431,7 @@ static kiln_status validate_op_blocks(const kiln_kernel_desc *d, kiln_error *err
             FAIL("wgrad.split", "wgrad.split > 1 adds partial sums atomically and needs "
                                 "types.out: f32 (got %s)", kiln_dtype_name(d->out_type));
     } else {
-        if (d->wgrad_output != KILN_WGRAD_DENSE || d->accumulate || d->dbias || d->split != 1 ||
-            d->order != KILN_WGRAD_ORDER_GROUP)
+        if (d->wgrad_output != KILN_WGRAD_DENSE || d->accumulate || d->dbias || d->split != 1)
             FAIL("wgrad", "wgrad options apply to op wgrad only (this kernel is %s)",
                  kiln_op_name(d->op));
         if (e->scale_bias && !e->row_scale)

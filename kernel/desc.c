@@ -69,7 +69,6 @@ void kiln_desc_init(kiln_kernel_desc *d)
     d->weights = KILN_WEIGHTS_CONTIGUOUS;
     d->wgrad_output = KILN_WGRAD_DENSE;
     d->split = 1;
-    d->order = KILN_WGRAD_ORDER_GROUP;
     snprintf(d->raster, sizeof d->raster, "group");
     snprintf(d->schedule, sizeof d->schedule, "auto");
 }
@@ -108,13 +107,9 @@ static int launch_get(const kiln_launch_desc *l, const launch_field *f)
 
 void kiln_desc_format(const kiln_kernel_desc *d, const kiln_launch_desc *l, kiln_strbuf *out)
 {
-    kiln_kernel_desc def;
-    kiln_desc_init(&def);
     const char *prev = NULL;
     for (const kiln_knob *k = kiln_knobs; k->key; k++) {
         if (!k->text) continue;
-        if (k->text_value == KILN_KNOB_TEXT_IF_SET && kiln_knob_get(k, d) == kiln_knob_get(k, &def))
-            continue;
         char v[KILN_NAME_MAX];
         kiln_knob_value_text(k, d, v, sizeof v);
         if (prev && !strcmp(prev, k->text)) kiln_strbuf_printf(out, "x%s", v);

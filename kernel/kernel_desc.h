@@ -61,16 +61,6 @@ typedef struct kiln_launch_desc {
     int preference;              /* among kernels that serve a call, higher first */
 } kiln_launch_desc;
 
-/* wgrad.order: the order in which a CTA walks its work items.  GROUP: the
- * items in group order, each CTA every ncl-th.  ENDS: the first half of that
- * list from the front and the second half from the back, a CTA's items
- * alternating between the two, so that where group sizes differ a long
- * main loop and a short, store-bound item follow each other on every SM. */
-typedef enum kiln_wgrad_order {
-    KILN_WGRAD_ORDER_GROUP = 0,
-    KILN_WGRAD_ORDER_ENDS = 1,
-} kiln_wgrad_order;
-
 typedef struct kiln_kernel_desc {
     char name[KILN_NAME_MAX];
     kiln_op op;
@@ -88,7 +78,6 @@ typedef struct kiln_kernel_desc {
     int accumulate;              /* wgrad: fp32 accumulate mode */
     int dbias;                   /* wgrad: fused bias gradient */
     int split;                   /* wgrad: split the reduction across CTAs (1: off) */
-    kiln_wgrad_order order;      /* wgrad: the order of work items */
     kiln_fp8_recipe fp8_recipe;  /* fprop/dgrad with 8-bit inputs: how they are scaled */
     int fp8_promote;             /* 1: fp32 promotion every 128 of the reduction */
     char raster[16];             /* tile order: "group" (default), "m", "n" */

@@ -28,8 +28,6 @@ static const kiln_knob_choice alpha_choices[] = {
     {"scalar", KILN_ALPHA_SCALAR}, {"per_group", KILN_ALPHA_PER_GROUP}, {NULL, 0}};
 static const kiln_knob_choice output_choices[] = {
     {"dense", KILN_WGRAD_DENSE}, {"discrete", KILN_WGRAD_DISCRETE}, {NULL, 0}};
-static const kiln_knob_choice order_choices[] = {
-    {"group", KILN_WGRAD_ORDER_GROUP}, {"ends", KILN_WGRAD_ORDER_ENDS}, {NULL, 0}};
 static const kiln_knob_choice recipe_choices[] = {{"none", KILN_FP8_NONE},
                                                   {"tensor", KILN_FP8_TENSOR},
                                                   {"row", KILN_FP8_ROW},
@@ -78,7 +76,6 @@ const kiln_knob kiln_knobs[] = {
     {"wgrad.accumulate", KILN_KNOB_BOOL,    M(accumulate),  NULL,             "accumulate", 0, "acc",   0, 1, KILN_KNOB_SIG_WGRAD},
     {"wgrad.dbias",      KILN_KNOB_BOOL,    M(dbias),       NULL,             "dbias",      0, "dbias", 0, 1, KILN_KNOB_SIG_WGRAD},
     {"wgrad.split",      KILN_KNOB_INT,     M(split),       NULL,             "split",      0, "sp",    1, 16, 0},
-    {"wgrad.order",      KILN_KNOB_ENUM,    M(order),       order_choices,    "order", KILN_KNOB_TEXT_IF_SET, "ord", 0, 0, 0},
     {"fp8",              KILN_KNOB_MAP,     NONE,           NULL,             NULL,         0, NULL,    0, 0, 0},
     {"fp8.recipe",       KILN_KNOB_ENUM,    M(fp8_recipe),  recipe_choices,   "fp8_recipe", 0, "f8",    0, 0, KILN_KNOB_SIG_FWD},
     {"fp8.accumulate",   KILN_KNOB_ENUM,    M(fp8_promote), fp8_accum_choices, "fp8_accumulate", 0, "",  0, 0, KILN_KNOB_SIG_FWD},
@@ -98,8 +95,7 @@ _Static_assert(sizeof kiln_knobs / sizeof kiln_knobs[0] <= KILN_KNOB_COUNT_MAX,
 _Static_assert(sizeof(kiln_op) == sizeof(int) && sizeof(kiln_dtype) == sizeof(int) &&
                    sizeof(kiln_bias_mode) == sizeof(int) && sizeof(kiln_alpha_mode) == sizeof(int) &&
                    sizeof(kiln_weights_mode) == sizeof(int) &&
-                   sizeof(kiln_wgrad_output) == sizeof(int) &&
-                   sizeof(kiln_wgrad_order) == sizeof(int),
+                   sizeof(kiln_wgrad_output) == sizeof(int),
                "enum members must be int-sized");
 
 size_t kiln_kernel_name_bad_at(const char *s)

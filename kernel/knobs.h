@@ -44,12 +44,7 @@ typedef struct kiln_knob {
     const char *text;            /* canonical text key; NULL: not in the text.
                                     Consecutive rows with one text key share
                                     one item, values joined by 'x' ("tile=128x128x64") */
-    int text_value;              /* ENUM: 1 writes the value (0/1), not the spelling.
-                                    KILN_KNOB_TEXT_IF_SET: the item is written only
-                                    when the value is not kiln_desc_init's, so that a
-                                    knob added later leaves the text (and so every
-                                    table entry, bundle and cache key naming a kernel
-                                    by it) of the kernels that do not use it as it was */
+    int text_value;              /* ENUM: 1 writes the value (0/1), not the spelling */
     const char *frag;            /* sweep name fragment prefix; NULL: not sweepable.
                                     MAP: "" joins the children's fragments with '_',
                                     else prefix + values joined by 'x' */
@@ -60,7 +55,6 @@ typedef struct kiln_knob {
 } kiln_knob;
 
 enum { KILN_KNOB_SIG_NONE = 0, KILN_KNOB_SIG_FWD = 1, KILN_KNOB_SIG_WGRAD = 2 };
-enum { KILN_KNOB_TEXT_IF_SET = 2 };
 
 /* The table in schema order, ended by a row with a NULL key. */
 extern const kiln_knob kiln_knobs[];

@@ -73,10 +73,6 @@ if spec.op == "wgrad" then
   local w = spec.wgrad
   if w.dbias then flags[#flags + 1] = "KS_DBIAS" end
   if w.split ~= 1 then fail("wgrad.split", "wgrad.split = %d is not supported by this kernel (use 1)", w.split) end
-  if w.order ~= "group" then
-    fail("wgrad.order", "wgrad.order: %s is a schedule of family sm90 (the simple family " ..
-         "runs one tile per CTA; use group)", w.order)
-  end
   if w.accumulate then flags[#flags + 1] = "KS_ACCUMULATE" end
   if w.output == "discrete" then flags[#flags + 1] = "KS_DISCRETE" end
 else

@@ -85,61 +85,6 @@ struct kiln_wtile {
     int split;    /* CTAs sharing this dW tile (1: sole owner) */
 };
 
-/* The group owning work item t when t may lie below the item of the hint
- * `from` (ORDER_ENDS walks half of its items downwards): a few steps down,
- * then the binary search below; upwards as kiln_find_group. */
-KDEV int kiln_find_group_either(int t, const int *tile_start, int G, int from)
-{
-    if (!ORDER_ENDS || tile_start[from] <= t) return kiln_find_group(t, tile_start, G, from);
-#pragma unroll 1
-    for (int i = 0; i < 4; ++i) {
-        --from;   /* tile_start[0] = 0 <= t: from stays >= 0 */
-        if (tile_start[from] <= t) return from;
-    }
-    int lo = 0, hi = from;   /* tile_start[lo] <= t < tile_start[hi] */
-    while (hi - lo > 1) {
-        int mid = (lo + hi) >> 1;
-        if (tile_start[mid] <= t) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
-/* This CTA's next work item: its j-th, into t (which holds its (j-1)-th;
- * before the first, cid - ncl), and its side, 0 or 1, whose group hint
- * kiln_decode keeps; false when none is left.  GROUP order: items cid,
- * cid + ncl, ...  ENDS (wgrad.order): the list's first half [0, H) walked
- * up from cid and its second half walked down from items - 1 - cid, a step
- * of ncl each, the CTA's items alternating between the two while both
- * last.  Where group sizes differ (skewed routing: in group order the long
- * groups first), an SM's long main loops and short, store-bound items then
- * follow each other, and the stores of one drain under the other's main
- * loop. */
-KDEV bool kiln_next_item(const kiln_wgrad &P, int j, int &t, int &side)
-{
-    const int cid = P.cta.cid, ncl = P.cta.ncl;
-    if (!ORDER_ENDS) {
-        side = 0;
-        t += ncl;
-        return t < P.items;
-    }
-    const int H = (P.items + 1) >> 1;
-    const int nf = cid < H ? (H - 1 - cid) / ncl + 1 : 0;
-    const int nb = cid < P.items - H ? (P.items - H - 1 - cid) / ncl + 1 : 0;
-    const int both = min(nf, nb);
-    int q;
-    if (j < 2 * both) {
-        side = j & 1;
-        q = j >> 1;
-    } else {
-        side = nf > nb ? 0 : 1;
-        q = both + (j - 2 * both);
-        if (q >= (side ? nb : nf)) return false;
-    }
-    const int u = cid + q * ncl;
-    t = side ? P.items - 1 - u : u;
-    return true;
-}
-
 /* This CTA's tile of work unit t: split chunk slowest, then the unit in
  * raster order.  A pair's second tile may lie past N or K (P.tm / P.tk
  * odd): it loads (its peer needs its half of the shared boxes, and TMA
@@ -148,7 +93,7 @@ KDEV bool kiln_next_item(const kiln_wgrad &P, int j, int &t, int &side)
 KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int &gcur)
 {
     kiln_wtile T;
-    T.g = gcur = kiln_find_group_either(t, m.tile_start, P.G, gcur);
+    T.g = gcur = kiln_find_group(t, m.tile_start, P.G, gcur);
     int local = t - m.tile_start[T.g];
     T.s = min(m.row_start[T.g], P.cap);
     T.e = min(m.row_start[T.g + 1], P.cap);
@@ -172,10 +117,9 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
                        const kiln_tmap *tmap_b)
 {
     kiln_ring r = {0, 0};
-    int gcur[2] = {0, max(P.G - 1, 0)};   /* per side, the group of its last item */
-    int side, t = P.cta.cid - P.cta.ncl;
-    for (int it = 0; kiln_next_item(P, it, t, side); ++it) {
-        const kiln_wtile T = kiln_decode(P, m, t, gcur[side]);
+    int gcur = 0;   /* the group of the last item (kiln_find_group) */
+    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
+        const kiln_wtile T = kiln_decode(P, m, t, gcur);
         for (int kb = T.kb0; kb < T.kb1; ++kb) {
             const kiln_u32 full = kiln_acquire(m, r);
             const kiln_u32 sa = m.stage(r.s);
@@ -637,10 +581,9 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     kiln_ring r = {0, 0};
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
-    int gcur[2] = {0, max(P.G - 1, 0)};   /* per side, the group of its last item */
-    int side, t = P.cta.cid - P.cta.ncl;
-    for (; kiln_next_item(P, j, t, side); ++j) {
-        const kiln_wtile T = kiln_decode(P, m, t, gcur[side]);
+    int gcur = 0;   /* the group of the last item (kiln_find_group) */
+    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl, ++j) {
+        const kiln_wtile T = kiln_decode(P, m, t, gcur);
         if (!turn.mine(j)) {
             r.skip(T.kb1 - T.kb0);
             continue;

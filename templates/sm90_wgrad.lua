@@ -82,9 +82,6 @@ return function(spec, arch, mode)
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", k.raster, common.max_groups),
     -- wgrad.dbias: the k0 = 0 items also sum dY's stage rows into db
     string.format("constexpr int DBIAS = %d, IN_F16 = %d;", b(w.dbias), b(ity == "f16")),
-    -- wgrad.order: ends alternates each CTA's items between the two halves
-    -- of the item list (sm90_wgrad.cuh, kiln_item)
-    string.format("constexpr int ORDER_ENDS = %d;", b(w.order == "ends")),
   }, smem, wgmma)
 
   local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_wgrad.cuh")
