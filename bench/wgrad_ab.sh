@@ -64,7 +64,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 python3 - "$out" "$rounds" "${cand[@]}" <<'EOF' | tee "$out/summary.txt"
-import csv, glob, os, statistics, sys
+import csv, glob, os, re, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
 cand_names = [os.path.basename(p).replace('.yaml', '').replace('wgrad_sm90_', 'wgrad_sm90_bf16_')
               for p in sys.argv[3:]]
@@ -94,14 +94,19 @@ if ratios:
           f"range {min(ratios):.3f}-{max(ratios):.3f} over {len(ratios)} shape-kinds ({rounds} rounds)")
 # Twins: a candidate against the baseline kernel of the same variant suffix
 # (after "__") and the same kind (accumulating or not, by "acc" in the prefix).
-def twin_key(v): return (is_acc(v), v.partition('__')[2])
+# $KILN_AB_TWIN: a regular expression removed from both names instead, the
+# rest to be equal (e.g. the words naming the two sweeps and a swept knob's
+# fragment).
+twin_re = os.environ.get('KILN_AB_TWIN')
+def twin_key(v):
+    return re.sub(twin_re, '', v) if twin_re else (is_acc(v), v.partition('__')[2])
 base_by = {}
 for (sh, v), x in t.items():
-    if not is_cand(v) and len(x) == rounds: base_by[(sh,) + twin_key(v)] = statistics.mean(x)
+    if not is_cand(v) and len(x) == rounds: base_by[(sh, twin_key(v))] = statistics.mean(x)
 pairs = {}
 for (sh, v), x in t.items():
-    if is_cand(v) and len(x) == rounds and (sh,) + twin_key(v) in base_by:
-        pairs.setdefault(v, []).append((sh, statistics.mean(x) / base_by[(sh,) + twin_key(v)]))
+    if is_cand(v) and len(x) == rounds and (sh, twin_key(v)) in base_by:
+        pairs.setdefault(v, []).append((sh, statistics.mean(x) / base_by[(sh, twin_key(v))]))
 if pairs:
     print(f"\n{'candidate / its twin':52s} " + ' '.join(f'{s[:10]:>10s}' for s in shapes) + '    geomean')
     for v in sorted(pairs):
