@@ -815,7 +815,7 @@ static void read_launch(lua_State *L, int idx, kiln_launch_desc *l)
                                            "preference", NULL};
     static const char *const mn_keys[] = {"m", "n", NULL};
     static const char *const tmap_keys[] = {"a", "b", "d", NULL};
-    static const char *const box_keys[] = {"box_inner", "box_outer", "swizzle", NULL};
+    static const char *const box_keys[] = {"box_inner", "box_outer", "swizzle", "chunks", NULL};
     memset(l, 0, sizeof *l);
     check_keys(L, idx, "", top_keys);
 
@@ -881,6 +881,7 @@ static void read_launch(lua_State *L, int idx, kiln_launch_desc *l)
                 d->box_inner = get_int_field(L, b, prefix, "box_inner", 1, 0, 1, 256);
                 d->box_outer = get_int_field(L, b, prefix, "box_outer", 1, 0, 1, 256);
                 d->swizzle = get_int_field(L, b, prefix, "swizzle", 1, 0, 0, 128);
+                d->chunks = get_int_field(L, b, prefix, "chunks", 0, 0, 0, 256);
                 if (d->swizzle != 0 && d->swizzle != 32 && d->swizzle != 64 && d->swizzle != 128)
                     return_error(L, "launch table: %sswizzle = %d must be 0, 32, 64 or 128",
                                  prefix, d->swizzle);

@@ -122,9 +122,12 @@ void kiln_desc_format(const kiln_kernel_desc *d, const kiln_launch_desc *l, kiln
         kiln_strbuf_printf(out, " %s=%d", launch_ints[i].text, launch_get(l, &launch_ints[i]));
     kiln_strbuf_printf(out, " launch_cluster=%dx%d", l->cluster_m, l->cluster_n);
     static const char *const which[3] = {"a", "b", "d"};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         kiln_strbuf_printf(out, " tmap_%s=%d:%d:%d:%d", which[i], l->tmap[i].used,
                            l->tmap[i].box_inner, l->tmap[i].box_outer, l->tmap[i].swizzle);
+        /* written only when set: every other kernel's text stays as it was */
+        if (l->tmap[i].chunks) kiln_strbuf_printf(out, ":%d", l->tmap[i].chunks);
+    }
     for (size_t i = 0; i < N_OF(launch_limits); i++)
         kiln_strbuf_printf(out, " %s=%d", launch_limits[i].text, launch_get(l, &launch_limits[i]));
 }
@@ -183,7 +186,12 @@ static int set_field(kiln_kernel_desc *d, kiln_launch_desc *l, const char *k, co
         int i = k[5] == 'a' ? 0 : k[5] == 'b' ? 1 : k[5] == 'd' ? 2 : -1;
         if (i < 0) return -1;
         kiln_tmap_desc *t = &l->tmap[i];
-        return sscanf(v, "%d:%d:%d:%d", &t->used, &t->box_inner, &t->box_outer, &t->swizzle) == 4;
+        int n = 0, m = 0;
+        t->chunks = 0;
+        if (sscanf(v, "%d:%d:%d:%d%n", &t->used, &t->box_inner, &t->box_outer, &t->swizzle, &n) != 4)
+            return 0;
+        if (!v[n]) return 1;
+        return sscanf(v + n, ":%d%n", &t->chunks, &m) == 1 && !v[n + m] && t->chunks > 0;
     }
     return -1;
 }

@@ -41,6 +41,12 @@ typedef struct kiln_tmap_desc {
     int used;                    /* 0: the kernel ignores this map */
     int box_inner, box_outer;    /* box in elements: contiguous dim, rows */
     int swizzle;                 /* bytes: 0, 32, 64 or 128 */
+    int chunks;                  /* > 0: where the contiguous dim is a multiple of
+                                    box_inner, a 3-D map {box_inner, its chunks,
+                                    rows}, box {box_inner, chunks, box_outer}: a
+                                    box's rows are chunks x box_inner wide, laid out
+                                    [row][chunk] in shared memory (wgrad's dW
+                                    stores, sm90_wgrad.cuh); 0: the 2-D map only */
 } kiln_tmap_desc;
 
 /* How to launch; reported by the template. */

@@ -116,12 +116,15 @@ static CUtensorMapSwizzle tmap_swizzle(int bytes)
     }
 }
 
-/* A 2-D map over a row-major matrix: dims innermost first.  Through the
- * context's cache (tmap_cache.h): a call that repeats an operand's pointer,
- * shape, stride and box reuses its map instead of encoding it again. */
-static kiln_status encode_2d(const kiln_driver *drv, kiln_tmap_cache *cache, kiln_tmap *map,
-                             int role, const kiln_tmap_desc *td, kiln_dtype t, const void *base,
-                             int64_t cols, int64_t rows, int64_t ld, kiln_error *err)
+/* A 2-D map over a row-major matrix: dims innermost first; with `chunked`
+ * (td->chunks > 0 and cols a multiple of td->box_inner), the 3-D map of
+ * kiln_tmap_desc.chunks over the same bytes instead.  Through the context's
+ * cache (tmap_cache.h): a call that repeats an operand's pointer, shape,
+ * stride and box reuses its map instead of encoding it again. */
+static kiln_status encode_map(const kiln_driver *drv, kiln_tmap_cache *cache, kiln_tmap *map,
+                              int role, const kiln_tmap_desc *td, int chunked, kiln_dtype t,
+                              const void *base, int64_t cols, int64_t rows, int64_t ld,
+                              kiln_error *err)
 {
     static const char *const which[3] = {"a", "b", "d"};
     if (rows < 1) rows = 1; /* an empty operand is never read; the map must still be valid */
@@ -138,14 +141,27 @@ static kiln_status encode_2d(const kiln_driver *drv, kiln_tmap_cache *cache, kil
         .l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         .oob_fill = CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     };
+    if (chunked) {
+        const int64_t es = kiln_dtype_size(t);
+        r.rank = 3;
+        r.dims[0] = (cuuint64_t)td->box_inner;
+        r.dims[1] = (cuuint64_t)(cols / td->box_inner);
+        r.dims[2] = (cuuint64_t)rows;
+        r.strides[0] = (cuuint64_t)(td->box_inner * es);
+        r.strides[1] = (cuuint64_t)(ld * es);
+        r.box[1] = (cuuint32_t)td->chunks;
+        r.box[2] = (cuuint32_t)td->box_outer;
+        r.elem_strides[2] = 1;
+    }
     CUresult res = kiln_tmap_cache_encode(cache, drv->cuTensorMapEncodeTiled, role, &r, map);
     if (res != CUDA_SUCCESS) {
         char what[256];
         snprintf(what, sizeof what,
                  "cuTensorMapEncodeTiled(tmap_%s: %lld x %lld %s, row stride %lld B, box %dx%d, "
-                 "swizzle %d)",
+                 "swizzle %d%s)",
                  which[role], (long long)rows, (long long)cols, kiln_dtype_name(t),
-                 (long long)r.strides[0], td->box_outer, td->box_inner, td->swizzle);
+                 (long long)(ld * kiln_dtype_size(t)), td->box_outer, td->box_inner, td->swizzle,
+                 chunked ? ", in chunks" : "");
         return kiln_driver_check(drv, res, what, err);
     }
     return KILN_OK;
@@ -158,27 +174,27 @@ static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
     const kiln_launch_desc *l = &k->launch;
     kiln_status st;
     if (l->tmap[0].used &&
-        (st = encode_2d(drv, cache, &maps[0], 0, &l->tmap[0], p->a_type, p->d_a,
-                        kiln_problem_a_cols(p), p->capacity, a->lda, err)))
+        (st = encode_map(drv, cache, &maps[0], 0, &l->tmap[0], 0, p->a_type, p->d_a,
+                         kiln_problem_a_cols(p), p->capacity, a->lda, err)))
         return st;
     if (l->tmap[1].used) {
         if (p->op == KILN_OP_WGRAD)
-            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
-                           p->capacity, a->ldb, err);
+            st = encode_map(drv, cache, &maps[1], 1, &l->tmap[1], 0, p->b_type, p->d_b, p->k,
+                            p->capacity, a->ldb, err);
         else if (p->op == KILN_OP_DGRAD && p->fp8.recipe != KILN_FP8_NONE)
             /* fp8 dgrad: W transposed, one [G*K, N] matrix */
-            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, a->b, p->n,
-                           (int64_t)p->groups * p->k, a->ldb, err);
+            st = encode_map(drv, cache, &maps[1], 1, &l->tmap[1], 0, p->b_type, a->b, p->n,
+                            (int64_t)p->groups * p->k, a->ldb, err);
         else if (p->d_b_ptrs)
             /* pointer-array weights: one group's [N, K], which the kernel
              * points at each group's weights on the device (a kernel built
              * with weights: any; dispatch sends no other).  The address
              * here is a stand-in, never read: d_a, for its alignment. */
-            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_a, p->k, p->n,
-                           a->ldb, err);
+            st = encode_map(drv, cache, &maps[1], 1, &l->tmap[1], 0, p->b_type, p->d_a, p->k,
+                            p->n, a->ldb, err);
         else /* contiguous weights viewed as one [G*N, K] matrix */
-            st = encode_2d(drv, cache, &maps[1], 1, &l->tmap[1], p->b_type, p->d_b, p->k,
-                           (int64_t)p->groups * p->n, a->ldb, err);
+            st = encode_map(drv, cache, &maps[1], 1, &l->tmap[1], 0, p->b_type, p->d_b, p->k,
+                            (int64_t)p->groups * p->n, a->ldb, err);
         if (st) return st;
     }
     if (l->tmap[2].used) {
@@ -186,14 +202,19 @@ static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
             /* discrete dW: one group's [N, K], which the kernel points at
              * each group's buffer on the device; the address is a stand-in,
              * never written through (d_a, for its alignment) */
-            st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_a, p->k, p->n,
-                           a->ldd, err);
+            st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2], 0, p->out_type, p->d_a, p->k,
+                            p->n, a->ldd, err);
         else if (p->op == KILN_OP_WGRAD)
-            st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_out, p->k,
-                           (int64_t)p->groups * p->n, a->ldd, err);
+            /* dense dW as one [G*N, K] matrix; in chunks where the kernel
+             * stores rows of tmap.chunks boxes at once, which it does when K
+             * is a multiple of the box width (the same rule on the device:
+             * sm90_wgrad.cuh, kiln_epilogue_tma_store) */
+            st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2],
+                            l->tmap[2].chunks > 0 && p->k % l->tmap[2].box_inner == 0, p->out_type,
+                            p->d_out, p->k, (int64_t)p->groups * p->n, a->ldd, err);
         else
-            st = encode_2d(drv, cache, &maps[2], 2, &l->tmap[2], p->out_type, p->d_out,
-                           kiln_problem_out_cols(p), p->capacity, a->ldd, err);
+            st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2], 0, p->out_type, p->d_out,
+                            kiln_problem_out_cols(p), p->capacity, a->ldd, err);
         if (st) return st;
     }
     return KILN_OK;

@@ -155,6 +155,23 @@ KDEV void kiln_tma_store_2d(kiln_u32 src, const kiln_tmap *map, int c0, int c1,
                      :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1) : "memory");
     }
 }
+/* The same through a 3-D map (launch.c's maps in chunks: c0 within a
+ * chunk, c1 the chunk, c2 the row). */
+KDEV void kiln_tma_store_3d(kiln_u32 src, const kiln_tmap *map, int c0, int c1, int c2,
+                            bool evict_first = false)
+{
+    if (evict_first) {
+        kiln_u64 pol;
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+        asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint"
+                     " [%0, {%2, %3, %4}], [%1], %5;"
+                     :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2), "l"(pol)
+                     : "memory");
+    } else {
+        asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+                     :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+    }
+}
 KDEV void kiln_tma_reduce_add_2d(kiln_u32 src, const kiln_tmap *map, int c0, int c1)
 {
     asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"

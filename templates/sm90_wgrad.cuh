@@ -16,6 +16,11 @@
  *                                 fp32) or TMA stores (overwrite) through tmap_d,
  *                                 dense: over dW as {K, G*N}; discrete: over one
  *                                 group's {K, N}, re-pointed per group (kiln_dmap)
+ *   D_CHUNKS                      > 0 (dense 16-bit dW, a warp's whole share
+ *                                 staged): where K % 64 == 0, tmap_d is a 3-D map
+ *                                 {64, K/64, G*N} (launch.c) and a warp's 16 rows
+ *                                 of an m64 sub-tile go out as one box of
+ *                                 D_CHUNKS 128-byte chunks a row (kiln_rowbox_*)
  *   DBIAS                         1: also the bias gradient db[g,n] = sum of dY[t,n]
  *                                 over the group's tokens (args.dbias / dbias_ptrs)
  *   IN_F16                        1: dY is fp16; 0: bf16
@@ -63,6 +68,9 @@ static_assert(kiln_wgrad_layout::OFF_STG % 1024 == 0,
  * and a box at a time (STG_BUFS < the share) from -7% to +4% (H200,
  * docs/sm90_wgrad.md, eighth session). */
 constexpr int EPI_EVICT_FIRST = !ACCUMULATE && !PINGPONG && BM * BN >= 32768 && STG_BUFS >= SHARE_BOXES;
+static_assert(D_CHUNKS == 0 || (D_CHUNKS == BN / 64 && OSZ == 2 && !ACCUMULATE && !DISCRETE &&
+                                STG_BUFS >= SHARE_BOXES),
+              "rows of D_CHUNKS boxes: dense 16-bit overwrite, a warp's share staged whole");
 
 /* ---------------------------------------------------------- schedule */
 
@@ -482,6 +490,99 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
     }
 }
 
+/* D_CHUNKS: a warp's 16 rows of an m64 sub-tile as one box of D_CHUNKS
+ * 128-byte chunks a row, laid out [row][chunk]: chunk c of row r is the
+ * 128-byte segment r*D_CHUNKS + c, its 16-byte pieces swizzled by that
+ * index mod 8, as TMA's 128-byte swizzle does by address (the box is
+ * 1024-byte aligned).  `a` as kiln_box_from_frag's, for the tile's BN
+ * columns; chunks from column `cols` on are not written (past K, clipped
+ * by the store).
+ *
+ * Bank conflicts: each 8x8 matrix of an stmatrix is written in one pass
+ * only if its 8 rows fall on 8 distinct 16-byte bank groups.  Rows are
+ * D_CHUNKS segments apart, so the swizzle separates 8 rows of one piece
+ * only for an odd D_CHUNKS (3); with 2 it leaves rows r and r+4 on one
+ * group, with 4 rows r, r+2, r+4, r+6 (2- and 4-way conflicts, measured
+ * 3-15% slower on an H200).  So a matrix's rows hold different pieces:
+ * row k of matrix i holds piece i ^ (k >> 2) (2 chunks) or i ^ (k >> 1)
+ * (4 chunks) of its group of pieces, which the swizzle's row term then
+ * spreads over all 8 groups.  Each thread's row k is fixed (lane / 4), so
+ * it hands its pieces over in that order: a lane-dependent swap of its
+ * packed words (kiln_xswap), 1 or 2 selects a word. */
+KDEV void kiln_xswap(kiln_u32 &x, kiln_u32 &y, bool s)
+{
+    const kiln_u32 t = s ? y : x;
+    y = s ? x : y;
+    x = t;
+}
+
+KDEV void kiln_rowbox_from_frag(unsigned char *rb, const float *a, int cols, int lane)
+{
+    const kiln_u32 base = kiln_smem_addr(rb);
+#pragma unroll
+    for (int q = 0; q < D_CHUNKS; ++q) {
+        if (q * 64 >= cols) continue;
+        const float *aq = a + q * 32;   /* 8 pieces (8-column blocks) of 4 sums each */
+        if (D_CHUNKS == 4) {
+            /* x4: the 8 rows of half h, pieces 4g .. 4g + 3; matrix i row k
+             * holds piece 4g + (i ^ (k >> 1)), k >> 1 = lane >> 3 for the
+             * thread's own row */
+            const int s = lane >> 3;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int g = 0; g < 2; ++g) {
+                    const float *b = aq + 16 * g + 2 * h;   /* piece 4g + j: b[4j], b[4j + 1] */
+                    kiln_u32 w0 = kiln_pack2(b[0], b[1]), w1 = kiln_pack2(b[4], b[5]);
+                    kiln_u32 w2 = kiln_pack2(b[8], b[9]), w3 = kiln_pack2(b[12], b[13]);
+                    kiln_xswap(w0, w1, s & 1);   /* w_i = piece i ^ s */
+                    kiln_xswap(w2, w3, s & 1);
+                    kiln_xswap(w0, w2, s & 2);
+                    kiln_xswap(w1, w3, s & 2);
+                    const int k = lane & 7, seg = (h * 8 + k) * D_CHUNKS + q;
+                    const int u = 4 * g + ((lane >> 3) ^ (k >> 1));
+                    kiln_stmatrix_x4(base + seg * 128 + ((u ^ (seg & 7)) << 4), w0, w1, w2, w3);
+                }
+        } else {
+            /* x4 as kiln_box_from_frag's: (rows 0-7, piece 2p + 0), (rows 8-15,
+             * 2p + 0), (rows 0-7, 2p + 1), (rows 8-15, 2p + 1); with 2 chunks
+             * row k of a matrix holds piece 2p + (b ^ (k >> 2)) instead,
+             * k >> 2 = lane >> 4 for the thread's own row */
+            const bool sw = D_CHUNKS == 2 && (lane >> 4);
+            const int k = lane & 7, row = k + ((lane >> 3) & 1) * 8, seg = row * D_CHUNKS + q;
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                kiln_u32 w0 = kiln_pack2(aq[8 * p + 0], aq[8 * p + 1]);
+                kiln_u32 w1 = kiln_pack2(aq[8 * p + 2], aq[8 * p + 3]);
+                kiln_u32 w2 = kiln_pack2(aq[8 * p + 4], aq[8 * p + 5]);
+                kiln_u32 w3 = kiln_pack2(aq[8 * p + 6], aq[8 * p + 7]);
+                if (D_CHUNKS == 2) {
+                    kiln_xswap(w0, w2, sw);
+                    kiln_xswap(w1, w3, sw);
+                }
+                const int u = 2 * p + ((lane >> 4) ^ (D_CHUNKS == 2 ? (k >> 2) : 0));
+                kiln_stmatrix_x4(base + seg * 128 + ((u ^ (seg & 7)) << 4), w0, w1, w2, w3);
+            }
+        }
+    }
+}
+
+/* The by-hand store of such a box (its 16 rows would run into the next
+ * group's): rows [0, rows) and bytes [0, bytes) of each (a multiple of 16)
+ * to dst, row pitch ld_bytes. */
+KDEV void kiln_rowbox_to_global(const unsigned char *rb, char *dst, long long ld_bytes, int rows,
+                                int bytes, int lane)
+{
+    constexpr int PIECES = D_CHUNKS * 8;   /* 16-byte pieces a row */
+#pragma unroll
+    for (int i = lane; i < 16 * PIECES; i += 32) {
+        const int r = i / PIECES, p = i % PIECES, seg = r * D_CHUNKS + p / 8;
+        if (r < rows && p * 16 < bytes)
+            *(uint4 *)(dst + r * ld_bytes + p * 16) =
+                *(const uint4 *)(rb + seg * 128 + (((p & 7) ^ (seg & 7)) << 4));
+    }
+}
+
 /* Overwrite epilogue: this warp's 16 rows of each m64 sub-tile, 128 bytes
  * of columns at a time, converted in registers into a swizzled box and
  * stored by one bulk tensor store through `map`, group rows from `grow0`
@@ -508,6 +609,32 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
         const bool ef = EPI_EVICT_FIRST && T.kb1 - T.kb0 <= 1;
         if (lane == 0) kiln_bulk_wait_read<0>();
         __syncwarp();
+        if (D_CHUNKS > 0 && P.wk % 64 == 0) {
+            /* a row's BN columns in one box (the rule launch.c encodes
+             * tmap_d by): each row's bytes are written together */
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+                if (wrow0 + mi * 64 < P.wn)
+                    kiln_rowbox_from_frag(stg + mi * D_CHUNKS * 2048, &acc[mi][0], P.wk - T.k0, lane);
+            kiln_fence_async_smem();
+            __syncwarp();
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                const int wrow = wrow0 + mi * 64;
+                if (wrow >= P.wn) continue;
+                unsigned char *rb = stg + mi * D_CHUNKS * 2048;
+                if (wrow + 16 <= P.wn) {
+                    if (lane == 0)
+                        kiln_tma_store_3d(kiln_smem_addr(rb), map, 0, T.k0 / 64, grow0 + wrow, ef);
+                } else {
+                    kiln_rowbox_to_global(rb, dg + ((long long)wrow * args.ldd + T.k0) * OSZ,
+                                          args.ldd * OSZ, P.wn - wrow, min(BN, P.wk - T.k0) * OSZ, lane);
+                }
+            }
+            if (lane == 0) kiln_bulk_commit();
+            __syncwarp();
+            return;
+        }
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll

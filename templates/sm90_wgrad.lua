@@ -60,6 +60,16 @@ return function(spec, arch, mode)
     stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
   end
   common.check_smem(k, smem, arch)
+  -- Dense 16-bit dW whose warp share fits the staging whole: each warp's 16
+  -- rows of an m64 sub-tile go out in one store of tile.n / 64 chunks of
+  -- 128 bytes (a 3-D map, launch.c), so that each row's bytes are written
+  -- together: 3.5% more write bandwidth than a box per 64 columns (H200,
+  -- bench/store_box_probe.cu; docs/sm90_wgrad.md, eighteenth session).
+  local share = (k.pingpong and bm or bm // consumers) // 64 * bn * 2 // 128
+  -- Not in pairs of CTAs: there the second epilogue path spilled (32 bytes
+  -- at 3 stages).
+  local d_chunks = (not accumulate and out_t ~= 2 and output == "dense" and stg_bufs >= share and
+                    k.cm * k.cn == 1) and bn // 64 or 0
   if output == "discrete" then smem = common.exclusive_sm(smem, arch) end
   if mode == "check" then return {smem = smem} end
 
@@ -79,6 +89,8 @@ return function(spec, arch, mode)
     string.format("constexpr int DISCRETE = %d, ACCUMULATE = %d, SPLIT = %d;",
                   b(output == "discrete"), b(accumulate), split),
     string.format("constexpr int STG_BUFS = %d;", stg_bufs),
+    -- > 0: dW rows stored tile.n wide through a 3-D map where K allows
+    string.format("constexpr int D_CHUNKS = %d;", d_chunks),
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", k.raster, common.max_groups),
     -- wgrad.dbias: the k0 = 0 items also sum dY's stage rows into db
     string.format("constexpr int DBIAS = %d, IN_F16 = %d;", b(w.dbias), b(ity == "f16")),
@@ -95,7 +107,10 @@ return function(spec, arch, mode)
     -- D: dW as {inner = K, outer = G*N} (discrete: one group's N), row
     -- stride ldd, in the output type, boxes of {128 bytes of k, 16 n} for
     -- TMA reduce-add (accumulate, fp32) or TMA store (overwrite)
-    d = {box_inner = out_t == 2 and 32 or 64, box_outer = 16, swizzle = 128},
+    -- (d_chunks > 0: a 3-D map of rows d_chunks boxes wide where K is a
+    -- multiple of 64, launch.c)
+    d = {box_inner = out_t == 2 and 32 or 64, box_outer = 16, swizzle = 128,
+         chunks = d_chunks > 0 and d_chunks or nil},
   })
 
   return source, launch

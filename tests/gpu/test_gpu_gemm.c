@@ -874,15 +874,20 @@ static void test_fprop_dgrad_tuned(void **state)
  * K leave such tiles for every tile shape (N = 328: 3 row tiles of 128,
  * the last 16-row box half past N; K = 328 and 640: 3 column tiles of 128
  * or 256), with empty groups, decode-sized ones and groups of several
- * k-blocks.  The table's dbias winners (specs/sweeps/wgrad_sm90_dbias.yaml,
- * _acc_dbias) run with an f32 db, checked too.  The shipped table names
- * pair, accumulate and dbias kernels, so finding none of any fails. */
+ * k-blocks.  K = 640 and 384 are multiples of 64, where the dense
+ * overwrite kernels that stage a warp's whole share store its rows a tile
+ * wide (tmap_d in chunks, sm90_wgrad.cuh kiln_rowbox_*: a last column tile
+ * of 1 or 2 chunks, a row box half past N written by hand); K = 328 and
+ * 264 are not, and take the 16x64 boxes.  The table's dbias winners
+ * (specs/sweeps/wgrad_sm90_dbias.yaml, _acc_dbias) run with an f32 db,
+ * checked too.  The shipped table names pair, accumulate, dbias and
+ * row-storing kernels, so finding none of any fails. */
 static void test_wgrad_tuned(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    int pairs = 0, accs = 0, dbiases = 0;
-    static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 328}, {200, 264}};
+    int pairs = 0, accs = 0, dbiases = 0, rows = 0;
+    static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 384}, {200, 264}};
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
         if (!ce->tuned_only || !strstr(ce->desc, "op=wgrad")) continue;
@@ -891,6 +896,7 @@ static void test_wgrad_tuned(void **state)
         pairs += strstr(ce->desc, "launch_cluster=1x1") == NULL;
         accs += acc;
         dbiases += dbias;
+        rows += strstr(ce->desc, " tmap_d=1:64:16:128:") != NULL;
         run_forced_mixes(ce->name, KILN_OP_WGRAD,
                          strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, acc, dbias,
                          strstr(ce->desc, " wgrad_output=discrete") != NULL, nk, 7);
@@ -898,6 +904,7 @@ static void test_wgrad_tuned(void **state)
     if (!pairs) CASE_FAIL("the catalog carries no wgrad kernel with a cluster (the table's pair winners)");
     if (!accs) CASE_FAIL("the catalog carries no tuned accumulating wgrad kernel (the table's winners)");
     if (!dbiases) CASE_FAIL("the catalog carries no tuned dbias wgrad kernel (the table's winners)");
+    if (!rows) CASE_FAIL("the catalog carries no tuned wgrad kernel storing rows a tile wide");
     assert_int_equal(g_failures, failures_before);
 }
 

@@ -35,6 +35,11 @@ static CUresult fake_encode(CUtensorMap *map, CUtensorMapDataType dtype, cuuint3
     o[5] = (uint64_t)box[0] << 32 | box[1];
     o[6] = (uint64_t)estr[0] << 32 | estr[1];
     o[7] = (uint64_t)il << 48 | (uint64_t)sw << 32 | (uint64_t)l2 << 16 | (uint64_t)oob;
+    if (rank > 2) { /* a 3-D map's third dim, second stride, third box */
+        o[8] = dims[2];
+        o[9] = strides[1];
+        o[10] = box[2];
+    }
     return CUDA_SUCCESS;
 }
 

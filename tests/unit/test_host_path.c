@@ -176,6 +176,56 @@ static void test_pointer_array_weights(void **state)
     fake_context_free(ctx);
 }
 
+/* Dense wgrad through a kernel that stores dW rows a tile wide
+ * (tmap_d.chunks > 0, sm90_wgrad.lua): where K is a multiple of 64, tmap_d
+ * is the 3-D map {64, K/64, G*N} (strides 128 bytes and a row), box {64,
+ * chunks, 16}; otherwise the 2-D map {K, G*N} with 16x64 boxes, which the
+ * kernel's other path stores through (sm90_wgrad.cuh: the same rule). */
+static void test_wgrad_dw_in_chunks(void **state)
+{
+    (void)state;
+    static const char name[] = "wgrad_sm90_bf16_plain__m128_n256_k64_s3_cooperative";
+    kiln_context *ctx = context(1);
+    snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "%s", name);
+    for (int i = 0; i < 2; i++) {
+        kiln_problem p;
+        kiln_problem_init(&p, KILN_OP_WGRAD);
+        p.groups = 8;
+        p.n = 1024;
+        p.k = i ? 1000 : 2048;
+        p.capacity = 4096;
+        p.d_a = FAKE(0x7f0000000000);
+        p.d_b = FAKE(0x7e0000000000);
+        p.d_out = FAKE(0x7a0000000000);
+        p.d_sizes = FAKE(0x7d0000000000);
+        kiln_status st = kiln_gemm(ctx, &p, NULL);
+        if (st) print_error("%s\n", kiln_last_error(ctx));
+        assert_int_equal(st, KILN_OK);
+        kiln_call_report rep;
+        kiln_last_call(ctx, &rep);
+        assert_string_equal(rep.kernel, name);
+        const unsigned long long *o = fake_last.maps[2].opaque;
+        assert_int_equal(o[0], (uint64_t)(uintptr_t)p.d_out);
+        if (i == 0) {
+            assert_int_equal(o[1] & 0xffffffffu, 3);
+            assert_int_equal(o[2], 64);
+            assert_int_equal(o[3], 2048 / 64);
+            assert_int_equal(o[8], 8 * 1024);
+            assert_int_equal(o[4], 128);
+            assert_int_equal(o[9], 2048 * 2);
+            assert_int_equal(o[5], (uint64_t)64 << 32 | 4);
+            assert_int_equal(o[10], 16);
+        } else {
+            assert_int_equal(o[1] & 0xffffffffu, 2);
+            assert_int_equal(o[2], 1000);
+            assert_int_equal(o[3], 8 * 1024);
+            assert_int_equal(o[4], 1000 * 2);
+            assert_int_equal(o[5], (uint64_t)64 << 32 | 16);
+        }
+    }
+    fake_context_free(ctx);
+}
+
 /* KILN_HOST_CACHE: 0 off, 1 or unset on; KILN_PDL: 1 on, 0 or unset off;
  * anything else refused (read before the driver is loaded, so this runs
  * without one). */
@@ -218,4 +268,5 @@ KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_repeat_encodes_nothing),
                cmocka_unit_test(test_pdl),
                cmocka_unit_test(test_pointer_array_weights),
+               cmocka_unit_test(test_wgrad_dw_in_chunks),
                cmocka_unit_test(test_env))

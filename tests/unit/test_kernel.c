@@ -156,7 +156,8 @@ static void test_launch_round_trips(void **state)
     l.ctas_per_sm = 2;
     l.cluster_m = 2;
     l.cluster_n = 1;
-    for (int i = 0; i < 3; i++) l.tmap[i] = (kiln_tmap_desc){1, 64 + i, 32 + i, 128};
+    for (int i = 0; i < 3; i++) l.tmap[i] = (kiln_tmap_desc){1, 64 + i, 32 + i, 128, 0};
+    l.tmap[2].chunks = 4;
     l.max_groups = 1024;
     l.scale_bias_switch = 1;
     l.preference = 2;
@@ -164,11 +165,21 @@ static void test_launch_round_trips(void **state)
     kiln_strbuf_init(&t);
     kiln_desc_format(&d, &l, &t);
     assert_non_null(strstr(t.data, " max_groups=1024 scale_bias_switch=1 preference=2"));
+    /* a map's chunks are written only when set, so every other kernel's
+     * text (and the table entries naming it) stays as it was */
+    assert_non_null(strstr(t.data, " tmap_a=1:64:32:128 tmap_b=1:65:33:128 tmap_d=1:66:34:128:4 "));
     kiln_error err;
     assert_int_equal(kiln_desc_parse(t.data, &d2, &l2, &err), 1);
     assert_memory_equal(&l, &l2, sizeof l);
     assert_string_equal(d2.name, "k");
     kiln_strbuf_free(&t);
+    kiln_kernel_desc d3;
+    kiln_launch_desc l3;
+    assert_int_equal(kiln_desc_parse("tmap_d=1:64:16:128", &d3, &l3, &err), 1);
+    assert_int_equal(l3.tmap[2].chunks, 0);
+    assert_int_equal(kiln_desc_parse("tmap_d=1:64:16:128:0", &d3, &l3, &err), 0);
+    assert_int_equal(kiln_desc_parse("tmap_d=1:64:16:128:2x", &d3, &l3, &err), 0);
+    assert_int_equal(kiln_desc_parse("tmap_d=1:64:16:128:", &d3, &l3, &err), 0);
     /* Joined items take exactly their parts. */
     assert_int_equal(kiln_desc_parse("tile=1x2", &d2, NULL, &err), 0);
     assert_non_null(strstr(err.msg, "'tile'"));
