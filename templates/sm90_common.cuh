@@ -141,36 +141,38 @@ KDEV void kiln_tma_load_2d_mc(kiln_u32 dst, const kiln_tmap *map, kiln_u32 bar, 
  * replacement, not a bypass).  Where it pays is the caller's to say: wgrad
  * tiles of one k-block ran 5-12% faster with it in some kernels and up to
  * 5% slower in others (sm90_wgrad.cuh, EPI_EVICT_FIRST). */
+KDEV kiln_u64 kiln_policy_evict_first()
+{
+    kiln_u64 pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    return pol;
+}
 KDEV void kiln_tma_store_2d(kiln_u32 src, const kiln_tmap *map, int c0, int c1,
                             bool evict_first = false)
 {
-    if (evict_first) {
-        kiln_u64 pol;
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    if (evict_first)
         asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint"
                      " [%0, {%2, %3}], [%1], %4;"
-                     :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1), "l"(pol) : "memory");
-    } else {
+                     :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1), "l"(kiln_policy_evict_first())
+                     : "memory");
+    else
         asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                      :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1) : "memory");
-    }
 }
 /* The same through a 3-D map (launch.c's maps in chunks: c0 within a
  * chunk, c1 the chunk, c2 the row). */
 KDEV void kiln_tma_store_3d(kiln_u32 src, const kiln_tmap *map, int c0, int c1, int c2,
                             bool evict_first = false)
 {
-    if (evict_first) {
-        kiln_u64 pol;
-        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    if (evict_first)
         asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group.L2::cache_hint"
                      " [%0, {%2, %3, %4}], [%1], %5;"
-                     :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2), "l"(pol)
+                     :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2),
+                        "l"(kiln_policy_evict_first())
                      : "memory");
-    } else {
+    else
         asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
                      :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
-    }
 }
 KDEV void kiln_tma_reduce_add_2d(kiln_u32 src, const kiln_tmap *map, int c0, int c1)
 {
