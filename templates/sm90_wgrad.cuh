@@ -502,8 +502,9 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
  * only if its 8 rows fall on 8 distinct 16-byte bank groups.  Rows are
  * D_CHUNKS segments apart, so the swizzle separates 8 rows of one piece
  * only for an odd D_CHUNKS (3); with 2 it leaves rows r and r+4 on one
- * group, with 4 rows r, r+2, r+4, r+6 (2- and 4-way conflicts, measured
- * 3-15% slower on an H200).  So a matrix's rows hold different pieces:
+ * group, with 4 rows r, r+2, r+4, r+6 (2- and 4-way conflicts: those
+ * kernels ran 3-8% slower than with the 16x64 boxes in geometric mean, up
+ * to 19% on decode shapes, H200).  So a matrix's rows hold different pieces:
  * row k of matrix i holds piece i ^ (k >> 2) (2 chunks) or i ^ (k >> 1)
  * (4 chunks) of its group of pieces, which the swizzle's row term then
  * spreads over all 8 groups.  Each thread's row k is fixed (lane / 4), so
