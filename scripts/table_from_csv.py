@@ -5,7 +5,7 @@ merged into a table (docs/tuning.md).
 
     scripts/table_from_csv.py --table TABLE --timer TIMER_ID [-o OUT]
                               [--descs TABLE]... [--types A/B/OUT] [--robust FRACTION]
-                              [--check] CSV...
+                              [--supersede] [--check] CSV...
     scripts/table_from_csv.py --table TABLE --entries NEW_TABLE [-o OUT] [--check]
 
 From CSVs: one entry per key (arch, op, types, epilogue, shape class) with
@@ -46,6 +46,11 @@ and out columns give each row's types (bf16 and fp8 runs may be given
 together); a CSV of an older kiln tune, without them, takes --types
 (default bf16/bf16/bf16, what scripts/tune_corpus.sh tuned then).  Every
 kernel description must agree.
+
+--supersede: CSVs are taken in order, and a key that a later CSV also
+gives takes the later one's entry (chosen from that CSV's rows alone: a
+re-tune of some classes in a later call); without it such a key is an
+error.  The header counts, per CSV, the entries it still gives.
 
 --check: write nothing; exit 1 if OUT (default TABLE) is not exactly what
 would be written.  Exit 2 on bad input, with the file and line.
@@ -280,14 +285,21 @@ def risks(cells):
     return {k: math.exp(sum(x) / len(x)) for k, x in logs.items()}
 
 
-def entries_from_csvs(csvs, types, known, skip_untimed, robust=None):
-    new, sources, missing = {}, [], []
+def entries_from_csvs(csvs, types, known, skip_untimed, robust=None, supersede=False):
+    chosen_by, sources, missing = {}, [], []
     for path in csvs:
-        chosen = choose(read_csv(path), types, skip_untimed, robust, known)
-        sources.append("%d from %s" % (len(chosen), path))
-        for key, (best, second) in chosen.items():
-            if key in new:
+        for key, pick in choose(read_csv(path), types, skip_untimed, robust, known).items():
+            # Keys are chosen within one CSV (one call's timings): a re-tune
+            # of some classes replaces their entries whole, never mixes rows.
+            if key in chosen_by and not supersede:
                 raise Bad("%s: key %s also comes from an earlier CSV" % (path, " ".join(key)))
+            chosen_by[key] = (path, pick)
+    new = {}
+    for path in csvs:
+        keys = sorted(k for k, (src, _) in chosen_by.items() if src == path)
+        sources.append("%d from %s" % (len(keys), path))
+        for key in keys:
+            best, second = chosen_by[key][1]
             if best[0] not in known:
                 missing.append("%s (wins %s)" % (best[0], " ".join(key)))
                 continue
@@ -336,6 +348,9 @@ def main(argv):
     p.add_argument("--robust", type=float, metavar="FRACTION",
                    help="of the variants within FRACTION of the winner on every shape of a "
                         "class, take the one of least risk (see --help)")
+    p.add_argument("--supersede", action="store_true",
+                   help="a later CSV's entry replaces an earlier CSV's of the same key (a "
+                        "re-tune of some classes) instead of being refused")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUT differs")
     a = p.parse_args(argv)
     out = a.output or a.table
@@ -355,7 +370,8 @@ def main(argv):
             known = kernel_index([(a.table, old)] + [(d, read_table(d)[1]) for d in a.descs])
             if a.robust is not None and not 0 <= a.robust < 1:
                 raise Bad("--robust %g: want a fraction in [0, 1)" % a.robust)
-            new, parts = entries_from_csvs(a.csv, types, known, a.skip_untimed_shapes, a.robust)
+            new, parts = entries_from_csvs(a.csv, types, known, a.skip_untimed_shapes, a.robust,
+                                            a.supersede)
             rule = ("kiln tune's rule, less the shapes no variant was timed on"
                     if a.skip_untimed_shapes else "kiln tune's rule")
             if a.robust is not None:

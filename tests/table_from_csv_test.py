@@ -9,11 +9,13 @@
    entry from the other shape with --skip-untimed-shapes); the merged table
    must parse in kiln (kiln_bench loads it) and keep every other entry;
    and one for --robust: the least risk among the variants near the winner
-   on every shape of the class, not one near it on average only;
+   on every shape of the class, not one near it on average only; and two
+   CSVs giving one key (refused, or the later one's entry with --supersede);
 2. `kiln tune --timer fake` on two shapes of one class and one of another:
    the script's entries from its CSV are kiln tune's own table's;
 3. the shipped table is what the script gives from the committed CSVs
-   (with --robust ROBUST, as scripts/tune_corpus.sh builds it).
+   (with --robust ROBUST, as scripts/tune_corpus.sh builds it, and
+   --supersede: later re-tunes of some classes replace their entries).
 
     table_from_csv_test.py KILN KILN_BENCH      (from the top folder)
 """
@@ -220,6 +222,32 @@ def test_robust(d):
     check(rc == 2 and "--robust" in text, "--robust 1.5 refused: " + text.strip())
 
 
+def test_supersede(d):
+    """Two CSVs giving one key: refused, unless --supersede, where the later
+    CSV's entry (from its own rows alone) replaces the earlier one's."""
+    x, y = "t256.g32.n8192.k2048", "t64.g32.n8192.k2048"
+    first, later = os.path.join(d, "first.csv"), os.path.join(d, "later.csv")
+    with open(first, "w") as f:     # KA wins x and y
+        f.write("\n".join([HEADER] + [row(v, "fprop", sh, c, "timed", ms)
+                                     for sh, c in (("s1", x), ("s2", y))
+                                     for v, ms in ((KA, "1.0"), (KD, "2.0"))]) + "\n")
+    with open(later, "w") as f:     # a re-tune of x alone: KD wins it
+        f.write("\n".join([HEADER, row(KA, "fprop", "s1", x, "timed", "3.0"),
+                            row(KD, "fprop", "s1", x, "timed", "2.5")]) + "\n")
+    out = os.path.join(d, "supersede.tuning")
+    rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", first, later)
+    check(rc == 2 and "also comes from an earlier CSV" in text,
+          "a key from two CSVs refused without --supersede: " + text.strip())
+    rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", "--supersede", first, later)
+    got = entries(out) if rc == 0 else {}
+    check(rc == 0 and got[("fprop", x)][0] == KD and got[("fprop", x)][3] == "2.5"
+          and got[("fprop", y)][0] == KA,
+          "--supersede: the later CSV's winner for its key, the earlier one's elsewhere (%s)"
+          % (text.strip()))
+    check(rc == 0 and "1 from %s; 1 from %s" % (first, later) in open(out).read(),
+          "--supersede: the header counts what each CSV still gives")
+
+
 # The fraction scripts/tune_corpus.sh builds the shipped table with.
 ROBUST = "0.02"
 
@@ -230,9 +258,13 @@ def test_shipped():
             "docs/results/session9-corpus-tune-wgrad-acc-h200-2026-11-23.csv",
             "docs/results/session15-fp8-tune-h200-2026-11-24.csv",
             "docs/results/session15-corpus-tune-wgrad-dbias-h200-2026-11-24.csv",
-            "docs/results/session16-corpus-tune-wgrad-discrete-h200-2026-11-24.csv"]
+            "docs/results/session16-corpus-tune-wgrad-discrete-h200-2026-11-24.csv",
+            # the decode-sized classes re-tuned after the eighteenth session's
+            # row stores (wgrad with db, then plain): they supersede the above
+            "docs/results/session19-decode-tune-wgrad-dbias-h200-2026-11-28.csv",
+            "docs/results/session19-decode-tune-wgrad-h200-2026-11-28.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
-                   "--robust", ROBUST, "--check", *csvs)
+                   "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
     check(rc == 0, "the shipped table is what the committed CSVs give: " + text.strip())
 
@@ -242,6 +274,7 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         test_hand(d, bench)
         test_robust(d)
+        test_supersede(d)
         test_fake_tune(d, kiln)
     test_shipped()
     print("%d failed" % len(failures) if failures else "all passed")
