@@ -53,21 +53,8 @@ return function(spec, arch, mode)
   -- the wgmma that sums dY's stage rows into db on the tensor cores
   local ones = w.dbias and 1024 or 0
   local stg_bufs, smem
-  local d_chunks = 0
   if accumulate then
-    -- Dense dW accumulated in rows: a warp's 16 rows of an m64 sub-tile
-    -- (tile.n / 32 chunks of 128 bytes) staged and added in one reduce-add
-    -- where they fit beside the ring (128-column tiles), as the stores below;
-    -- 10% more bandwidth than a box per 32 columns (H200,
-    -- bench/store_box_probe.cu; docs/sm90_wgrad.md, nineteenth session).
-    -- Else 2 boxes where they fit, or 1.
-    local rows = bn // 32
-    if output == "dense" and k.cm * k.cn == 1 and
-       common.smem(k, 2048 * rows, barriers, ones) <= limit then
-      stg_bufs, d_chunks = rows, rows
-    else
-      stg_bufs = common.smem(k, 4096, barriers, ones) <= limit and 2 or 1
-    end
+    stg_bufs = common.smem(k, 4096, barriers, ones) <= limit and 2 or 1
     smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   else
     stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
@@ -81,10 +68,8 @@ return function(spec, arch, mode)
   local share = (k.pingpong and bm or bm // consumers) // 64 * bn * 2 // 128
   -- Not in pairs of CTAs: there the second epilogue path spilled (32 bytes
   -- at 3 stages).
-  if not accumulate and out_t ~= 2 and output == "dense" and stg_bufs >= share and
-     k.cm * k.cn == 1 then
-    d_chunks = bn // 64
-  end
+  local d_chunks = (not accumulate and out_t ~= 2 and output == "dense" and stg_bufs >= share and
+                    k.cm * k.cn == 1) and bn // 64 or 0
   if output == "discrete" then smem = common.exclusive_sm(smem, arch) end
   if mode == "check" then return {smem = smem} end
 
