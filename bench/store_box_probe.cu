@@ -51,25 +51,26 @@ __device__ __forceinline__ unsigned smem_u32(const void *p)
     return (unsigned)__cvta_generic_to_shared(p);
 }
 
-__device__ __forceinline__ void store_box(const tmap *m, unsigned src, int x, int y)
+/* A box out through the map: a TMA store, or with ADD an fp32 reduce-add. */
+template <bool ADD>
+__device__ __forceinline__ void put_box(const tmap *m, unsigned src, int x, int y)
 {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
-                 :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
+    if (ADD)
+        asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
+                     :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
+    else
+        asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                     :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
 }
-__device__ __forceinline__ void store_box3(const tmap *m, unsigned src, int x, int c, int y)
+template <bool ADD>
+__device__ __forceinline__ void put_box3(const tmap *m, unsigned src, int x, int c, int y)
 {
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
-                 :: "l"(m), "r"(src), "r"(x), "r"(c), "r"(y) : "memory");
-}
-__device__ __forceinline__ void add_box(const tmap *m, unsigned src, int x, int y)
-{
-    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
-                 :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
-}
-__device__ __forceinline__ void add_box3(const tmap *m, unsigned src, int x, int c, int y)
-{
-    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
-                 :: "l"(m), "r"(src), "r"(x), "r"(c), "r"(y) : "memory");
+    if (ADD)
+        asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                     :: "l"(m), "r"(src), "r"(x), "r"(c), "r"(y) : "memory");
+    else
+        asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+                     :: "l"(m), "r"(src), "r"(x), "r"(c), "r"(y) : "memory");
 }
 __device__ __forceinline__ void commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
@@ -99,6 +100,7 @@ template <int L, bool ADD>
 __global__ void __launch_bounds__(256, 1) probe(const __grid_constant__ tmap m, int tiles, int tm,
                                                 int tk, long long spin_cycles)
 {
+    constexpr int BW = ADD ? 32 : 64;   /* elements in a 128-byte box row */
     extern __shared__ unsigned char smem_raw[];
     /* the 128-byte swizzle needs 1024-byte aligned boxes */
     unsigned char *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -145,35 +147,22 @@ __global__ void __launch_bounds__(256, 1) probe(const __grid_constant__ tmap m, 
             __syncwarp();
             if (lane == 0) {
 #pragma unroll
-                for (int b = 0; b < 4; ++b)
-                    if (ADD) add_box(&m, smem_u32(wbase + b * 2048), col0 + 32 * b, wrow);
-                    else store_box(&m, smem_u32(wbase + b * 2048), col0 + 64 * b, wrow);
+                for (int b = 0; b < 4; ++b) put_box<ADD>(&m, smem_u32(wbase + b * 2048), col0 + BW * b, wrow);
                 commit();
             }
         } else if (L == 2) {
             __syncwarp();
-            if (lane == 0) {
-                if (ADD) add_box(&m, smem_u32(wbase), col0, wrow); else store_box(&m, smem_u32(wbase), col0, wrow);
-                commit();
-            }
+            if (lane == 0) { put_box<ADD>(&m, smem_u32(wbase), col0, wrow); commit(); }
         } else if (L == 4) {
             __syncwarp();
-            if (lane == 0) {
-                if (ADD) add_box3(&m, smem_u32(wbase), 0, col0 / 32, wrow);
-                else store_box3(&m, smem_u32(wbase), 0, col0 / 64, wrow);
-                commit();
-            }
+            if (lane == 0) { put_box3<ADD>(&m, smem_u32(wbase), 0, col0 / BW, wrow); commit(); }
         } else {
             wg_bar(wg);
             if ((tid & 127) == 0) {
                 if (L == 1)
-                    for (int b = 0; b < 4; ++b)
-                        if (ADD) add_box(&m, smem_u32(stg + b * 8192), col0 + 32 * b, row0 + wg * 64);
-                        else store_box(&m, smem_u32(stg + b * 8192), col0 + 64 * b, row0 + wg * 64);
-                else if (ADD)
-                    add_box(&m, smem_u32(stg), col0, row0 + wg * 64);
+                    for (int b = 0; b < 4; ++b) put_box<ADD>(&m, smem_u32(stg + b * 8192), col0 + BW * b, row0 + wg * 64);
                 else
-                    store_box(&m, smem_u32(stg), col0, row0 + wg * 64);
+                    put_box<ADD>(&m, smem_u32(stg), col0, row0 + wg * 64);
                 commit();
             }
         }
