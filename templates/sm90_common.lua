@@ -174,14 +174,15 @@ M.staging_warp = 16 * 40 * 4
 -- overwrite): per consumer warp, boxes of 16 rows x 128 bytes, as many as
 -- fit beside the ring up to the warp's share of a tile (out_bytes per
 -- output element), so that a box waits only when it comes round again.
--- Returns the box count and the kernel's shared memory.
+-- Returns the box count, the kernel's shared memory and the warp's share
+-- in boxes.
 function M.store_boxes(k, out_bytes, arch, barriers, extra)
   local share = (k.pingpong and k.bm or k.bm // k.consumers) // 64 * k.bn * out_bytes // 128
   local bufs = 1
   while bufs < share and M.smem(k, 2048 * (bufs + 1), barriers, extra) <= M.smem_limit[arch] do
     bufs = bufs + 1
   end
-  return bufs, M.smem(k, 2048 * bufs, barriers, extra)
+  return bufs, M.smem(k, 2048 * bufs, barriers, extra), share
 end
 
 -- Refuses a kernel that needs more shared memory than arch allows.

@@ -52,12 +52,12 @@ return function(spec, arch, mode)
   -- wgrad.dbias: a 1 KiB tile of ones in shared memory, the B operand of
   -- the wgmma that sums dY's stage rows into db on the tensor cores
   local ones = w.dbias and 1024 or 0
-  local stg_bufs, smem
+  local stg_bufs, smem, share
   if accumulate then
     stg_bufs = common.smem(k, 4096, barriers, ones) <= limit and 2 or 1
     smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   else
-    stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
+    stg_bufs, smem, share = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
   end
   common.check_smem(k, smem, arch)
   -- Dense 16-bit dW whose warp share fits the staging whole: each warp's 16
@@ -65,7 +65,6 @@ return function(spec, arch, mode)
   -- 128 bytes (a 3-D map, launch.c), so that each row's bytes are written
   -- together: 3.5% more write bandwidth than a box per 64 columns (H200,
   -- bench/store_box_probe.cu; docs/sm90_wgrad.md, eighteenth session).
-  local share = (k.pingpong and bm or bm // consumers) // 64 * bn * 2 // 128
   -- Not in pairs of CTAs: there the second epilogue path spilled (32 bytes
   -- at 3 stages).
   local d_chunks = (not accumulate and out_t ~= 2 and output == "dense" and stg_bufs >= share and
