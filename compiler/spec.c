@@ -430,8 +430,12 @@ static kiln_status validate_op_blocks(const kiln_kernel_desc *d, kiln_error *err
         if (d->split > 1 && d->out_type != KILN_DTYPE_F32)
             FAIL("wgrad.split", "wgrad.split > 1 adds partial sums atomically and needs "
                                 "types.out: f32 (got %s)", kiln_dtype_name(d->out_type));
+        if (d->rows && !d->accumulate)
+            FAIL("wgrad.rows", "wgrad.rows applies to wgrad.accumulate: true (overwrite kernels "
+                               "store rows a tile wide wherever their staging fits)");
     } else {
-        if (d->wgrad_output != KILN_WGRAD_DENSE || d->accumulate || d->dbias || d->split != 1)
+        if (d->wgrad_output != KILN_WGRAD_DENSE || d->accumulate || d->dbias || d->split != 1 ||
+            d->rows)
             FAIL("wgrad", "wgrad options apply to op wgrad only (this kernel is %s)",
                  kiln_op_name(d->op));
         if (e->scale_bias && !e->row_scale)

@@ -110,6 +110,7 @@ void kiln_desc_format(const kiln_kernel_desc *d, const kiln_launch_desc *l, kiln
     const char *prev = NULL;
     for (const kiln_knob *k = kiln_knobs; k->key; k++) {
         if (!k->text) continue;
+        if (k->kind == KILN_KNOB_BOOL && k->text_value && !kiln_knob_get(k, d)) continue;
         char v[KILN_NAME_MAX];
         kiln_knob_value_text(k, d, v, sizeof v);
         if (prev && !strcmp(prev, k->text)) kiln_strbuf_printf(out, "x%s", v);

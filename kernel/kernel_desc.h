@@ -84,6 +84,8 @@ typedef struct kiln_kernel_desc {
     int accumulate;              /* wgrad: fp32 accumulate mode */
     int dbias;                   /* wgrad: fused bias gradient */
     int split;                   /* wgrad: split the reduction across CTAs (1: off) */
+    int rows;                    /* wgrad accumulate: a warp's rows of a tile added in
+                                    one reduce-add (sm90; the tuner's choice) */
     kiln_fp8_recipe fp8_recipe;  /* fprop/dgrad with 8-bit inputs: how they are scaled */
     int fp8_promote;             /* 1: fp32 promotion every 128 of the reduction */
     char raster[16];             /* tile order: "group" (default), "m", "n" */

@@ -76,6 +76,7 @@ const kiln_knob kiln_knobs[] = {
     {"wgrad.accumulate", KILN_KNOB_BOOL,    M(accumulate),  NULL,             "accumulate", 0, "acc",   0, 1, KILN_KNOB_SIG_WGRAD},
     {"wgrad.dbias",      KILN_KNOB_BOOL,    M(dbias),       NULL,             "dbias",      0, "dbias", 0, 1, KILN_KNOB_SIG_WGRAD},
     {"wgrad.split",      KILN_KNOB_INT,     M(split),       NULL,             "split",      0, "sp",    1, 16, 0},
+    {"wgrad.rows",       KILN_KNOB_BOOL,    M(rows),        NULL,             "rows",       1, "rows",  0, 1, 0},
     {"fp8",              KILN_KNOB_MAP,     NONE,           NULL,             NULL,         0, NULL,    0, 0, 0},
     {"fp8.recipe",       KILN_KNOB_ENUM,    M(fp8_recipe),  recipe_choices,   "fp8_recipe", 0, "f8",    0, 0, KILN_KNOB_SIG_FWD},
     {"fp8.accumulate",   KILN_KNOB_ENUM,    M(fp8_promote), fp8_accum_choices, "fp8_accumulate", 0, "",  0, 0, KILN_KNOB_SIG_FWD},

@@ -206,9 +206,10 @@ static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
                             p->n, a->ldd, err);
         else if (p->op == KILN_OP_WGRAD)
             /* dense dW as one [G*N, K] matrix; in chunks where the kernel
-             * stores rows of tmap.chunks boxes at once, which it does when K
-             * is a multiple of the box width (the same rule on the device:
-             * sm90_wgrad.cuh, kiln_epilogue_tma_store) */
+             * stores (or, wgrad.rows, adds) rows of tmap.chunks boxes at
+             * once, which it does when K is a multiple of the box width (the
+             * same rule on the device: sm90_wgrad.cuh,
+             * kiln_epilogue_tma_store and kiln_epilogue_tma_red) */
             st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2],
                             l->tmap[2].chunks > 0 && p->k % l->tmap[2].box_inner == 0, p->out_type,
                             p->d_out, p->k, (int64_t)p->groups * p->n, a->ldd, err);

@@ -73,6 +73,7 @@ if spec.op == "wgrad" then
   local w = spec.wgrad
   if w.dbias then flags[#flags + 1] = "KS_DBIAS" end
   if w.split ~= 1 then fail("wgrad.split", "wgrad.split = %d is not supported by this kernel (use 1)", w.split) end
+  if w.rows then fail("wgrad.rows", "wgrad.rows needs family sm90 (this kernel adds dW an element at a time)") end
   if w.accumulate then flags[#flags + 1] = "KS_ACCUMULATE" end
   if w.output == "discrete" then flags[#flags + 1] = "KS_DISCRETE" end
 else

@@ -180,6 +180,12 @@ KDEV void kiln_tma_reduce_add_2d(kiln_u32 src, const kiln_tmap *map, int c0, int
                  " [%0, {%2, %3}], [%1];"
                  :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1) : "memory");
 }
+KDEV void kiln_tma_reduce_add_3d(kiln_u32 src, const kiln_tmap *map, int c0, int c1, int c2)
+{
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"
+                 " [%0, {%2, %3, %4}], [%1];"
+                 :: "l"((kiln_u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
 /* Brings `bytes` (a multiple of 16) at global p (16-byte aligned) into L2;
  * nothing waits for it. */
 KDEV void kiln_prefetch_l2(const void *p, kiln_u32 bytes)

@@ -68,9 +68,12 @@ static_assert(kiln_wgrad_layout::OFF_STG % 1024 == 0,
  * and a box at a time (STG_BUFS < the share) from -7% to +4% (H200,
  * docs/sm90_wgrad.md, eighth session). */
 constexpr int EPI_EVICT_FIRST = !ACCUMULATE && !PINGPONG && BM * BN >= 32768 && STG_BUFS >= SHARE_BOXES;
-static_assert(D_CHUNKS == 0 || (D_CHUNKS == BN / 64 && OSZ == 2 && !ACCUMULATE && !DISCRETE &&
-                                STG_BUFS >= SHARE_BOXES),
-              "rows of D_CHUNKS boxes: dense 16-bit overwrite, a warp's share staged whole");
+static_assert(D_CHUNKS == 0 || (!DISCRETE &&
+                                ((D_CHUNKS == BN / 64 && OSZ == 2 && !ACCUMULATE &&
+                                  STG_BUFS >= SHARE_BOXES) ||
+                                 (D_CHUNKS == BN / 32 && ACCUMULATE && STG_BUFS >= D_CHUNKS))),
+              "rows of D_CHUNKS boxes: dense dW, 16-bit overwrite with a warp's share staged "
+              "whole, or accumulate with a warp's 16 rows of a sub-tile");
 
 /* ---------------------------------------------------------- schedule */
 
@@ -440,17 +443,122 @@ KDEV void kiln_store_zeros(const kiln_kernel_args &args, const kiln_wgrad &P, co
     }
 }
 
+/* ACCUMULATE with D_CHUNKS: a warp's 16 rows of an m64 sub-tile in fp32 as
+ * one box of D_CHUNKS 128-byte chunks a row, laid out [row][chunk] and
+ * swizzled as kiln_rowbox_from_frag's (32 columns a chunk).  A thread's
+ * fragment gives, per 8-column group j of a chunk, two floats of row
+ * lane / 4 and two of row lane / 4 + 8, written as 8-byte pieces.  Rows
+ * are D_CHUNKS segments apart, so with 4 or 8 chunks the swizzle leaves
+ * the 8 rows of one store on 2 or 1 bank groups (4- and 8-way conflicts);
+ * row k writes group j ^ ((k >> 1) & 3) in the store of group j instead,
+ * which puts exactly two 16-byte pieces on every bank group (the least a
+ * 256-byte store takes; checked by a model of every element's place and
+ * bank before it ran, docs/sm90_wgrad.md, nineteenth session).  Chunks
+ * from column `cols` on are not written (past K, clipped by the add). */
+KDEV void kiln_xswap2(float2 &x, float2 &y, bool s)
+{
+    const float2 t = s ? y : x;
+    y = s ? x : y;
+    x = t;
+}
+
+KDEV void kiln_rowbox_from_frag_f32(unsigned char *rb, const float *a, int cols, int lane)
+{
+    const int r = lane >> 2;
+    const int h = D_CHUNKS % 4 == 0 ? (r >> 1) & 3 : 0;
+#pragma unroll
+    for (int q = 0; q < D_CHUNKS; ++q) {
+        if (q * 32 >= cols) continue;
+        const float *aq = a + q * 16;   /* 4 column groups of 4 sums each */
+        float2 lo[4], hi[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            lo[j] = make_float2(aq[4 * j], aq[4 * j + 1]);
+            hi[j] = make_float2(aq[4 * j + 2], aq[4 * j + 3]);
+        }
+        /* lo[j], hi[j] := group j ^ h */
+        kiln_xswap2(lo[0], lo[1], h & 1);
+        kiln_xswap2(lo[2], lo[3], h & 1);
+        kiln_xswap2(lo[0], lo[2], h & 2);
+        kiln_xswap2(lo[1], lo[3], h & 2);
+        kiln_xswap2(hi[0], hi[1], h & 1);
+        kiln_xswap2(hi[2], hi[3], h & 1);
+        kiln_xswap2(hi[0], hi[2], h & 2);
+        kiln_xswap2(hi[1], hi[3], h & 2);
+        const int seg_lo = r * D_CHUNKS + q, seg_hi = (r + 8) * D_CHUNKS + q;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int c = 8 * (j ^ h) + 2 * (lane & 3);
+            const int piece = c >> 2, within = (c & 3) * 4;
+            *(float2 *)(rb + seg_lo * 128 + ((piece ^ (seg_lo & 7)) << 4) + within) = lo[j];
+            *(float2 *)(rb + seg_hi * 128 + ((piece ^ (seg_hi & 7)) << 4) + within) = hi[j];
+        }
+    }
+}
+
+/* The by-hand adds of such a box (its 16 rows would run into the next
+ * group's): rows [0, rows) and columns [0, cols) (a multiple of 4) of each
+ * into dst, row pitch ld floats. */
+KDEV void kiln_rowbox_red_global(const unsigned char *rb, float *dst, long long ld, int rows,
+                                 int cols, int lane)
+{
+    constexpr int PIECES = D_CHUNKS * 8;   /* 16-byte pieces a row */
+#pragma unroll 4
+    for (int i = lane; i < 16 * PIECES; i += 32) {
+        const int r = i / PIECES, p = i % PIECES, seg = r * D_CHUNKS + p / 8;
+        if (r < rows && p * 4 < cols) {
+            const float4 v = *(const float4 *)(rb + seg * 128 + (((p & 7) ^ (seg & 7)) << 4));
+            kiln_red_add4(dst + r * ld + p * 4, v.x, v.y, v.z, v.w);
+        }
+    }
+}
+
 /* Accumulate epilogue: each 16x32 fp32 slab goes to a 128B-swizzled box in
  * staging, then one TMA reduce-add into dW through `map`, group rows from
  * `grow0` (kiln_dmap_select; atomic per element, so split partials need
  * nothing else).  Slabs whose 16 rows straddle N (N % 16 ==
- * 8) add their valid rows by hand.  *buf: which of the STG_BUFS boxes is next. */
+ * 8) add their valid rows by hand.  *buf: which of the STG_BUFS boxes is next.
+ * D_CHUNKS (wgrad.rows; dense, K a multiple of 32: the rule launch.c
+ * encodes tmap_d by): a warp's 16 rows of a sub-tile go out in one
+ * reduce-add of rows BN wide instead, 10% faster than four 128-byte boxes
+ * a row in a probe (H200, bench/store_box_probe.cu); the one row box waits
+ * for the last add to have read it.  A choice of the spec, not of the call:
+ * the same kernels added rows 3-11% faster on groups of 8-300 tokens, but
+ * their larger staging alone made them 2.5-7% slower on groups of 512 and
+ * more, whichever way they stored (docs/sm90_wgrad.md, nineteenth
+ * session), so the tuner picks per shape class.  (Nor per tile: one map
+ * serves the call, and a 2-D add through a 3-D map is an illegal
+ * instruction.) */
 KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &P,
                                 const kiln_wtile &T, const float (&acc)[MI][ACC_N],
                                 unsigned char *stg, char *dg, int wrow0, int &buf,
                                 const kiln_tmap *map, int grow0)
 {
     const int lane = threadIdx.x & 31;
+    if (D_CHUNKS > 0 && P.wk % 32 == 0) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const int wrow = wrow0 + mi * 64;
+            if (wrow >= P.wn) continue;
+            if (lane == 0) kiln_bulk_wait_read<0>();
+            __syncwarp();
+            kiln_rowbox_from_frag_f32(stg, &acc[mi][0], P.wk - T.k0, lane);
+            kiln_fence_async_smem();
+            __syncwarp();
+            if (wrow + 16 <= P.wn) {
+                if (lane == 0) {
+                    kiln_tma_reduce_add_3d(kiln_smem_addr(stg), map, 0, T.k0 / 32, grow0 + wrow);
+                    kiln_bulk_commit();
+                }
+            } else {
+                kiln_rowbox_red_global(stg, (float *)(dg + ((long long)wrow * args.ldd + T.k0) * 4),
+                                       args.ldd, P.wn - wrow, min(BN, P.wk - T.k0), lane);
+                __syncwarp();   /* the box's reads, before it is written again */
+            }
+        }
+        __syncwarp();
+        return;
+    }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
         const int wrow = wrow0 + mi * 64;
@@ -459,8 +567,8 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
             const int col0 = T.k0 + q * 32;
             if (col0 >= P.wk) continue;
             unsigned char *box = stg + buf * 2048;
-            if (lane == 0) {
-                if (STG_BUFS == 2) kiln_bulk_wait_read<1>(); else kiln_bulk_wait_read<0>();
+            if (lane == 0) {   /* two of the boxes at most (D_CHUNKS: K not a multiple of 32) */
+                if (STG_BUFS >= 2) kiln_bulk_wait_read<1>(); else kiln_bulk_wait_read<0>();
             }
             __syncwarp();
             kiln_box_from_frag<4>(box, &acc[mi][16 * q], lane);
@@ -471,7 +579,7 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
                     kiln_tma_reduce_add_2d(kiln_smem_addr(box), map, col0, grow0 + wrow);
                     kiln_bulk_commit();
                 }
-                if (STG_BUFS == 2) buf ^= 1;
+                if (STG_BUFS >= 2) buf ^= 1;
                 continue;
             }
 #pragma unroll

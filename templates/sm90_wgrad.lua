@@ -53,7 +53,31 @@ return function(spec, arch, mode)
   -- the wgmma that sums dY's stage rows into db on the tensor cores
   local ones = w.dbias and 1024 or 0
   local stg_bufs, smem, share
-  if accumulate then
+  local d_chunks = 0
+  if w.rows then
+    -- wgrad.rows: a warp's 16 rows of an m64 sub-tile (tile.n / 32 chunks
+    -- of 128 bytes of fp32) staged whole and added in one reduce-add, 10%
+    -- more bandwidth than a box per 32 columns (H200,
+    -- bench/store_box_probe.cu) but a larger staging, which costs long
+    -- reductions 2.5-7% (docs/sm90_wgrad.md, nineteenth session): a choice
+    -- the tuner makes per shape class.
+    -- (wgrad.accumulate: the language's rule, compiler/spec.c)
+    if output ~= "dense" then
+      fail("wgrad.rows", "wgrad.rows needs wgrad.output: dense (the rows are added through " ..
+           "one map of dW as [G*N, K])")
+    end
+    if k.cm * k.cn ~= 1 then
+      fail("wgrad.rows", "wgrad.rows is not supported in a cluster of %dx%d CTAs (use 1x1)",
+           k.cm, k.cn)
+    end
+    stg_bufs, d_chunks = bn // 32, bn // 32
+    smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
+    if smem > limit then
+      fail("wgrad.rows", "wgrad.rows stages a warp's 16 rows of tile.n = %d fp32 columns " ..
+           "(%d bytes a warp); with %d stages of tile %dx%dx%d that is %d bytes of shared " ..
+           "memory, %s allows %d", bn, 2048 * stg_bufs, stages, bm, bn, bk, smem, arch, limit)
+    end
+  elseif accumulate then
     stg_bufs = common.smem(k, 4096, barriers, ones) <= limit and 2 or 1
     smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   else
@@ -67,8 +91,10 @@ return function(spec, arch, mode)
   -- bench/store_box_probe.cu; docs/sm90_wgrad.md, eighteenth session).
   -- Not in pairs of CTAs: there the second epilogue path spilled (32 bytes
   -- at 3 stages).
-  local d_chunks = (not accumulate and out_t ~= 2 and output == "dense" and stg_bufs >= share and
-                    k.cm * k.cn == 1) and bn // 64 or 0
+  if not accumulate and out_t ~= 2 and output == "dense" and stg_bufs >= share and
+     k.cm * k.cn == 1 then
+    d_chunks = bn // 64
+  end
   if output == "discrete" then smem = common.exclusive_sm(smem, arch) end
   if mode == "check" then return {smem = smem} end
 
@@ -88,7 +114,8 @@ return function(spec, arch, mode)
     string.format("constexpr int DISCRETE = %d, ACCUMULATE = %d, SPLIT = %d;",
                   b(output == "discrete"), b(accumulate), split),
     string.format("constexpr int STG_BUFS = %d;", stg_bufs),
-    -- > 0: dW rows stored tile.n wide through a 3-D map where K allows
+    -- > 0: dW rows stored (or, wgrad.rows, added) tile.n wide through a
+    -- 3-D map where K allows
     string.format("constexpr int D_CHUNKS = %d;", d_chunks),
     string.format("constexpr int RASTER = %d, MAXG = %d, MBAND = 8;", k.raster, common.max_groups),
     -- wgrad.dbias: the k0 = 0 items also sum dY's stage rows into db
@@ -107,7 +134,7 @@ return function(spec, arch, mode)
     -- stride ldd, in the output type, boxes of {128 bytes of k, 16 n} for
     -- TMA reduce-add (accumulate, fp32) or TMA store (overwrite)
     -- (d_chunks > 0: a 3-D map of rows d_chunks boxes wide where K is a
-    -- multiple of 64, launch.c)
+    -- multiple of the box, launch.c)
     d = {box_inner = out_t == 2 and 32 or 64, box_outer = 16, swizzle = 128,
          chunks = d_chunks > 0 and d_chunks or nil},
   })

@@ -190,6 +190,23 @@ static void test_launch_round_trips(void **state)
     assert_int_equal(d2.tile_m, 64);
     assert_int_equal(d2.tile_k, 16);
     assert_int_equal(d2.epilogue.row_scale, 1);
+    /* A knob written only when set (wgrad.rows): absent from the text of a
+     * kernel without it, so the shipped texts need no change; "rows=1"
+     * when set, and both read back. */
+    kiln_desc_init(&d);
+    kiln_strbuf_init(&t);
+    kiln_desc_format(&d, NULL, &t);
+    assert_null(strstr(t.data, "rows="));
+    assert_int_equal(kiln_desc_parse(t.data, &d2, NULL, &err), 1);
+    assert_int_equal(d2.rows, 0);
+    kiln_strbuf_free(&t);
+    d.rows = 1;
+    kiln_strbuf_init(&t);
+    kiln_desc_format(&d, NULL, &t);
+    assert_non_null(strstr(t.data, " split=1 rows=1 "));
+    assert_int_equal(kiln_desc_parse(t.data, &d2, NULL, &err), 1);
+    assert_int_equal(d2.rows, 1);
+    kiln_strbuf_free(&t);
 }
 
 /* The fragments swept kernels are named by. */
@@ -213,6 +230,9 @@ static void test_fragments(void **state)
     assert_string_equal(buf, "scale_per_row");
     kiln_knob_fragment(kiln_knob_find("stages"), &d, buf, sizeof buf);
     assert_string_equal(buf, "s4");
+    d.rows = 1;
+    kiln_knob_fragment(kiln_knob_find("wgrad.rows"), &d, buf, sizeof buf);
+    assert_string_equal(buf, "rows1");
 }
 
 KILN_TEST_MAIN(
