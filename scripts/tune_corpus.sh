@@ -40,10 +40,11 @@
 #
 # KILN_TUNE_OPS (default "fprop dgrad") picks the ops; "wgrad" tunes plain
 # dense wgrad with the points of specs/sweeps/wgrad_sm90_{plain,pair}.yaml,
-# "wgrad_acc" dense wgrad accumulating into fp32 (specs/sweeps/wgrad_sm90_acc.yaml);
-# "wgrad_dbias" and "wgrad_acc_dbias" the same with the fused bias gradient
-# (specs/sweeps/wgrad_sm90_{dbias,pair_dbias,acc_dbias}.yaml, timed
-# computing db);
+# "wgrad_acc" dense wgrad accumulating into fp32
+# (specs/sweeps/wgrad_sm90_acc{,_rows}.yaml); "wgrad_dbias" and
+# "wgrad_acc_dbias" the same with the fused bias gradient
+# (specs/sweeps/wgrad_sm90_{dbias,pair_dbias,acc_dbias,acc_dbias_rows}.yaml,
+# timed computing db);
 # "wgrad_discrete" and "wgrad_discrete_acc" dW in a buffer per expert,
 # overwritten (bf16) or accumulated into (fp32)
 # (specs/sweeps/wgrad_sm90_discrete{,_acc}.yaml).
@@ -125,13 +126,16 @@ for op in $ops; do
     # CTAs and pairs), and the default
     wgrad) specs+=(specs/sweeps/wgrad_sm90_plain.yaml specs/sweeps/wgrad_sm90_pair.yaml
                    specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
-    # wgrad accumulating into fp32 (dense): its sweep and its default
-    wgrad_acc) specs+=(specs/sweeps/wgrad_sm90_acc.yaml specs/default/sm90_wgrad_bf16_f32_dense_acc.yaml) ;;
+    # wgrad accumulating into fp32 (dense): its sweeps (adding boxes, and
+    # rows) and its default
+    wgrad_acc) specs+=(specs/sweeps/wgrad_sm90_acc.yaml specs/sweeps/wgrad_sm90_acc_rows.yaml
+                       specs/default/sm90_wgrad_bf16_f32_dense_acc.yaml) ;;
     # the same two with the fused bias gradient: timed computing db, their
     # keys carry the dbias term
     wgrad_dbias) specs+=(specs/sweeps/wgrad_sm90_dbias.yaml specs/sweeps/wgrad_sm90_pair_dbias.yaml
                          specs/default/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
     wgrad_acc_dbias) specs+=(specs/sweeps/wgrad_sm90_acc_dbias.yaml
+                             specs/sweeps/wgrad_sm90_acc_dbias_rows.yaml
                              specs/default/sm90_wgrad_bf16_f32_dense_acc_dbias.yaml) ;;
     # discrete dW (a buffer per expert): their sweeps and defaults
     wgrad_discrete) specs+=(specs/sweeps/wgrad_sm90_discrete.yaml
