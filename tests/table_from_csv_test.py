@@ -262,7 +262,10 @@ def test_shipped():
             # the decode-sized classes re-tuned after the eighteenth session's
             # row stores (wgrad with db, then plain): they supersede the above
             "docs/results/session19-decode-tune-wgrad-dbias-h200-2026-11-28.csv",
-            "docs/results/session19-decode-tune-wgrad-h200-2026-11-28.csv"]
+            "docs/results/session19-decode-tune-wgrad-h200-2026-11-28.csv",
+            # the short-reduction classes' accumulate entries (with and
+            # without db) re-tuned with the kernels that add rows (wgrad.rows)
+            "docs/results/session20-acc-rows-tune-h200-2026-11-28.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).

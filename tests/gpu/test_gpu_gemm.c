@@ -878,15 +878,17 @@ static void test_fprop_dgrad_tuned(void **state)
  * overwrite kernels that stage a warp's whole share store its rows a tile
  * wide (tmap_d in chunks, sm90_wgrad.cuh kiln_rowbox_*: a last column tile
  * of 1 or 2 chunks, a row box half past N written by hand); K = 328 and
- * 264 are not, and take the 16x64 boxes.  The table's dbias winners
+ * 264 are not, and take the 16x64 boxes; the same for the accumulate
+ * kernels that add rows (wgrad.rows, kiln_rowbox_*_f32: K a multiple of
+ * 32, a row box half past N added by hand).  The table's dbias winners
  * (specs/sweeps/wgrad_sm90_dbias.yaml, _acc_dbias) run with an f32 db,
- * checked too.  The shipped table names pair, accumulate, dbias and
- * row-storing kernels, so finding none of any fails. */
+ * checked too.  The shipped table names pair, accumulate, dbias,
+ * row-storing and row-adding kernels, so finding none of any fails. */
 static void test_wgrad_tuned(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    int pairs = 0, accs = 0, dbiases = 0, rows = 0;
+    int pairs = 0, accs = 0, dbiases = 0, rows = 0, acc_rows = 0;
     static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 384}, {200, 264}};
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
@@ -897,6 +899,7 @@ static void test_wgrad_tuned(void **state)
         accs += acc;
         dbiases += dbias;
         rows += strstr(ce->desc, " tmap_d=1:64:16:128:") != NULL;
+        acc_rows += strstr(ce->desc, " rows=1 ") != NULL;
         run_forced_mixes(ce->name, KILN_OP_WGRAD,
                          strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, acc, dbias,
                          strstr(ce->desc, " wgrad_output=discrete") != NULL, nk, 7);
@@ -905,6 +908,7 @@ static void test_wgrad_tuned(void **state)
     if (!accs) CASE_FAIL("the catalog carries no tuned accumulating wgrad kernel (the table's winners)");
     if (!dbiases) CASE_FAIL("the catalog carries no tuned dbias wgrad kernel (the table's winners)");
     if (!rows) CASE_FAIL("the catalog carries no tuned wgrad kernel storing rows a tile wide");
+    if (!acc_rows) CASE_FAIL("the catalog carries no tuned wgrad kernel adding rows (wgrad.rows)");
     assert_int_equal(g_failures, failures_before);
 }
 
