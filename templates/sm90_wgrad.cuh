@@ -455,9 +455,12 @@ KDEV void kiln_store_zeros(const kiln_kernel_args &args, const kiln_wgrad &P, co
  * 256-byte store takes; checked by a model of every element's place and
  * bank before it ran, docs/sm90_wgrad.md, nineteenth session).  Chunks
  * from column `cols` on are not written (past K, clipped by the add). */
-KDEV void kiln_xswap2(float2 &x, float2 &y, bool s)
+/* x and y swapped where s: a lane-dependent exchange of a thread's values
+ * (pairs of floats here, packed words in kiln_rowbox_from_frag), so that
+ * each lane hands its pieces over in the order its row needs. */
+template <class T> KDEV void kiln_xswap(T &x, T &y, bool s)
 {
-    const float2 t = s ? y : x;
+    const T t = s ? y : x;
     y = s ? x : y;
     x = t;
 }
@@ -477,14 +480,14 @@ KDEV void kiln_rowbox_from_frag_f32(unsigned char *rb, const float *a, int cols,
             hi[j] = make_float2(aq[4 * j + 2], aq[4 * j + 3]);
         }
         /* lo[j], hi[j] := group j ^ h */
-        kiln_xswap2(lo[0], lo[1], h & 1);
-        kiln_xswap2(lo[2], lo[3], h & 1);
-        kiln_xswap2(lo[0], lo[2], h & 2);
-        kiln_xswap2(lo[1], lo[3], h & 2);
-        kiln_xswap2(hi[0], hi[1], h & 1);
-        kiln_xswap2(hi[2], hi[3], h & 1);
-        kiln_xswap2(hi[0], hi[2], h & 2);
-        kiln_xswap2(hi[1], hi[3], h & 2);
+        kiln_xswap(lo[0], lo[1], h & 1);
+        kiln_xswap(lo[2], lo[3], h & 1);
+        kiln_xswap(lo[0], lo[2], h & 2);
+        kiln_xswap(lo[1], lo[3], h & 2);
+        kiln_xswap(hi[0], hi[1], h & 1);
+        kiln_xswap(hi[2], hi[3], h & 1);
+        kiln_xswap(hi[0], hi[2], h & 2);
+        kiln_xswap(hi[1], hi[3], h & 2);
         const int seg_lo = r * D_CHUNKS + q, seg_hi = (r + 8) * D_CHUNKS + q;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -618,13 +621,6 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
  * spreads over all 8 groups.  Each thread's row k is fixed (lane / 4), so
  * it hands its pieces over in that order: a lane-dependent swap of its
  * packed words (kiln_xswap), 1 or 2 selects a word. */
-KDEV void kiln_xswap(kiln_u32 &x, kiln_u32 &y, bool s)
-{
-    const kiln_u32 t = s ? y : x;
-    y = s ? x : y;
-    x = t;
-}
-
 KDEV void kiln_rowbox_from_frag(unsigned char *rb, const float *a, int cols, int lane)
 {
     const kiln_u32 base = kiln_smem_addr(rb);
