@@ -39,9 +39,11 @@
 # e.g. a first pass without the largest weights.
 #
 # KILN_TUNE_OPS (default "fprop dgrad") picks the ops; "wgrad" tunes plain
-# dense wgrad with the points of specs/sweeps/wgrad_sm90_{plain,pair}.yaml,
+# dense wgrad with the points of specs/sweeps/wgrad_sm90_{plain,pair,raster}.yaml,
+# "wgrad_single" the same without the pairs and with fewer plain points, for
+# groups longer than decode-sized (below),
 # "wgrad_acc" dense wgrad accumulating into fp32
-# (specs/sweeps/wgrad_sm90_acc{,_rows}.yaml); "wgrad_dbias" and
+# (specs/sweeps/wgrad_sm90_acc{,_rows,_raster}.yaml); "wgrad_dbias" and
 # "wgrad_acc_dbias" the same with the fused bias gradient
 # (specs/sweeps/wgrad_sm90_{dbias,pair_dbias,acc_dbias,acc_dbias_rows}.yaml,
 # timed computing db);
@@ -116,6 +118,29 @@ constraints:
     - "(tile.m == 128 && tile.n == 128) == (stages == 6)"
 EOF
 done
+# wgrad over groups longer than decode-sized: the plain sweep's single-CTA
+# points that came within 10% of the best on some such shape in the
+# fourteenth session's run (docs/results/session14-corpus-tune-wgrad-*.csv;
+# no pair came within 5% there, none is timed), beside the raster sweep.
+src=specs/sweeps/wgrad_sm90_plain.yaml
+dst=$out/sweeps/wgrad_sm90_plain.yaml
+sed '/^sweep:/,$d' "$src" > "$dst"
+cat >> "$dst" <<'EOF'
+sweep:
+  tile:
+    - {m: 128, n: 128, k: 64}
+    - {m: 128, n: 256, k: 64}
+    - {m: 64, n: 256, k: 64}
+    - {m: 256, n: 128, k: 64}
+    - {m: 128, n: 192, k: 64}
+  schedule: [pingpong, cooperative]
+  stages: [3, 4, 6]
+constraints:
+  require:
+    - "stages != 3 || !(tile.m == 128 && tile.n == 128)"
+    - "stages != 6 || (tile.m == 128 && tile.n == 128)"
+    - "tile.m != 64 || stages == 4"
+EOF
 specs=()
 for op in $ops; do
   case $op in
@@ -125,10 +150,15 @@ for op in $ops; do
     # wgrad: the shipped sweeps as they are (their points that fit: single
     # CTAs and pairs), and the default
     wgrad) specs+=(specs/sweeps/wgrad_sm90_plain.yaml specs/sweeps/wgrad_sm90_pair.yaml
+                   specs/sweeps/wgrad_sm90_raster.yaml
                    specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
+    # the same for groups longer than decode-sized, in fewer cells (above)
+    wgrad_single) specs+=("$out/sweeps/wgrad_sm90_plain.yaml" specs/sweeps/wgrad_sm90_raster.yaml
+                          specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
     # wgrad accumulating into fp32 (dense): its sweeps (adding boxes, and
     # rows) and its default
     wgrad_acc) specs+=(specs/sweeps/wgrad_sm90_acc.yaml specs/sweeps/wgrad_sm90_acc_rows.yaml
+                       specs/sweeps/wgrad_sm90_acc_raster.yaml
                        specs/default/sm90_wgrad_bf16_f32_dense_acc.yaml) ;;
     # the same two with the fused bias gradient: timed computing db, their
     # keys carry the dbias term
