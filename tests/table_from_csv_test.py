@@ -265,7 +265,14 @@ def test_shipped():
             "docs/results/session19-decode-tune-wgrad-h200-2026-11-28.csv",
             # the short-reduction classes' accumulate entries (with and
             # without db) re-tuned with the kernels that add rows (wgrad.rows)
-            "docs/results/session20-acc-rows-tune-h200-2026-11-28.csv"]
+            "docs/results/session20-acc-rows-tune-h200-2026-11-28.csv",
+            # plain wgrad over the classes longer than decode-sized, re-tuned
+            # after the eighteenth session's row stores, with the raster sweep
+            "docs/results/session21-wgrad-long-tune-h200-2026-11-28.csv",
+            # accumulate over the classes the twentieth session left (longer
+            # than 256 tokens a group), qwen3_30b's and irregular/Dirichlet's,
+            # with the raster sweep
+            "docs/results/session21-wgrad-acc-long-tune-h200-2026-11-28.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
