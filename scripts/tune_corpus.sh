@@ -95,13 +95,14 @@ cd "$here"
 
 # The reduced sweeps: the shipped sweep's base (everything before its
 # sweep: block, so names and descriptions stay the sweep's own) and a
-# smaller grid.  Expressions cannot name the schedule or raster, so those
-# axes keep both values.
+# smaller grid from standard input.  Expressions cannot name the schedule
+# or raster, so those axes keep both values.
+reduced() {
+  sed '/^sweep:/,$d' "specs/sweeps/$1.yaml" > "$out/sweeps/$1.yaml"
+  cat >> "$out/sweeps/$1.yaml"
+}
 for op in fprop dgrad; do
-  src=specs/sweeps/${op}_sm90_plain.yaml
-  dst=$out/sweeps/${op}_sm90_plain.yaml
-  sed '/^sweep:/,$d' "$src" > "$dst"
-  cat >> "$dst" <<'EOF'
+  reduced ${op}_sm90_plain <<'EOF'
 sweep:
   tile:
     - {m: 128, n: 128, k: 64}
@@ -122,17 +123,10 @@ done
 # points that came within 10% of the best on some such shape in the
 # fourteenth session's run (docs/results/session14-corpus-tune-wgrad-*.csv;
 # no pair came within 5% there, none is timed), beside the raster sweep.
-src=specs/sweeps/wgrad_sm90_plain.yaml
-dst=$out/sweeps/wgrad_sm90_plain.yaml
-sed '/^sweep:/,$d' "$src" > "$dst"
-cat >> "$dst" <<'EOF'
+reduced wgrad_sm90_plain <<'EOF'
 sweep:
-  tile:
-    - {m: 128, n: 128, k: 64}
-    - {m: 128, n: 256, k: 64}
-    - {m: 64, n: 256, k: 64}
-    - {m: 256, n: 128, k: 64}
-    - {m: 128, n: 192, k: 64}
+  tile: [{m: 128, n: 128, k: 64}, {m: 128, n: 256, k: 64}, {m: 64, n: 256, k: 64},
+         {m: 256, n: 128, k: 64}, {m: 128, n: 192, k: 64}]
   schedule: [pingpong, cooperative]
   stages: [3, 4, 6]
 constraints:
