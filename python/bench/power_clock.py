@@ -34,6 +34,7 @@ except ImportError:
 from kiln import _torch as kt  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from bf16_bench import reference  # noqa: E402
 from torch_peer import load_cases, rel_err  # noqa: E402
 
 
@@ -76,7 +77,7 @@ def run_case(name, K, N, sizes, seconds):
     bounds = list(zip([0] + ends[:-1], ends))
     x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
     dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
-    ref = torch.stack([dy[a:b].float().t() @ x[a:b].float() for a, b in bounds])
+    ref = reference("wgrad", x, None, dy, bounds)
     out = torch.empty(G, N, K, device=dev, dtype=torch.bfloat16)
     acc = torch.randn(G, N, K, device=dev, dtype=torch.float32)
     old = acc.clone()
