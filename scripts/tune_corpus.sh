@@ -46,7 +46,8 @@
 # (specs/sweeps/wgrad_sm90_acc{,_rows,_raster}.yaml); "wgrad_dbias" and
 # "wgrad_acc_dbias" the same with the fused bias gradient
 # (specs/sweeps/wgrad_sm90_{dbias,pair_dbias,acc_dbias,acc_dbias_rows}.yaml,
-# timed computing db);
+# timed computing db), "wgrad_dbias_single" the dbias sweep and its raster
+# twin (wgrad_sm90_dbias{,_raster}.yaml) without pairs;
 # "wgrad_discrete" and "wgrad_discrete_acc" dW in a buffer per expert,
 # overwritten (bf16) or accumulated into (fp32)
 # (specs/sweeps/wgrad_sm90_discrete{,_acc}.yaml).
@@ -158,6 +159,10 @@ for op in $ops; do
     # keys carry the dbias term
     wgrad_dbias) specs+=(specs/sweeps/wgrad_sm90_dbias.yaml specs/sweeps/wgrad_sm90_pair_dbias.yaml
                          specs/default/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
+    # the same for groups longer than decode-sized: no pairs, and the
+    # raster twin
+    wgrad_dbias_single) specs+=(specs/sweeps/wgrad_sm90_dbias.yaml specs/sweeps/wgrad_sm90_dbias_raster.yaml
+                                specs/default/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
     wgrad_acc_dbias) specs+=(specs/sweeps/wgrad_sm90_acc_dbias.yaml
                              specs/sweeps/wgrad_sm90_acc_dbias_rows.yaml
                              specs/default/sm90_wgrad_bf16_f32_dense_acc_dbias.yaml) ;;
