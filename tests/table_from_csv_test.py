@@ -272,7 +272,11 @@ def test_shipped():
             # accumulate over the classes the twentieth session left (longer
             # than 256 tokens a group), qwen3_30b's and irregular/Dirichlet's,
             # with the raster sweep
-            "docs/results/session21-wgrad-acc-long-tune-h200-2026-11-28.csv"]
+            "docs/results/session21-wgrad-acc-long-tune-h200-2026-11-28.csv",
+            # wgrad with db over the same long classes, with the dbias
+            # sweep's raster twin (the plain rows of that call are
+            # docs/results/session22-wgrad-long-retime-*.csv, not merged)
+            "docs/results/session22-wgrad-dbias-long-tune-h200-2026-11-28.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
