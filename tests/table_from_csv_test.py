@@ -276,7 +276,11 @@ def test_shipped():
             # wgrad with db over the same long classes, with the dbias
             # sweep's raster twin (the plain rows of that call are
             # docs/results/session22-wgrad-long-retime-*.csv, not merged)
-            "docs/results/session22-wgrad-dbias-long-tune-h200-2026-11-28.csv"]
+            "docs/results/session22-wgrad-dbias-long-tune-h200-2026-11-28.csv",
+            # accumulate with db over the accumulate long classes (its
+            # accumulate rows: session22-wgrad-acc-long-retime-*.csv, not
+            # merged)
+            "docs/results/session22-wgrad-acc-dbias-long-tune-h200-2026-11-28.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
