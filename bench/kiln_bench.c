@@ -545,6 +545,12 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
         kiln_context_destroy(ctx);
         return;
     }
+    /* timed into one buffer, as bench_ptrs: only db differs.  Apart, the
+     * plain call into out_b timed 7% more than the same kernel into out_a
+     * in the same process on the two largest dW (dsv3_fc2_ep8,
+     * skew64_longk; H200, docs/results/session22-wgrad-dbias-cost-*.txt),
+     * which showed as db saving 3-5%. */
+    plain.p.d_out = fused.p.d_out;
     double best_f, best_p;
     best_of_pairs(&fused, &plain, b->s, &best_f, &best_p);
     b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
