@@ -301,7 +301,12 @@ typedef struct bench {
     size_t tl, cl;
 } bench;
 
-/* The device buffers of one case. */
+/* The device buffers of one case.  Two calls compared write out_a and
+ * out_b, so that their outputs can be checked against each other; then
+ * both are timed into out_a.  Which buffer a call writes can move its
+ * time: on the two largest dW (dsv3_fc2_ep8, skew64_longk) a wgrad into
+ * out_b timed 7% more than the same kernel into out_a, in one process
+ * (H200, docs/results/session22-wgrad-dbias-cost-*.txt). */
 typedef struct case_bufs {
     const int32_t *m;               /* host sizes */
     long t;                         /* tokens */
@@ -361,9 +366,7 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
                names[op], e, rep.kernel);
         return 0;
     }
-    /* Timed into one buffer: which buffer a call writes moved wgrad's time
-     * by 7% on the largest dW (bench_dbias). */
-    rl.p.d_out = rd.p.d_out = rg.p.d_out;
+    rl.p.d_out = rd.p.d_out = rg.p.d_out; /* timed into one buffer (case_bufs) */
     double flops = kiln_tune_shape_flops(c);
     double ms_g = time_call(&rg, b->s), ms_l = time_call(&rl, b->s), ms_d = time_call(&rd, b->s);
     if (b->nocache) host_time_row(b->nocache, c->name, names[op], &rg, &rl, b->s, ms_g);
@@ -548,12 +551,7 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
         kiln_context_destroy(ctx);
         return;
     }
-    /* timed into one buffer, as bench_ptrs: only db differs.  Apart, the
-     * plain call into out_b timed 7% more than the same kernel into out_a
-     * in the same process on the two largest dW (dsv3_fc2_ep8,
-     * skew64_longk; H200, docs/results/session22-wgrad-dbias-cost-*.txt),
-     * which showed as db saving 3-5%. */
-    plain.p.d_out = fused.p.d_out;
+    plain.p.d_out = fused.p.d_out; /* timed into one buffer (case_bufs): only db differs */
     double best_f, best_p;
     best_of_pairs(&fused, &plain, b->s, &best_f, &best_p);
     b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
@@ -616,7 +614,7 @@ static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
         CU(drv.cuMemFree(dptrs));
         return;
     }
-    cont.p.d_out = ptrs.p.d_out; /* timed into one buffer: only the weights' layout differs */
+    cont.p.d_out = ptrs.p.d_out; /* timed into one buffer (case_bufs): only the weights differ */
     double best_p, best_c;
     best_of_pairs(&ptrs, &cont, b->s, &best_p, &best_c);
     b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
