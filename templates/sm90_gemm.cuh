@@ -237,6 +237,37 @@ KDEV void kiln_ld_in_place(float &v, const float *p)
     asm volatile("ld.global.nc.f32 %0, [%1];" : "+f"(v) : "l"(p));
 }
 
+/* The block recipe's factors for tile T's window of 4 k-blocks from
+ * `base` (lane q of each quad: k-block base + q), loaded in place into na
+ * (A's 1x128 scales of the thread's rows) and nb (B's 128x128 scales of
+ * the tile's column blocks).  Cooperative kernels load a tile's first
+ * window before the previous tile's epilogue (WIN_AHEAD), so that the
+ * tile's first take waits on no load: loaded at the tile's start, both
+ * warp groups waited on it together (1-2% of the cooperative block
+ * kernels' time, H200, same call; docs/fp8.md).  Pingpong warp groups
+ * take turns, and load it at the start.  In place (kiln_ld_in_place):
+ * loaded into a temporary, ptxas copied each value to its loop-carried
+ * register straight away, and the copy waited on the load (ncu). */
+constexpr bool WIN_AHEAD = FP8_RECIPE == 3 && !PINGPONG;
+KDEV void kiln_block_load(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
+                          int wrow0, int lane, int base, float (&na)[MI][2], float (&nb)[2])
+{
+    constexpr int CB = BN > 128 ? 2 : 1;
+    const int cb0 = min(T.col0 / 128, P.nbn - 1);
+    const float *sbg = args.scale_b + ((long long)T.g * P.nbn + cb0) * P.nkb;
+    const int sb_next = cb0 + 1 < P.nbn ? P.nkb : 0;
+    const int kb = min(base + (lane & 3), P.nkb - 1);
+    const float *sak = args.scale_a + (long long)kb * args.ld_scale_a;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            kiln_ld_in_place(na[mi][h],
+                             sak + min(wrow0 + mi * 64 + (lane >> 2) + 8 * h, max(P.cap - 1, 0)));
+    kiln_ld_in_place(nb[0], sbg + kb);
+    if (CB > 1) kiln_ld_in_place(nb[CB - 1], sbg + sb_next + kb);
+}
+
 /* fp8 with promotion (FP8_PROMOTE): each k-block's products go to a
  * partial set, which is added to acc in fp32 once the block's wgmma are
  * done, so the tensor cores' reduced-precision accumulation spans 128 of k
@@ -248,7 +279,7 @@ KDEV void kiln_ld_in_place(float &v, const float *p)
 KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P,
                                 const kiln_tile &T, const kiln_smem &m, kiln_ring &r,
                                 const kiln_turn &turn, float (&acc)[MI][ACC_N], int row_off,
-                                int wrow0, int lane)
+                                int wrow0, int lane, float (&na)[MI][2], float (&nb)[2])
 {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -271,6 +302,10 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
      * wgmma, which then wait on the load from L2.  A row past capacity
      * reads the last row's scale, and is never stored. */
     constexpr int CB = BN > 128 ? 2 : 1;   /* 128-column blocks of the tile */
+    /* The addresses of the tile's later windows, computed once: the loop
+     * calling kiln_block_load instead (the same loads, their addresses
+     * worked out at each window) ran the 128x256 kernels 2-4% slower
+     * (H200, same call). */
     int srow[MI][2];
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -280,10 +315,7 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
     const int cb0 = min(T.col0 / 128, P.nbn - 1);
     const float *sbg = args.scale_b + ((long long)T.g * P.nbn + cb0) * P.nkb;
     const int sb_next = cb0 + 1 < P.nbn ? P.nkb : 0;   /* BN 256: the second block's offset */
-    float wf[MI][2][CB], na[MI][2], nb[CB];
-    /* The next window is loaded in place (kiln_ld_in_place): loaded into a
-     * temporary, ptxas copied each value to its loop-carried register
-     * straight away, and the copy waited on the load (ncu). */
+    float wf[MI][2][CB];
     auto load = [&](int base) {
         const int kb = min(base + (lane & 3), P.nkb - 1);
         const float *sak = args.scale_a + (long long)kb * args.ld_scale_a;
@@ -302,11 +334,15 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
 #pragma unroll
                 for (int c = 0; c < CB; ++c) wf[mi][h][c] = na[mi][h] * nb[c];
     };
-    if (FP8_RECIPE == 3) {
-        load(0);
-        take();
-        load(4);
-    }
+    /* A tile's first window, taken by `first` (the half-width form takes
+     * it after its first k-block's first wgmma, below). */
+    if (FP8_RECIPE == 3 && !WIN_AHEAD) load(0);
+    auto first = [&]() {
+        if (FP8_RECIPE == 3) {
+            take();
+            load(4);
+        }
+    };
     /* k-block kb into p: its slot's wgmma, committed as one group */
     auto issue = [&](float (&p)[MI][ACC_N], int kb) {
         kiln_mbar_wait(m.full(r.s), r.ph);
@@ -360,18 +396,26 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         /* 128 sums a thread leave room for one product set half a tile
          * wide: each k-block's two halves are issued, waited for and
          * promoted in turn, while the other warp group's wgmma keep the
-         * tensor cores busy (DeepGEMM's single product set). */
+         * tensor cores busy (DeepGEMM's single product set).  A k-block's
+         * factors are shuffled (and a spent window taken, waiting on its
+         * loads) after its first half's wgmma are issued: before them, each
+         * k-block's issue waited on that work, and the kernels ran 9-14%
+         * slower (H200, same call, every 128x256 block kernel on six
+         * shapes; docs/fp8.md). */
         float ph[MI][ACC_N / 2];
         for (int kb = 0; kb < P.nkb; ++kb) {
             kiln_mbar_wait(m.full(r.s), r.ph);
             const kiln_u32 sa_s = m.stage(r.s) + row_off * 128, sb_s = m.stage(r.s) + A_BYTES;
             factors f;
-            scales(kb, f);
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 kiln_wg_fence();
                 kiln_kblock_mma(ph, sa_s, sb_s + h * (BN / 2) * 128, false);
                 kiln_wg_commit();
+                if (h == 0) {   /* the factors' shuffles under the first half's wgmma */
+                    if (kb == 0) first();
+                    scales(kb, f);
+                }
                 kiln_wg_wait<0>();
                 if (h == 1) kiln_release<CS>(m, r.s, lane, P.cta.crank);
                 kiln_fence_acc(ph);
@@ -389,6 +433,7 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
         int held = r.s, next;
         factors fa, fb;   /* the factors of pa's and pb's k-blocks, shuffled before
                              the next issue so that their latency hides behind it */
+        first();
         issue(pa, 0);
         int kb = 0;
         for (; kb + 2 < P.nkb; kb += 2) {
@@ -643,17 +688,29 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
+    float na[MI][2], nb[2];   /* the block recipe's window loads */
+    kiln_tile Tn;
+    if (WIN_AHEAD && P.cta.cid < P.items) {
+        Tn = kiln_decode(P, m, P.cta.cid);
+        kiln_block_load(args, P, Tn, Tn.row0 + row_off + wq * 16, lane, 0, na, nb);
+    }
     int j = 0;
     for (int t = P.cta.cid; t < P.items; t += P.cta.ncl, ++j) {
         if (!turn.mine(j)) {
             r.skip(P.nkb);
             continue;
         }
-        const kiln_tile T = kiln_decode(P, m, t);
+        const kiln_tile T = WIN_AHEAD ? Tn : kiln_decode(P, m, t);
         turn.wait();
         const int wrow0 = T.row0 + row_off + wq * 16;
-        if (FP8_PROMOTE) kiln_mainloop_promote(args, P, T, m, r, turn, acc, row_off, wrow0, lane);
+        if (FP8_PROMOTE)
+            kiln_mainloop_promote(args, P, T, m, r, turn, acc, row_off, wrow0, lane, na, nb);
         else kiln_mainloop(P, m, r, turn, acc, row_off, lane);
+        if (WIN_AHEAD && t + P.cta.ncl < P.items) {
+            /* the next tile's first window, under this tile's epilogue */
+            Tn = kiln_decode(P, m, t + P.cta.ncl);
+            kiln_block_load(args, P, Tn, Tn.row0 + row_off + wq * 16, lane, 0, na, nb);
+        }
         if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, wrow0, tmap_d);
         else kiln_epilogue(args, P, T, acc, (float *)stg, wrow0);
     }
