@@ -280,7 +280,11 @@ def test_shipped():
             # accumulate with db over the accumulate long classes (its
             # accumulate rows: session22-wgrad-acc-long-retime-*.csv, not
             # merged)
-            "docs/results/session22-wgrad-acc-dbias-long-tune-h200-2026-11-28.csv"]
+            "docs/results/session22-wgrad-acc-dbias-long-tune-h200-2026-11-28.csv",
+            # the fp8 block sweeps over the corpus and the cases, after the
+            # half-width promotion stopped waiting on its factors before each
+            # issue (the 128x256 kernels changed; 2x1 clusters added)
+            "docs/results/session23-fp8-block-tune-h200-2026-11-28.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
