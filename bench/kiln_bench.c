@@ -151,6 +151,32 @@ static double time_call(runner *r, CUstream s)
     return med;
 }
 
+/* Two calls timed against each other, in one process: both warmed in turn
+ * first, then four rounds of medians in the order x y, y x, y x, x y, and
+ * each side's mean over the rounds, so that a drift across the rounds (the
+ * card heating towards its power limit) costs both sides the same.  The
+ * best of each side, with x first in round one, gave x the coolest slot:
+ * on the power-bound shapes (dsv3_fc2_ep8, mod64_1, skew64_longk) the
+ * side timed first from the cooler card came out 10-15% faster with the
+ * same kernel (H200, docs/results/session23-bench-pairs-*.log). */
+static void time_pair(runner *x, runner *y, CUstream s, double *mx, double *my)
+{
+    (void)time_call(x, s);
+    (void)time_call(y, s);
+    *mx = *my = 0;
+    for (int round = 0; round < 4; round++) {
+        if (round == 0 || round == 3) {
+            *mx += time_call(x, s);
+            *my += time_call(y, s);
+        } else {
+            *my += time_call(y, s);
+            *mx += time_call(x, s);
+        }
+    }
+    *mx /= 4;
+    *my /= 4;
+}
+
 /* ---- host time: what one kiln_gemm costs the calling thread ------------- */
 
 /* The section printed after the tables, one row per case and op. */
@@ -303,10 +329,9 @@ typedef struct bench {
 
 /* The device buffers of one case.  Two calls compared write out_a and
  * out_b, so that their outputs can be checked against each other; then
- * both are timed into out_a.  Which buffer a call writes can move its
- * time: on the two largest dW (dsv3_fc2_ep8, skew64_longk) a wgrad into
- * out_b timed 7% more than the same kernel into out_a, in one process
- * (H200, docs/results/session22-wgrad-dbias-cost-*.txt). */
+ * both are timed into out_a, so that the buffer is not one more difference
+ * between them.  (A 7% gap on the two largest dW, once put down to out_b,
+ * came from the order the pairs were timed in: time_pair.) */
 typedef struct case_bufs {
     const int32_t *m;               /* host sizes */
     long t;                         /* tokens */
@@ -371,31 +396,19 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     double ms_g = time_call(&rg, b->s), ms_l = time_call(&rl, b->s), ms_d = time_call(&rd, b->s);
     if (b->nocache) host_time_row(b->nocache, c->name, names[op], &rg, &rl, b->s, ms_g);
     if (b->plain) {
-        /* Tuned and untuned alternate, three rounds each, which goes first
-         * alternating too, best median of each: the same drift hits both.
-         * (The tuned side once also counted ms_g, timed before the
-         * cuBLASLt runs: at the power limit that first, cooler median
-         * made one kernel look up to 13% faster tuned than untuned.) */
+        /* Tuned and untuned timed against each other (time_pair).  (The
+         * tuned side once also counted ms_g, timed before the cuBLASLt
+         * runs: at the power limit that first, cooler median made one
+         * kernel look up to 13% faster tuned than untuned.) */
         runner ru = rg;
         ru.ctx = b->plain;
-        double best_t = 1e30, best_u = 1e30;
-        for (int round = 0; round < 3; round++) {
-            double u, tg;
-            if (round & 1) {
-                tg = time_call(&rg, b->s);
-                u = time_call(&ru, b->s);
-            } else {
-                u = time_call(&ru, b->s);
-                tg = time_call(&rg, b->s);
-            }
-            if (u < best_u) best_u = u;
-            if (tg < best_t) best_t = tg;
-        }
+        double ms_t, ms_u;
+        time_pair(&rg, &ru, b->s, &ms_t, &ms_u);
         kiln_call_report ur;
         kiln_last_call(b->plain, &ur);
         b->cl += (size_t)snprintf(b->cmp + b->cl, sizeof b->cmp - b->cl,
                                   "%-15s %-9s %9.1f %9.1f %7.3f  %s / %s\n", c->name, names[op],
-                                  flops / best_t / 1e9, flops / best_u / 1e9, best_u / best_t,
+                                  flops / ms_t / 1e9, flops / ms_u / 1e9, ms_u / ms_t,
                                   rep.kernel, ur.kernel);
     }
     double tf_g = flops / ms_g / 1e9, tf_l = flops / ms_l / 1e9, tf_d = flops / ms_d / 1e9;
@@ -474,31 +487,10 @@ static double dbias_err(CUdeviceptr db, const kiln_tune_shape *c, const case_buf
     return e.nan ? INFINITY : kts_err_rel(&e);
 }
 
-/* Two calls timed against each other: four rounds of medians, the best of
- * each, the first of each round alternating: the second of two back-to-back
- * timings can run warmer (up to 20% slower on the large shapes, H200, sixth
- * session), and drift between rounds hits both. */
-static void best_of_pairs(runner *x, runner *y, CUstream s, double *bx, double *by)
-{
-    *bx = *by = 1e30;
-    for (int round = 0; round < 4; round++) {
-        double tx, ty;
-        if (round & 1) {
-            ty = time_call(y, s);
-            tx = time_call(x, s);
-        } else {
-            tx = time_call(x, s);
-            ty = time_call(y, s);
-        }
-        if (tx < *bx) *bx = tx;
-        if (ty < *by) *by = ty;
-    }
-}
-
 /* --ops wgrad_dbias / wgrad_acc_dbias: wgrad (bf16 dW, or dW += ... into
  * fp32) with the fused bias gradient (f32 db, dense) against the same call
  * without it, in this process: dW of the two compared and db checked
- * against a host sum first, then timed against each other (best_of_pairs).
+ * against a host sum first, then timed against each other (time_pair).
  * Prints the extra time of dbias.  Both calls are dispatched as a caller's
  * would be (tables on): the call with db by its own `dbias` entries
  * (specs/sweeps/wgrad_sm90_dbias.yaml), the plain one by the plain
@@ -552,19 +544,19 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
         return;
     }
     plain.p.d_out = fused.p.d_out; /* timed into one buffer (case_bufs): only db differs */
-    double best_f, best_p;
-    best_of_pairs(&fused, &plain, b->s, &best_f, &best_p);
+    double ms_f, ms_p;
+    time_pair(&fused, &plain, b->s, &ms_f, &ms_p);
     b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
                               "%-15s %-15s fused dbias costs %+.1f%% (%.3f vs %.3f ms; db rel err "
                               "%.1e)  %s / %s\n",
-                              c->name, name, (best_f / best_p - 1) * 100, best_f, best_p, e_db,
+                              c->name, name, (ms_f / ms_p - 1) * 100, ms_f, ms_p, e_db,
                               rf.kernel, rp.kernel);
     if (b->json) {
         fprintf(b->json, "%s  {\"case\": \"%s\", \"op\": \"%s\", \"kiln_ms\": %.4f, "
                          "\"plain_ms\": %.4f, \"dbias_extra_pct\": %.2f, \"dbias_rel_err\": %.3g, "
                          "\"kernel\": \"%s\"}",
-                b->first_row ? "" : ",\n", c->name, name, best_f, best_p,
-                (best_f / best_p - 1) * 100, e_db, rf.kernel);
+                b->first_row ? "" : ",\n", c->name, name, ms_f, ms_p,
+                (ms_f / ms_p - 1) * 100, e_db, rf.kernel);
         b->first_row = 0;
     }
     CU(drv.cuMemFree(db));
@@ -577,7 +569,7 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
  * on): what a caller with per-expert weights gets against one with a
  * stacked tensor.  Outputs compared first (they must agree exactly: the same
  * products in the same order, or within bf16 rounding if the kernels
- * differ), then timed against each other (best_of_pairs). */
+ * differ), then timed against each other (time_pair). */
 static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, int op)
 {
     const char *name = op == KILN_OP_DGRAD ? "dgrad_ptrs" : "fprop_ptrs";
@@ -615,18 +607,18 @@ static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
         return;
     }
     cont.p.d_out = ptrs.p.d_out; /* timed into one buffer (case_bufs): only the weights differ */
-    double best_p, best_c;
-    best_of_pairs(&ptrs, &cont, b->s, &best_p, &best_c);
+    double ms_p, ms_c;
+    time_pair(&ptrs, &cont, b->s, &ms_p, &ms_c);
     b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
                               "%-15s %-15s pointer weights %.3f vs contiguous %.3f ms: %.3fx "
                               "(rel diff %.1e)  %s / %s\n",
-                              c->name, name, best_p, best_c, best_c / best_p, e, rp.kernel,
+                              c->name, name, ms_p, ms_c, ms_c / ms_p, e, rp.kernel,
                               rc.kernel);
     if (b->json) {
         fprintf(b->json, "%s  {\"case\": \"%s\", \"op\": \"%s\", \"kiln_ms\": %.4f, "
                          "\"contiguous_ms\": %.4f, \"kernel\": \"%s\", \"contiguous_kernel\": "
                          "\"%s\"}",
-                b->first_row ? "" : ",\n", c->name, name, best_p, best_c, rp.kernel, rc.kernel);
+                b->first_row ? "" : ",\n", c->name, name, ms_p, ms_c, rp.kernel, rc.kernel);
         b->first_row = 0;
     }
     CU(drv.cuMemFree(dptrs));
@@ -792,8 +784,10 @@ int main(int argc, char **argv)
     printf("\nTFLOP/s (2·T·N·K per call); vs_* = kiln / peer\n%s", b.table);
     host_time_print();
     if (untuned)
-        printf("\nWith the shipped tuning table vs without (KILN_TUNING=off), TFLOP/s, best of 3 "
-               "alternating medians; ratio > 1: tuned faster\n%s", b.cmp);
+        printf("\nWith the shipped tuning table vs without (KILN_TUNING=off), TFLOP/s, means of 4 "
+               "medians after a warm-up, in the order ABBA (time_pair); ratio > 1: tuned "
+               "faster\n%s",
+               b.cmp);
     kiln_context_destroy(b.gen);
     kiln_context_destroy(b.plain);
     kiln_context_destroy(b.lt);
