@@ -157,7 +157,7 @@ static double time_call(runner *r, CUstream s)
  * card heating towards its power limit) costs both sides the same.  The
  * best of each side, with x first in round one, gave x the coolest slot:
  * on the power-bound shapes (dsv3_fc2_ep8, mod64_1, skew64_longk) the
- * side timed first from the cooler card came out 10-15% faster with the
+ * side timed first from the cooler card came out 6-15% faster with the
  * same kernel (H200, docs/results/session23-bench-pairs-*.log). */
 static void time_pair(runner *x, runner *y, CUstream s, double *mx, double *my)
 {
