@@ -336,7 +336,8 @@ KDEV void kiln_cluster_retire()
 }
 
 /* A named barrier among nthreads consumer threads (0 is __syncthreads;
- * wgrad's tail masking uses 3, or 3 + cw in pingpong). */
+ * sm90_gemm's epilogue in a held ring slot uses 1; wgrad's tail masking
+ * uses 3, or 3 + cw in pingpong). */
 KDEV void kiln_named_sync(int id, int nthreads)
 {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(nthreads) : "memory");

@@ -42,6 +42,25 @@ static_assert(!EPI_TMA || (STG_BUFS >= 1 && STG_BUFS <= SHARE_BOXES), "EPI_TMA: 
 static_assert(!EPI_TMA || !EPI_BETA, "EPI_TMA does not read C");
 typedef kiln_layout<STG_WARP_BYTES> kiln_gemm_layout;
 
+/* EPI_TMA kernels whose staging holds less than a warp's share (the ring
+ * left room for STG_BUFS boxes) also stage in the ring slot of the tile's
+ * last k-block: HOLD_BOXES more boxes per warp, in this warp's
+ * HOLD_STRIDE bytes of the slot.  The slot is released only after the
+ * next tile's first wgmma are issued and the stores have read it
+ * (kiln_release_staged), so the epilogue waits on no store of its own tile;
+ * the producer meanwhile fills the other STAGES - 1 slots.  Measured on an
+ * H200 against the batches of STG_BUFS (kiln tune, same call, 9 shapes;
+ * docs/sm90_kernel.md): 128x256 and 256x128 tiles (3 boxes more, a share
+ * in one batch) 0.982-0.994 of the time, bf16 and fp8 row-wise.  Not
+ * where it saves one wait (128x128 at 6 stages, 1 box more: 1.013-1.025),
+ * nor with fp8 promotion (the 128x256 block kernels: 1.016-1.046 with the
+ * slot released before, at or after the tile's first k-block). */
+constexpr int HOLD_STRIDE = (STAGE_BYTES / (CONSUMERS * 4)) & ~1023;
+constexpr int HOLD_FIT = HOLD_STRIDE / 2048;
+constexpr int HOLD_BOXES = !EPI_TMA || PINGPONG || FP8_PROMOTE || SHARE_BOXES - STG_BUFS < 2 ? 0
+                         : SHARE_BOXES - STG_BUFS < HOLD_FIT ? SHARE_BOXES - STG_BUFS : HOLD_FIT;
+constexpr int EPI_BOXES = STG_BUFS + HOLD_BOXES;   /* boxes per epilogue batch */
+
 constexpr bool B_KMAJOR = OP == 0 || IN_ESZ == 1;
 constexpr int KSTEPS = BK * IN_ESZ / 32;       /* wgmma per k-block: k16 (16-bit) or k32 (8-bit) */
 static_assert(CM == 1 || B_KMAJOR || (BN / 64) % 2 == 0, "MN-major dgrad with cluster m=2 needs BN 128 or 256");
@@ -202,11 +221,29 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool ke
     }
 }
 
+/* The ring slot `back` slots before r.s */
+KDEV int kiln_slot_back(const kiln_ring &r, int back) { return (r.s + STAGES - back) % STAGES; }
+
+/* With HOLD_BOXES, when `staged` (a tile came before this one): the slot
+ * the last epilogue staged in, the one before r.s, released once its
+ * stores have read it.  Called after a tile's first wgmma issue, so that
+ * the wait runs under them (released before the main loop, or after the
+ * second k-block's issue, the kernels took 1.002-1.011 of this time; one
+ * round each, H200). */
+KDEV void kiln_release_staged(const kiln_smem &m, const kiln_ring &r, bool staged, int lane,
+                              kiln_u32 crank)
+{
+    if (HOLD_BOXES && staged) {
+        if (lane == 0) kiln_bulk_wait_read<0>();
+        kiln_release<CS>(m, kiln_slot_back(r, 1), lane, crank);
+    }
+}
+
 /* The main loop of one tile: wgmma over every k-block, one group kept in
  * flight, each slot released once the group after it is issued.  Hands the
  * tensor cores over (pingpong) as soon as the last group is issued. */
 KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
-                        float (&acc)[MI][ACC_N], int row_off, int lane)
+                        float (&acc)[MI][ACC_N], int row_off, int lane, bool staged)
 {
     int prev = -1;
     for (int kb = 0; kb < P.nkb; ++kb) {
@@ -216,6 +253,7 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
         kiln_wg_fence();
         kiln_kblock_mma(acc, sa, sb, kb != 0);
         kiln_wg_commit();
+        if (kb == 0) kiln_release_staged(m, r, staged, lane, P.cta.crank);
         if (prev >= 0) {
             kiln_wg_wait<1>();
             kiln_release<CS>(m, prev, lane, P.cta.crank);
@@ -225,7 +263,7 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
     }
     turn.pass();
     kiln_wg_wait<0>();
-    if (prev >= 0) kiln_release<CS>(m, prev, lane, P.cta.crank);
+    if (!HOLD_BOXES && prev >= 0) kiln_release<CS>(m, prev, lane, P.cta.crank);
     kiln_fence_acc(acc);
 }
 
@@ -592,17 +630,18 @@ KDEV float2 kiln_load2(const void *p)
  * of 16 rows x OCW columns (kiln_box_from_frag) and written by one bulk
  * tensor store each through tmap_d, which clips columns at n_out and rows
  * at capacity.  Nothing waits for the stores but the next write of a box:
- * the boxes go out in batches of STG_BUFS, each batch after the previous
- * one's reads of shared memory, so with a whole share in the staging
- * (STG_BUFS == SHARE_BOXES) a tile waits only on the last tile's stores,
+ * the boxes go out in batches of EPI_BOXES (the warp's STG_BUFS, then
+ * HOLD_BOXES in `held`, its part of the ring slot kept from the main loop),
+ * each batch after the previous one's reads of shared memory, so with a
+ * whole share in one batch a tile waits only on the last tile's stores,
  * which ran under this tile's main loop.  A box whose rows run past the
  * group's end would overwrite the next group's first rows: its valid rows
  * go out by hand (kiln_box_to_global).  The cooperative schedule's two
  * warp groups both stand in their epilogue while the tensor cores idle, so
  * that is where shortening it pays; pingpong hides it already. */
 KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
-                            const float (&acc)[MI][ACC_N], unsigned char *stg, int wrow0,
-                            const kiln_tmap *tmap_d)
+                            const float (&acc)[MI][ACC_N], unsigned char *stg,
+                            unsigned char *held, int wrow0, const kiln_tmap *tmap_d)
 {
     const int lane = threadIdx.x & 31;
     const bool use_bias = EPI_BIAS && args.bias;
@@ -630,12 +669,14 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
         col0 = T.col0 + b % (BN / OCW) * OCW;
         return wrow < T.row_end && col0 < P.n_out;
     };
+    /* the i-th box of a batch: the warp's own staging, then the held slot's */
+    auto box_at = [&](int i) { return i < STG_BUFS ? stg + i * 2048 : held + (i - STG_BUFS) * 2048; };
 #pragma unroll
-    for (int b0 = 0; b0 < SHARE_BOXES; b0 += STG_BUFS) {
+    for (int b0 = 0; b0 < SHARE_BOXES; b0 += EPI_BOXES) {
         if (lane == 0) kiln_bulk_wait_read<0>();   /* the last batch's boxes are read */
         __syncwarp();
 #pragma unroll
-        for (int b = b0; b < b0 + STG_BUFS && b < SHARE_BOXES; ++b) {
+        for (int b = b0; b < b0 + EPI_BOXES && b < SHARE_BOXES; ++b) {
             int wrow, col0;
             if (!place(b, wrow, col0)) continue;
             const int mi = b / (BN / OCW), q = b % (BN / OCW);
@@ -655,15 +696,15 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
                     t[4 * j + 2 * h + 1] = fmaf(a[1], rmul[mi][h] * cm.y, bmul[mi][h] * bv.y);
                 }
             }
-            kiln_box_from_frag<OSZ>(stg + (b - b0) * 2048, t, lane);
+            kiln_box_from_frag<OSZ>(box_at(b - b0), t, lane);
         }
         kiln_fence_async_smem();
         __syncwarp();
 #pragma unroll
-        for (int b = b0; b < b0 + STG_BUFS && b < SHARE_BOXES; ++b) {
+        for (int b = b0; b < b0 + EPI_BOXES && b < SHARE_BOXES; ++b) {
             int wrow, col0;
             if (!place(b, wrow, col0)) continue;
-            const unsigned char *box = stg + (b - b0) * 2048;
+            const unsigned char *box = box_at(b - b0);
             if (wrow + 16 <= T.row_end) {
                 if (lane == 0) kiln_tma_store_2d(kiln_smem_addr(box), tmap_d, col0, wrow);
             } else {
@@ -703,15 +744,24 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         const kiln_tile T = WIN_AHEAD ? Tn : kiln_decode(P, m, t);
         turn.wait();
         const int wrow0 = T.row0 + row_off + wq * 16;
+        /* a tile before this one left its epilogue's slot held */
+        const bool staged = t != P.cta.cid;
         if (FP8_PROMOTE)
             kiln_mainloop_promote(args, P, T, m, r, turn, acc, row_off, wrow0, lane, na, nb);
-        else kiln_mainloop(P, m, r, turn, acc, row_off, lane);
+        else kiln_mainloop(P, m, r, turn, acc, row_off, lane, staged);
         if (WIN_AHEAD && t + P.cta.ncl < P.items) {
             /* the next tile's first window, under this tile's epilogue */
             Tn = kiln_decode(P, m, t + P.cta.ncl);
             kiln_block_load(args, P, Tn, Tn.row0 + row_off + wq * 16, lane, 0, na, nb);
         }
-        if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, wrow0, tmap_d);
+        /* the last k-block's slot (held with HOLD_BOXES) is written only once
+         * both warp groups' wgmma have read it */
+        if (HOLD_BOXES) kiln_named_sync(1, CONSUMERS * 128);
+        unsigned char *held =
+            HOLD_BOXES ? stg + (int)(m.stage(kiln_slot_back(r, 1)) + (cw * 4 + wq) * HOLD_STRIDE -
+                                     kiln_smem_addr(stg))
+                       : stg;
+        if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d);
         else kiln_epilogue(args, P, T, acc, (float *)stg, wrow0);
     }
     /* shared memory must outlive the last stores' reads of it */

@@ -793,7 +793,8 @@ static void forced_pointer_weights(const char *name, kiln_op op)
  * times (more changes than map slots), sizes off every tile; each case has
  * its own weight buffers, so a map left from the case before would show.
  * Then the cooperative 128x256 defaults, whose epilogue stores through
- * TMA, and every tuned bf16 fprop/dgrad kernel of the catalog (the table's
+ * TMA from boxes staged partly in the ring slot of the tile's last k-block
+ * (sm90_gemm.cuh, HOLD_BOXES), and every tuned bf16 fprop/dgrad kernel of the catalog (the table's
  * winners from the sweeps, which take either weights layout), forced
  * through KILN_KERNEL; finding no tuned one fails. */
 static void test_sm90_pointer_weights(void **state)
