@@ -52,8 +52,8 @@ typedef kiln_layout<STG_WARP_BYTES> kiln_gemm_layout;
  * H200 against the batches of STG_BUFS (kiln tune, same call, 9 shapes;
  * docs/sm90_kernel.md): 128x256 and 256x128 tiles (3 boxes more, a share
  * in one batch) 0.982-0.994 of the time, bf16 and fp8 row-wise.  Not
- * where it saves one wait (128x128 at 6 stages, 1 box more: 1.013-1.025),
- * nor with fp8 promotion (the 128x256 block kernels: 1.016-1.046 with the
+ * where it saves one wait (128x128 at 6 stages, 1 box more: bf16 1.025,
+ * fp8 row-wise 0.996-0.998), nor with fp8 promotion (the 128x256 block kernels: 1.016-1.046 with the
  * slot released before, at or after the tile's first k-block). */
 constexpr int HOLD_STRIDE = (STAGE_BYTES / (CONSUMERS * 4)) & ~1023;
 constexpr int HOLD_FIT = HOLD_STRIDE / 2048;
@@ -228,7 +228,7 @@ KDEV int kiln_slot_back(const kiln_ring &r, int back) { return (r.s + STAGES - b
  * the last epilogue staged in, the one before r.s, released once its
  * stores have read it.  Called after a tile's first wgmma issue, so that
  * the wait runs under them (released before the main loop, or after the
- * second k-block's issue, the kernels took 1.002-1.011 of this time; one
+ * second k-block's issue, the kernels took 1.000-1.011 of this time; one
  * round each, H200). */
 KDEV void kiln_release_staged(const kiln_smem &m, const kiln_ring &r, bool staged, int lane,
                               kiln_u32 crank)
