@@ -42,19 +42,20 @@ static_assert(!EPI_TMA || (STG_BUFS >= 1 && STG_BUFS <= SHARE_BOXES), "EPI_TMA: 
 static_assert(!EPI_TMA || !EPI_BETA, "EPI_TMA does not read C");
 typedef kiln_layout<STG_WARP_BYTES> kiln_gemm_layout;
 
-/* EPI_TMA kernels whose staging holds less than a warp's share (the ring
- * left room for STG_BUFS boxes) also stage in the ring slot of the tile's
- * last k-block: HOLD_BOXES more boxes per warp, in this warp's
- * HOLD_STRIDE bytes of the slot.  The slot is released only after the
- * next tile's first wgmma are issued and the stores have read it
- * (kiln_release_staged), so the epilogue waits on no store of its own tile;
- * the producer meanwhile fills the other STAGES - 1 slots.  Measured on an
- * H200 against the batches of STG_BUFS (kiln tune, same call, 9 shapes;
- * docs/sm90_kernel.md): 128x256 and 256x128 tiles (3 boxes more, a share
- * in one batch) 0.982-0.994 of the time, bf16 and fp8 row-wise.  Not
- * where it saves one wait (128x128 at 6 stages, 1 box more: bf16 1.025,
- * fp8 row-wise 0.996-0.998), nor with fp8 promotion (the 128x256 block kernels: 1.016-1.046 with the
- * slot released before, at or after the tile's first k-block). */
+/* EPI_TMA kernels whose staging holds at least two boxes less than a
+ * warp's share (the ring left room for STG_BUFS) also stage in the ring
+ * slot of the tile's last k-block: HOLD_BOXES more boxes per warp, in this
+ * warp's HOLD_STRIDE bytes of the slot.  The slot is released only after
+ * the next tile's first wgmma are issued and the stores have read it
+ * (kiln_release_staged), so the epilogue waits on no store of its own
+ * tile; the producer meanwhile fills the other STAGES - 1 slots.  Measured
+ * on an H200 against the batches of STG_BUFS (kiln tune, same call, 9
+ * shapes; docs/sm90_kernel.md): 128x256 and 256x128 tiles (3 boxes more,
+ * a share in one batch) 0.982-0.994 of the time, bf16 and fp8 row-wise.
+ * Not where it saves one wait (128x128 at 6 stages, 1 box more: bf16
+ * 1.025, fp8 row-wise 0.996-0.998), nor with fp8 promotion (the 128x256
+ * block kernels: 1.016-1.046 with the slot released before, at or after
+ * the tile's first k-block). */
 constexpr int HOLD_STRIDE = (STAGE_BYTES / (CONSUMERS * 4)) & ~1023;
 constexpr int HOLD_FIT = HOLD_STRIDE / 2048;
 constexpr int HOLD_BOXES = !EPI_TMA || PINGPONG || FP8_PROMOTE || SHARE_BOXES - STG_BUFS < 2 ? 0
