@@ -55,10 +55,11 @@ typedef kiln_layout<STG_WARP_BYTES> kiln_gemm_layout;
  * Not where it saves one wait (128x128 at 6 stages, 1 box more: bf16
  * 1.025, fp8 row-wise 0.996-0.998), nor with fp8 promotion (the 128x256
  * block kernels: 1.016-1.046 with the slot released before, at or after
- * the tile's first k-block). */
+ * the tile's first k-block).  Not in clusters yet: this form has not run
+ * on a GPU with a pair (the first form did, in the block kernels). */
 constexpr int HOLD_STRIDE = (STAGE_BYTES / (CONSUMERS * 4)) & ~1023;
 constexpr int HOLD_FIT = HOLD_STRIDE / 2048;
-constexpr int HOLD_BOXES = !EPI_TMA || PINGPONG || FP8_PROMOTE || SHARE_BOXES - STG_BUFS < 2 ? 0
+constexpr int HOLD_BOXES = !EPI_TMA || PINGPONG || FP8_PROMOTE || CS > 1 || SHARE_BOXES - STG_BUFS < 2 ? 0
                          : SHARE_BOXES - STG_BUFS < HOLD_FIT ? SHARE_BOXES - STG_BUFS : HOLD_FIT;
 constexpr int EPI_BOXES = STG_BUFS + HOLD_BOXES;   /* boxes per epilogue batch */
 
