@@ -757,7 +757,10 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
             kiln_block_load(args, P, Tn, Tn.row0 + row_off + wq * 16, lane, 0, na, nb);
         }
         /* the last k-block's slot (held with HOLD_BOXES) is written only once
-         * both warp groups' wgmma have read it */
+         * both warp groups' wgmma have read it; `held` is this warp's part of
+         * it as a generic pointer, its shared address taken relative to
+         * stg's (the form measured: m.base plus offsets compiles to other
+         * code, not run on a GPU) */
         if (HOLD_BOXES) kiln_named_sync(1, CONSUMERS * 128);
         unsigned char *held =
             HOLD_BOXES ? stg + (int)(m.stage(kiln_slot_back(r, 1)) + (cw * 4 + wq) * HOLD_STRIDE -
