@@ -192,6 +192,12 @@ KDEV void kiln_prefetch_l2(const void *p, kiln_u32 bytes)
 {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"((kiln_u64)p), "r"(bytes) : "memory");
 }
+/* Brings the box of `map` at {c0, c1} into L2; nothing waits for it. */
+KDEV void kiln_tma_prefetch_2d(const kiln_tmap *map, int c0, int c1)
+{
+    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];"
+                 :: "l"((kiln_u64)map), "r"(c0), "r"(c1) : "memory");
+}
 KDEV void kiln_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N> KDEV void kiln_bulk_wait_read()
 {

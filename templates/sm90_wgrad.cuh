@@ -345,10 +345,10 @@ KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kil
 /* Accumulating, the adds of a tile's epilogue read the old dW from HBM:
  * dense, through TMA reduce-adds where each staging box waits for the one
  * before it; discrete, through red.global or a read-modify-write.  Either
- * way the epilogue paid the misses in series.  Each consumer lane of a
- * warp's 16 rows prefetches its row of the old tile into L2 PF_BEFORE
- * k-blocks before the main loop ends (at its start when the tile has
- * fewer): late enough that a long reduction does not hold the lines in L2
+ * way the epilogue paid the misses in series.  Each consumer warp
+ * prefetches its rows of the old tile into L2 (PF_TENSOR below says how)
+ * PF_BEFORE k-blocks before the main loop ends (at its start when the
+ * tile has fewer): late enough that a long reduction does not hold the lines in L2
  * (or compete with its operand loads) for long, early enough to cover the
  * misses.  Same calls, checked (docs/sm90_wgrad.md, ninth session): at 3
  * k-blocks every kernel measured was faster than without on every case
@@ -357,20 +357,44 @@ KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kil
  * in between. */
 constexpr int PF_BEFORE = 3;
 
+/* Dense dW added in boxes (the 2-D tmap_d): lane 0 prefetches the warp's
+ * 16x32 boxes of the old tile through the map, one tensor prefetch a box.
+ * Elsewhere (discrete buffers; wgrad.rows, whose map is 3-D where K
+ * allows) each of lanes 0-15 prefetches its row of each m64 sub-tile:
+ * prefetch.L2 takes its address in uniform registers, so the warp's 16
+ * addresses make a loop of 16 turns, which ncu put at 7.7% of the warp
+ * samples of balanced32's accumulate kernel.  The tensor form, same call,
+ * checked: 0.987 of the row form's time in geometric mean over 22 kernels
+ * and 13 shapes, the table's long-reduction kernels 0.976-0.996 (H200,
+ * docs/sm90_wgrad.md, twenty-sixth session). */
+constexpr bool PF_TENSOR = ACCUMULATE && !DISCRETE && D_CHUNKS == 0;
+
 struct kiln_pf {
+    const kiln_tmap *map;  /* PF_TENSOR: tmap_d */
+    int c0, r0;            /* PF_TENSOR: the warp's first box (column, row of the map) */
     const char *p;     /* the lane's first row of the old tile */
     long long step;    /* bytes from one of its rows to the next (64 rows on) */
-    kiln_u32 bytes;    /* per row; 0: nothing to prefetch */
-    int nrows;         /* rows from the lane's first to N */
+    kiln_u32 bytes;    /* per row (PF_TENSOR: 1); 0: nothing to prefetch */
+    int nrows;         /* rows from the lane's (PF_TENSOR: warp's) first to N */
 };
 
-/* This lane's rows of tile T of dW, dense or group T.g's own buffer
- * (lanes 0-15: the warp's 16 rows of each m64 sub-tile). */
+/* What this lane prefetches of tile T of dW, dense or group T.g's own
+ * buffer: PF_TENSOR, lane 0 the warp's boxes; else lanes 0-15 the warp's
+ * 16 rows of each m64 sub-tile. */
 KDEV kiln_pf kiln_pf_rows(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_wtile &T,
-                          int wrow0, int lane)
+                          int wrow0, int lane, const kiln_tmap *tmap_d)
 {
     kiln_pf pf;
     pf.bytes = 0;
+    if (PF_TENSOR) {
+        if (lane != 0 || T.k0 >= P.wk) return pf;
+        pf.map = tmap_d;
+        pf.c0 = T.k0;
+        pf.r0 = T.g * P.wn + wrow0;
+        pf.nrows = P.wn - wrow0;
+        pf.bytes = 1;
+        return pf;
+    }
     if (!ACCUMULATE || lane >= 16 || T.k0 >= P.wk) return pf;
     const int row = wrow0 + lane;
     pf.p = kiln_group_out(args, P, T.g) + ((long long)row * args.ldd + T.k0) * OSZ;
@@ -397,9 +421,17 @@ KDEV bool kiln_mainloop(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, c
     const int pf_kb = max(T.kb0, T.kb1 - PF_BEFORE);
     for (int kb = T.kb0; kb < T.kb1; ++kb) {
         if (ACCUMULATE && kb == pf_kb && pf.bytes) {
+            if (PF_TENSOR) {
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-                if (64 * mi < pf.nrows) kiln_prefetch_l2(pf.p + mi * pf.step, pf.bytes);
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int q = 0; q < BN / 32; ++q)
+                        if (64 * mi < pf.nrows) kiln_tma_prefetch_2d(pf.map, pf.c0 + 32 * q, pf.r0 + 64 * mi);
+            } else {
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+                    if (64 * mi < pf.nrows) kiln_prefetch_l2(pf.p + mi * pf.step, pf.bytes);
+            }
         }
         kiln_mbar_wait(m.full(r.s), r.ph);
         const kiln_u32 sa = m.stage(r.s);
@@ -827,7 +859,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) dd[mi][0] = dd[mi][1] = dd[mi][2] = dd[mi][3] = 0.f;
         const int wrow0 = T.n0 + row_off + wq * 16;
-        const kiln_pf pf = kiln_pf_rows(args, P, T, wrow0, lane);
+        const kiln_pf pf = kiln_pf_rows(args, P, T, wrow0, lane, tmap_d);
         const bool any = DBIAS && dsum ? kiln_mainloop<true>(P, m, r, turn, T, acc, cw, lane, dd, pf)
                                        : kiln_mainloop<false>(P, m, r, turn, T, acc, cw, lane, dd, pf);
         if (DBIAS && dsum) {
