@@ -348,9 +348,9 @@ KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kil
  * way the epilogue paid the misses in series.  Each consumer warp
  * prefetches its rows of the old tile into L2 (PF_TENSOR below says how)
  * PF_BEFORE k-blocks before the main loop ends (at its start when the
- * tile has fewer): late enough that a long reduction does not hold the lines in L2
- * (or compete with its operand loads) for long, early enough to cover the
- * misses.  Same calls, checked (docs/sm90_wgrad.md, ninth session): at 3
+ * tile has fewer): late enough that a long reduction does not hold the
+ * lines in L2 (or compete with its operand loads) for long, early enough
+ * to cover the misses.  Same calls, checked (docs/sm90_wgrad.md, ninth session): at 3
  * k-blocks every kernel measured was faster than without on every case
  * (dense 0.67-1.00 of the time, discrete 0.68-0.88); at the tile's start
  * dense 128x256 tiles were 10% slower on long reductions, 6 k-blocks fell
