@@ -350,11 +350,11 @@ KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kil
  * PF_BEFORE k-blocks before the main loop ends (at its start when the
  * tile has fewer): late enough that a long reduction does not hold the
  * lines in L2 (or compete with its operand loads) for long, early enough
- * to cover the misses.  Same calls, checked (docs/sm90_wgrad.md, ninth session): at 3
- * k-blocks every kernel measured was faster than without on every case
- * (dense 0.67-1.00 of the time, discrete 0.68-0.88); at the tile's start
- * dense 128x256 tiles were 10% slower on long reductions, 6 k-blocks fell
- * in between. */
+ * to cover the misses.  Same calls, checked (docs/sm90_wgrad.md, ninth
+ * session): at 3 k-blocks every kernel measured was faster than without
+ * on every case (dense 0.67-1.00 of the time, discrete 0.68-0.88); at the
+ * tile's start dense 128x256 tiles were 10% slower on long reductions, 6
+ * k-blocks fell in between. */
 constexpr int PF_BEFORE = 3;
 
 /* Dense dW added in boxes (the 2-D tmap_d): lane 0 prefetches the warp's
@@ -426,7 +426,8 @@ KDEV bool kiln_mainloop(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, c
                 for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
                     for (int q = 0; q < BN / 32; ++q)
-                        if (64 * mi < pf.nrows) kiln_tma_prefetch_2d(pf.map, pf.c0 + 32 * q, pf.r0 + 64 * mi);
+                        if (64 * mi < pf.nrows)
+                            kiln_tma_prefetch_2d(pf.map, pf.c0 + 32 * q, pf.r0 + 64 * mi);
             } else {
 #pragma unroll
                 for (int mi = 0; mi < MI; ++mi)
