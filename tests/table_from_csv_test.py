@@ -284,7 +284,11 @@ def test_shipped():
             # the fp8 block sweeps over the corpus and the cases, after the
             # half-width promotion stopped waiting on its factors before each
             # issue (the 128x256 kernels changed; 2x1 clusters added)
-            "docs/results/session23-fp8-block-tune-h200-2026-11-28.csv"]
+            "docs/results/session23-fp8-block-tune-h200-2026-11-28.csv",
+            # the row-wise fp8 fprop class of Mixtral's fc1 (tmax.g8.nmax.k4096)
+            # re-timed in four burst rounds, two of them with the candidates'
+            # order reversed (each round's rows named SHAPE@ROUND)
+            "docs/results/session27-fp8-mixtral-class-tune-h200-2026-11-29.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
