@@ -37,6 +37,7 @@ typedef struct run {
     const char *timer_id;
     size_t todo, done, failed;
     long stop_after;             /* $KILN_TUNE_STOP_AFTER: kill ourselves after that many */
+    int reverse;                 /* $KILN_TUNE_ORDER=reverse: a shape's variants last first */
     int progress;
     int log_units;               /* not a terminal: a line per finished unit */
     int abort;
@@ -131,8 +132,10 @@ static void *time_worker(void *arg)
             pthread_mutex_unlock(&r->lock);
             continue;
         }
-        for (size_t i = 0; i < r->n_v; i++) {
-            kiln_tune_entry *v = &r->v[i];
+        for (size_t k = 0; k < r->n_v; k++) {
+            /* A shape's variants run back to back, so a late one runs on a
+             * hotter card: rounds in both orders undo that (docs/tuning.md). */
+            kiln_tune_entry *v = &r->v[r->reverse ? r->n_v - 1 - k : k];
             if (!v->usable || v->cells[u->shape].state != KILN_TUNE_PENDING ||
                 !kiln_tune_config_equal(&v->cfg, cfg))
                 continue;
@@ -547,10 +550,17 @@ static int check_args(tune *t)
     if (t->n_paths < 1) why = "name at least one sweep spec";
     else if (!o->shapes) why = "--shapes FILE is required";
     else if (o->json && o->csv) why = "--json and --csv are two ways to print; pick one";
+    const char *order = getenv("KILN_TUNE_ORDER");
+    if (!order || !*order) order = "forward";
     if (why) fprintf(stderr, "kiln tune: %s (see kiln tune --help)\n", why);
     else if (strcmp(t->timer_name, "gpu") && strcmp(t->timer_name, "fake"))
         fprintf(stderr, "kiln tune: --timer takes fake or gpu (got '%s')\n", t->timer_name);
-    else return KILN_EXIT_OK;
+    else if (strcmp(order, "forward") && strcmp(order, "reverse"))
+        fprintf(stderr, "kiln tune: KILN_TUNE_ORDER=%s: expected forward or reverse\n", order);
+    else {
+        t->r.reverse = !strcmp(order, "reverse");
+        return KILN_EXIT_OK;
+    }
     return KILN_EXIT_USAGE;
 }
 

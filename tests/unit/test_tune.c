@@ -4,7 +4,7 @@
  * table written and loaded back, plot, JSON), a run killed halfway and
  * resumed (only the rest is timed, the same table comes out), a torn
  * journal line, several workers, variants that fail to compile, spill or
- * give wrong results, and bad input. */
+ * give wrong results, bad input, and the timing order ($KILN_TUNE_ORDER). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +66,8 @@ static int tune(char **out, const char *env, const char *fmt, ...)
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
     snprintf(cmd, sizeof cmd, "env -u KILN_TUNE_TIMER -u KILN_TUNE_STOP_AFTER -u KILN_TUNE_FAKE_BAD "
-                              "-u KILN_TUNE_FAKE_DEVICES %s %s tune %s --cache-dir '%s'",
+                              "-u KILN_TUNE_FAKE_DEVICES -u KILN_TUNE_ORDER %s %s tune %s "
+                              "--cache-dir '%s'",
              env ? env : "", kiln_test_kiln_bin(), args, g_cache);
     return kiln_test_run(cmd, out);
 }
@@ -796,6 +797,65 @@ static void test_dbias_sweeps(void **state)
     free(table);
 }
 
+/* The journal's records as "bundle id<TAB>shape id" lines, in the order
+ * they were timed; returns how many (at most max). */
+static int journal_order(const char *path, char lines[][160], int max)
+{
+    char *j = slurp(path);
+    assert_non_null(j);
+    int n = 0;
+    for (char *p = strchr(j, '\n') + 1; *p && n < max;) {
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        char *t1 = strchr(p, '\t');
+        char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+        if (t2) *t2 = '\0';
+        snprintf(lines[n++], 160, "%s", p);
+        p = nl + 1;
+    }
+    free(j);
+    return n;
+}
+
+/* KILN_TUNE_ORDER=reverse times each shape's variants last first, and
+ * changes nothing else; any value but forward or reverse is refused. */
+static void test_order(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    char *fwd = path_in("order", "forward.txt"), *rev = path_in("order", "reverse.txt");
+    int rc = tune(&out, "KILN_TUNE_TIMER=fake", SWEEP " --shapes " SHAPES " -o '%s'", fwd);
+    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    free(out);
+    rc = tune(&out, "KILN_TUNE_TIMER=fake KILN_TUNE_ORDER=reverse", SWEEP " --shapes " SHAPES
+              " -o '%s'", rev);
+    if (rc != 0) fail_msg("kiln tune (reverse) failed (%d):\n%s", rc, out);
+    free(out);
+    char jf[4200], jr[4200], a[16][160], b[16][160];
+    snprintf(jf, sizeof jf, "%s.journal", fwd);
+    snprintf(jr, sizeof jr, "%s.journal", rev);
+    const int n = journal_order(jf, a, 16);
+    assert_int_equal(n, 12); /* 4 variants on each of 3 shapes, one unit a shape */
+    assert_int_equal(journal_order(jr, b, 16), n);
+    for (int u = 0; u < n; u += 4)
+        for (int i = 0; i < 4; i++)
+            if (strcmp(a[u + i], b[u + 3 - i]))
+                fail_msg("record %d: forward %s, reverse %s", u + i, a[u + i], b[u + 3 - i]);
+    char *ta = slurp(fwd), *tb = slurp(rev);
+    assert_non_null(ta);
+    assert_non_null(tb);
+    assert_string_equal(ta, tb);
+    free(ta);
+    free(tb);
+    rc = tune(&out, "KILN_TUNE_TIMER=fake KILN_TUNE_ORDER=sideways", SWEEP " --shapes " SHAPES
+              " -o '%s'", fwd);
+    assert_int_equal(rc, 2);
+    kiln_test_has(out, "KILN_TUNE_ORDER=sideways: expected forward or reverse");
+    free(out);
+    free(fwd);
+    free(rev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -805,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_fp8_sweeps),
         cmocka_unit_test(test_dbias_sweeps),
+        cmocka_unit_test(test_order),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
