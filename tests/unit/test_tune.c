@@ -108,27 +108,34 @@ static int journal_records(const char *path)
     return n - 1;
 }
 
-/* Every (bundle id, shape) pair appears at most once in the journal. */
-static void assert_no_repeats(const char *path)
+/* The journal's records as "bundle id<TAB>shape id" lines, in the order
+ * they were timed; returns how many (at most max). */
+static int journal_order(const char *path, char lines[][160], int max)
 {
     char *j = slurp(path);
     assert_non_null(j);
-    char *lines[256];
     int n = 0;
-    for (char *p = strchr(j, '\n') + 1; *p && n < 256;) {
+    for (char *p = strchr(j, '\n') + 1; *p && n < max;) {
         char *nl = strchr(p, '\n');
         *nl = '\0';
-        /* keep "bundle\tshape" */
         char *t1 = strchr(p, '\t');
         char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
         if (t2) *t2 = '\0';
-        lines[n++] = p;
+        snprintf(lines[n++], 160, "%s", p);
         p = nl + 1;
     }
+    free(j);
+    return n;
+}
+
+/* Every (bundle id, shape) pair appears at most once in the journal. */
+static void assert_no_repeats(const char *path)
+{
+    static char lines[256][160];
+    const int n = journal_order(path, lines, 256);
     for (int a = 0; a < n; a++)
         for (int b = a + 1; b < n; b++)
             if (!strcmp(lines[a], lines[b])) fail_msg("timed twice: %s", lines[a]);
-    free(j);
 }
 
 static kiln_tuning_table *load_table(const char *path)
@@ -795,26 +802,6 @@ static void test_dbias_sweeps(void **state)
     gpu_timer_run(DBIAS_SWEEPS, "dbias", "18 variants: 18 timed",
                   "36 measurements: 36 now, 0 from the journal, 0 failed", 4);
     free(table);
-}
-
-/* The journal's records as "bundle id<TAB>shape id" lines, in the order
- * they were timed; returns how many (at most max). */
-static int journal_order(const char *path, char lines[][160], int max)
-{
-    char *j = slurp(path);
-    assert_non_null(j);
-    int n = 0;
-    for (char *p = strchr(j, '\n') + 1; *p && n < max;) {
-        char *nl = strchr(p, '\n');
-        *nl = '\0';
-        char *t1 = strchr(p, '\t');
-        char *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
-        if (t2) *t2 = '\0';
-        snprintf(lines[n++], 160, "%s", p);
-        p = nl + 1;
-    }
-    free(j);
-    return n;
 }
 
 /* KILN_TUNE_ORDER=reverse times each shape's variants last first, and
