@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Kernels of one op against each other and against torch._grouped_mm, at
+the card's steady state, in one process.
+
+`kiln tune` times a sweep's kernels one after the other in bursts: it ranks
+them on a cool card, and on a hot one by their place in the order
+(docs/tuning.md, "Order matters on a hot card").  This script times
+candidates the way bf16_bench.py times kiln against torch: every side
+warmed, then rounds of back-to-back calls, the order flipping each round
+(steady.alternate), all sides in one process.
+
+Each candidate is a tuning table (`kiln tune` over a spec of that one
+kernel writes it) and the cache its kernel was compiled into: a kiln
+context made with that table serves the case's class with that kernel.  The
+sides are the contexts and torch; each output is checked against an fp32
+product first, and the kernel each context served is printed (a table that
+does not reach the case shows there).  With --sample, each side then runs
+alone for a few seconds under nvidia-smi sampling (power_clock.py): its
+clock and power at the 700 W limit, and its energy per call.
+
+    python/bench/variant_bench.py --only mixtral_fc1 --op dgrad --cache-dir C \\
+        shipped= c2x1=T1.tuning [...]
+
+(NAME= with no table: the shipped tables alone.)
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+import kiln  # noqa: E402
+from kiln import _lib, _torch  # noqa: E402
+from bf16_bench import TOL, operands, reference  # noqa: E402
+from power_clock import sample_while  # noqa: E402
+from steady import alternate  # noqa: E402
+from torch_peer import floor_ms, load_cases, rel_err  # noqa: E402
+
+
+def side(ctx, mat_a, mat_b, offs, out):
+    """A call of kiln.grouped_mm served by ctx: the package's context of the
+    device, and its thread's cache of call kinds (each of which holds the
+    context it was made on), are this side's own during the call."""
+    dev = torch.cuda.current_device()
+    calls = {}
+
+    def fn():
+        _torch._contexts[dev] = ctx
+        _torch._tls.calls = calls
+        kiln.grouped_mm(mat_a, mat_b, offs, out=out)
+    return fn
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", default=os.path.join(HERE, "..", "..", "build", "bench",
+                                                    "kiln_bench"))
+    ap.add_argument("--cases", default=os.path.join(HERE, "..", "..", "bench", "cases.tsv"))
+    ap.add_argument("--only", required=True, help="comma-separated case names")
+    ap.add_argument("--op", default="fprop", choices=["fprop", "dgrad", "wgrad"])
+    ap.add_argument("--cache-dir", required=True, help="where the candidates' kernels are")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--warm", type=float, default=0.5)
+    ap.add_argument("--sample", type=float, default=0.0,
+                    help="then run each side back to back this many seconds under nvidia-smi "
+                         "sampling: its SM clock and board power at steady state")
+    ap.add_argument("variants", nargs="+", help="NAME=TUNING_TABLE, or NAME= for the shipped tables")
+    a = ap.parse_args()
+    only = set(a.only.split(","))
+    dev = torch.cuda.current_device()
+    _torch.context(dev)   # torch's primary context current, as the package makes it
+    ctxs = {}
+    for v in a.variants:
+        name, eq, table = v.partition("=")
+        if not eq or not name:
+            sys.exit(f"variant_bench.py: {v!r}: expected NAME=TUNING_TABLE or NAME=")
+        ctxs[name] = _torch.attach(_lib.Context(device=dev, cache_dir=a.cache_dir,
+                                                tuning_tables=[table] if table else None))
+    torch.manual_seed(0)
+    print(f"device: {torch.cuda.get_device_name()}; op {a.op}; {a.rounds} rounds of {a.reps}"
+          f" calls a side after {a.warm} s of warm-up; ratio = torch / side", flush=True)
+    for case, K, N, sizes in load_cases(a.bench, a.cases):
+        if case not in only:
+            continue
+        G, T = len(sizes), sum(sizes)
+        offs = torch.tensor(sizes, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
+        bounds = list(zip([0] + offs.tolist()[:-1], offs.tolist()))
+        x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16) * 0.05
+        dy = torch.randn(T, N, device="cuda", dtype=torch.bfloat16)
+        mat_a, mat_b = operands(a.op, x, w, dy)
+        ref = reference(a.op, x, w, dy, bounds)
+        out = torch.empty_like(ref, dtype=torch.bfloat16)
+        sides, served = {}, {}
+        for name, ctx in ctxs.items():
+            fn = side(ctx, mat_a, mat_b, offs, out)
+            out.fill_(float("nan"))
+            fn()
+            err = rel_err(out, ref)
+            served[name] = ctx.last_call()["kernel"]
+            if not err < TOL:
+                print(f"  {case} {name}: WRONG, relative error {err:.2e} ({served[name]})")
+                continue
+            sides[name] = fn
+        sides["torch"] = lambda: torch._grouped_mm(mat_a, mat_b, offs=offs)  # noqa: E731
+        del ref
+        ms = alternate(sides, a.reps, a.rounds, a.warm)
+        fl = floor_ms(a.op, G, T, K, N)
+        first = next(iter(ms))
+        print(f"{case} {a.op}: torch {ms['torch']:.4f} ms, floor {fl:.4f} ms")
+        for name in ms:
+            if name == "torch":
+                continue
+            print(f"  {name:12s} {ms[name]:8.4f} ms  x{ms['torch'] / ms[name]:5.3f} torch"
+                  f"  {ms[name] / ms[first]:6.4f} of {first}  {fl / ms[name]:4.2f} of floor"
+                  f"  {served[name]}", flush=True)
+        for name in (ms if a.sample > 0 else ()):
+            t, mhz, w = sample_while(sides[name], a.sample)
+            print(f"  {name:12s} alone for {a.sample:g} s: {t:8.4f} ms at {mhz:.0f} MHz,"
+                  f" {w:.0f} W: {w * t:.0f} mJ a call", flush=True)
+        _torch._contexts[dev] = ctxs[first]
+        del x, w, dy, out
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
