@@ -151,13 +151,14 @@ def pair_ms(fn, tfn, ref, reps, what):
 
 
 class Kiln:
-    def __init__(self, only_kernel=None):
+    def __init__(self, only_kernel=None, tuning_table=None, cache_dir=None):
         # KILN_KERNEL is read when a context is made: one context per kernel
         old = os.environ.pop("KILN_KERNEL", None)
         if only_kernel:
             os.environ["KILN_KERNEL"] = only_kernel
         try:
-            self.ctx = _lib.Context(allowed_backends=1)
+            self.ctx = _lib.Context(allowed_backends=1, cache_dir=cache_dir,
+                                    tuning_tables=[tuning_table] if tuning_table else None)
         finally:
             os.environ.pop("KILN_KERNEL", None)
             if old is not None:
@@ -325,6 +326,57 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
               f"  err {err:.1e}", flush=True)
 
 
+def variants_case(variants, name, K, N, sizes, ceil, sample):
+    """Row-wise fprop on the case, served by each variant's context (a
+    one-kernel tuning table, as in variant_bench.py) and by torch (fast
+    accumulation), timed at steady state in alternating rounds; with
+    sample > 0 each side then runs alone under nvidia-smi sampling."""
+    G, T = len(sizes), sum(sizes)
+    offs = torch.tensor(sizes, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
+    x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16) * 0.05
+    xq, xs = quant_rows(x)
+    wq, ws = quant_rows(w.view(G * N, K))
+    wq, ws = wq.view(G, N, K), ws.view(G, N)
+    del x, w
+    bounds = list(zip([0] + offs.tolist()[:-1], offs.tolist()))
+    ref = torch.cat([deq_rows(xq[a:b], xs[a:b]) @ deq_rows(wq[g], ws[g]).t()
+                     for g, (a, b) in enumerate(bounds)])
+    y = torch.empty(T, N, device="cuda", dtype=torch.bfloat16)
+    sides, served = {}, {}
+    for vname, kl in variants:
+        fn = kl.run(_lib.OP_FPROP, _lib.FP8_ROW, 0, xq, wq, y, xs, ws, offs, G, N, K)
+        y.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        err = rel_err(y, ref)
+        served[vname] = kl.kernel()
+        if err > 2e-2:
+            print(f"  {name} {vname}: WRONG, relative error {err:.2e} ({served[vname]})")
+            continue
+        sides[vname] = fn
+    sides["torch"] = lambda: torch._scaled_grouped_mm(xq, wq.transpose(-2, -1), xs, ws,
+                                                      offs=offs, out_dtype=torch.bfloat16,
+                                                      use_fast_accum=True)
+    del ref
+    ms = alternate(sides, 20, 4, 0.5)
+    flops = 2.0 * T * N * K
+    first = next(iter(ms))
+    print(f"{name} fprop row: torch {ms['torch']:.4f} ms ({flops / ms['torch'] / 1e9:.1f} TFLOP/s)")
+    for v in ms:
+        if v != "torch":
+            tf = flops / ms[v] / 1e9
+            print(f"  {v:12s} {ms[v]:8.4f} ms  {tf:7.1f} TFLOP/s  {tf / ceil:5.3f} of ceiling"
+                  f"  x{ms['torch'] / ms[v]:5.3f} torch  {ms[v] / ms[first]:6.4f} of {first}"
+                  f"  {served[v]}", flush=True)
+    if sample > 0:
+        from power_clock import sample_while
+        for v in ms:
+            t, mhz, watts = sample_while(sides[v], sample)
+            print(f"  {v:12s} alone for {sample:g} s: {t:8.4f} ms at {mhz:.0f} MHz, {watts:.0f} W:"
+                  f" {watts * t:.0f} mJ a call", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bench", default=str(ROOT / "build" / "bench" / "kiln_bench"))
@@ -338,6 +390,13 @@ def main():
     ap.add_argument("--compare", default="",
                     help="comma-separated kernel names: time each (KILN_KERNEL) on the cases "
                          "instead of the table against torch")
+    ap.add_argument("--variants", nargs="*", default=[],
+                    help="NAME=TUNING_TABLE (NAME= for the shipped tables): row-wise fprop served "
+                         "by each, against torch, at steady state (variant_bench.py's method)")
+    ap.add_argument("--cache-dir", help="where the variants' kernels are")
+    ap.add_argument("--sample", type=float, default=0.0,
+                    help="with --variants: each side alone this many seconds under nvidia-smi "
+                         "sampling")
     a = ap.parse_args()
     global STEADY
     STEADY = a.steady
@@ -346,6 +405,17 @@ def main():
     ceil = ceiling(a.reps)
     print(f"fp8 ceiling: torch._scaled_mm 8192^3, fast accumulation: {ceil:.1f} TFLOP/s", flush=True)
     cases = [c for c in torch_peer.load_cases(a.bench, a.cases) if not only or c[0] in only]
+    if a.variants:
+        variants = []
+        for v in a.variants:
+            vname, eq, table = v.partition("=")
+            if not eq or not vname:
+                sys.exit(f"fp8_bench.py: {v!r}: expected NAME=TUNING_TABLE or NAME=")
+            variants.append((vname, Kiln(tuning_table=table or None, cache_dir=a.cache_dir)))
+        for name, K, N, sizes in cases:
+            variants_case(variants, name, K, N, sizes, ceil, a.sample)
+            torch.cuda.empty_cache()
+        return
     if a.compare:
         kernels = [(k, Kiln(k)) for k in a.compare.split(",")]
         for name, K, N, sizes in cases:
