@@ -24,7 +24,9 @@ the large cases run the card at its power limit, where the side timed
 first from a cool card has the edge).  The fp8 ceiling is torch._scaled_mm on
 8192^3 (fast accumulation, per-tensor scales) measured in the same process;
 each row gives kiln's fraction of it.  Prints one table; --json writes the
-rows.
+rows.  --variants NAME=TABLE ... times row-wise fprop served by one-kernel
+tuning tables instead (variant_bench.py's method, for fp8), and --sample S
+then runs each side alone for S seconds under nvidia-smi sampling.
 """
 import argparse
 import ctypes
