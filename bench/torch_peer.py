@@ -30,6 +30,17 @@ except ImportError:  # --table needs no torch
     torch = None
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def case_args(ap):
+    """--bench (the kiln_bench whose --sizes gives the group sizes) and
+    --cases, defaulting to this checkout's build and bench/cases.tsv: the
+    arguments every benchmark script over the cases takes."""
+    ap.add_argument("--bench", default=os.path.join(ROOT, "build", "bench", "kiln_bench"))
+    ap.add_argument("--cases", default=os.path.join(ROOT, "bench", "cases.tsv"))
+
+
 def load_cases(bench, path):
     """(name, K, N, sizes) of each case, from `kiln_bench --sizes`: the C
     code that reads the cases file and makes the group sizes for the

@@ -41,7 +41,7 @@ except ImportError:
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from steady import alternate  # noqa: E402
-from torch_peer import floor_ms, load_cases, rel_err  # noqa: E402
+from torch_peer import case_args, floor_ms, load_cases, rel_err  # noqa: E402
 
 TOL = 1e-2
 
@@ -106,9 +106,7 @@ def geomean(v):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default=os.path.join(HERE, "..", "..", "build", "bench",
-                                                    "kiln_bench"))
-    ap.add_argument("--cases", default=os.path.join(HERE, "..", "..", "bench", "cases.tsv"))
+    case_args(ap)
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--ops", default="fprop,dgrad,wgrad")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per side and round")

@@ -381,8 +381,7 @@ def variants_case(variants, name, K, N, sizes, ceil, sample):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default=str(ROOT / "build" / "bench" / "kiln_bench"))
-    ap.add_argument("--cases", default=str(ROOT / "bench" / "cases.tsv"))
+    torch_peer.case_args(ap)
     ap.add_argument("--only", default="", help="comma-separated case names")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json")

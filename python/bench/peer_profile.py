@@ -22,14 +22,12 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import kiln  # noqa: E402
 from bf16_bench import operands  # noqa: E402
-from torch_peer import load_cases  # noqa: E402
+from torch_peer import case_args, load_cases  # noqa: E402
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default=os.path.join(HERE, "..", "..", "build", "bench",
-                                                    "kiln_bench"))
-    ap.add_argument("--cases", default=os.path.join(HERE, "..", "..", "bench", "cases.tsv"))
+    case_args(ap)
     ap.add_argument("--only", required=True, help="comma-separated case names")
     ap.add_argument("--ops", default="fprop,dgrad")
     ap.add_argument("--warm", type=int, default=20, help="calls of each side before the window")

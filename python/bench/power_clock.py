@@ -35,7 +35,7 @@ from kiln import _torch as kt  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from bf16_bench import reference  # noqa: E402
-from torch_peer import load_cases, rel_err  # noqa: E402
+from torch_peer import case_args, load_cases, rel_err  # noqa: E402
 
 
 def sample_while(fn, seconds):
@@ -111,9 +111,7 @@ def run_case(name, K, N, sizes, seconds):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default=os.path.join(HERE, "..", "..", "build", "bench",
-                                                    "kiln_bench"))
-    ap.add_argument("--cases", default=os.path.join(HERE, "..", "..", "bench", "cases.tsv"))
+    case_args(ap)
     ap.add_argument("--only", default="balanced32,mixtral_fc1")
     ap.add_argument("--seconds", type=float, default=4.0)
     a = ap.parse_args()

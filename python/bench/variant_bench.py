@@ -39,7 +39,7 @@ from kiln import _lib, _torch  # noqa: E402
 from bf16_bench import TOL, operands, reference  # noqa: E402
 from power_clock import sample_while  # noqa: E402
 from steady import alternate  # noqa: E402
-from torch_peer import floor_ms, load_cases, rel_err  # noqa: E402
+from torch_peer import case_args, floor_ms, load_cases, rel_err  # noqa: E402
 
 
 def side(ctx, mat_a, mat_b, offs, out):
@@ -58,9 +58,7 @@ def side(ctx, mat_a, mat_b, offs, out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bench", default=os.path.join(HERE, "..", "..", "build", "bench",
-                                                    "kiln_bench"))
-    ap.add_argument("--cases", default=os.path.join(HERE, "..", "..", "bench", "cases.tsv"))
+    case_args(ap)
     ap.add_argument("--only", required=True, help="comma-separated case names")
     ap.add_argument("--op", default="fprop", choices=["fprop", "dgrad", "wgrad"])
     ap.add_argument("--cache-dir", required=True, help="where the candidates' kernels are")
