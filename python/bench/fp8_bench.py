@@ -26,7 +26,9 @@ first from a cool card has the edge).  The fp8 ceiling is torch._scaled_mm on
 each row gives kiln's fraction of it.  Prints one table; --json writes the
 rows.  --variants NAME=TABLE ... times row-wise fprop served by one-kernel
 tuning tables instead (variant_bench.py's method, for fp8), and --sample S
-then runs each side alone for S seconds under nvidia-smi sampling.
+then runs each side alone for S seconds under nvidia-smi sampling; with
+--alone S the table's rows are each also run alone for S seconds, and
+dgrad's time against fprop's is given from those runs.
 """
 import argparse
 import ctypes
@@ -125,6 +127,7 @@ rel_err = torch_peer.rel_err   # in chunks: the largest corpus shapes
 
 
 STEADY = False   # --steady: both sides timed by steady.alternate
+ALONE = 0.0      # --alone S: kiln's side then run alone S seconds under sampling
 
 
 def checked(fn, ref, what):
@@ -141,15 +144,24 @@ def checked(fn, ref, what):
 
 
 def pair_ms(fn, tfn, ref, reps, what):
-    """(kiln's ms, torch's ms or None): torch checked first; then each timed
-    in its turn (a burst each, torch first), or with --steady both warmed
-    and timed in alternating rounds (python/bench/steady.py)."""
+    """(kiln's ms, torch's ms or None, kiln alone or None): torch checked
+    first; then each timed in its turn (a burst each, torch first), or with
+    --steady both warmed and timed in alternating rounds
+    (python/bench/steady.py); with --alone S, kiln's call then runs back to
+    back for S seconds under nvidia-smi sampling (power_clock.py): (ms, MHz,
+    W) over the run's second half, the card held at its power limit."""
     tfn = checked(tfn, ref, what) if tfn else None
     if STEADY:
         ms = alternate({"kiln": fn, "torch": tfn} if tfn else {"kiln": fn}, reps)
-        return ms["kiln"], ms.get("torch")
-    tms = timed(tfn, reps) if tfn else None
-    return timed(fn, reps), tms
+        kms, tms = ms["kiln"], ms.get("torch")
+    else:
+        tms = timed(tfn, reps) if tfn else None
+        kms = timed(fn, reps)
+    alone = None
+    if ALONE > 0:
+        from power_clock import sample_while
+        alone = sample_while(fn, ALONE)
+    return kms, tms, alone
 
 
 class Kiln:
@@ -207,15 +219,20 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
     flops = 2.0 * T * N * K
 
-    def row(op, what, kms, tms, err):
+    def row(op, what, kms, tms, alone, err):
         tf = flops / kms / 1e9
         rows.append({"case": name, "op": op, "what": what, "kiln_ms": kms, "torch_ms": tms,
                      "ratio": (tms / kms) if tms else None, "tflops": tf,
-                     "of_ceiling": tf / ceil, "err": err, "kernel": kl.kernel()})
+                     "of_ceiling": tf / ceil, "err": err, "kernel": kl.kernel(),
+                     "alone": alone})
         print(f"  {name:16s} {op:5s} {what:9s} kiln {kms:8.4f} ms"
               + (f"  torch {tms:8.4f} ms  x{tms / kms:5.3f}" if tms else " " * 31)
               + f"  {tf:7.1f} TFLOP/s  {tf / ceil:5.3f} of ceiling  err {err:.1e}  {kl.kernel()}",
               flush=True)
+        if alone:
+            ams, mhz, watts = alone
+            print(f"  {name:16s} {op:5s} {what:9s} alone {ams:8.4f} ms  {flops / ams / 1e9:7.1f}"
+                  f" TFLOP/s at {mhz:.0f} MHz, {watts:.0f} W", flush=True)
 
     # fprop, row-wise
     xq, xs = quant_rows(x)
@@ -388,6 +405,9 @@ def main():
     ap.add_argument("--steady", action="store_true",
                     help="time kiln and torch at the card's steady state, in alternating "
                          "rounds after a warm-up (python/bench/steady.py)")
+    ap.add_argument("--alone", type=float, default=0.0,
+                    help="then run each kiln row alone this many seconds under nvidia-smi "
+                         "sampling: its time held at the power limit, and dgrad over fprop so")
     ap.add_argument("--compare", default="",
                     help="comma-separated kernel names: time each (KILN_KERNEL) on the cases "
                          "instead of the table against torch")
@@ -399,8 +419,8 @@ def main():
                     help="with --variants: each side alone this many seconds under nvidia-smi "
                          "sampling")
     a = ap.parse_args()
-    global STEADY
-    STEADY = a.steady
+    global STEADY, ALONE
+    STEADY, ALONE = a.steady, a.alone
     only = set(filter(None, a.only.split(",")))
     torch.manual_seed(0)
     ceil = ceiling(a.reps)
@@ -437,6 +457,14 @@ def main():
               f"min x{min(fr):.3f} over {len(fr)} cases")
     if ratios:
         print(f"all row-wise rows: min x{min(ratios):.3f}")
+    alone = {(r["case"], r["op"], r["what"]): r["alone"][0] for r in rows if r["alone"]}
+    for what in ("row", "block"):
+        q = [(c, alone[(c, "fprop", w)] / alone[(c, "dgrad", w)]) for (c, op, w) in alone
+             if op == "dgrad" and w == what and (c, "fprop", w) in alone]
+        if q:
+            print(f"dgrad against fprop ({what}), each alone at the power limit: "
+                  + ", ".join(f"{c} {v:.3f}" for c, v in q)
+                  + f"; within 5% on {sum(v >= 0.95 for _, v in q)} of {len(q)}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"ceiling_tflops": ceil, "rows": rows}, f, indent=1)
