@@ -389,11 +389,8 @@ def variants_case(variants, name, K, N, sizes, ceil, sample):
                   f"  x{ms['torch'] / ms[v]:5.3f} torch  {ms[v] / ms[first]:6.4f} of {first}"
                   f"  {served[v]}", flush=True)
     if sample > 0:
-        from power_clock import sample_while
-        for v in ms:
-            t, mhz, watts = sample_while(sides[v], sample)
-            print(f"  {v:12s} alone for {sample:g} s: {t:8.4f} ms at {mhz:.0f} MHz, {watts:.0f} W:"
-                  f" {watts * t:.0f} mJ a call", flush=True)
+        from power_clock import print_held_alone
+        print_held_alone({v: sides[v] for v in ms}, sample)
 
 
 def main():
@@ -427,12 +424,9 @@ def main():
     print(f"fp8 ceiling: torch._scaled_mm 8192^3, fast accumulation: {ceil:.1f} TFLOP/s", flush=True)
     cases = [c for c in torch_peer.load_cases(a.bench, a.cases) if not only or c[0] in only]
     if a.variants:
-        variants = []
-        for v in a.variants:
-            vname, eq, table = v.partition("=")
-            if not eq or not vname:
-                sys.exit(f"fp8_bench.py: {v!r}: expected NAME=TUNING_TABLE or NAME=")
-            variants.append((vname, Kiln(tuning_table=table or None, cache_dir=a.cache_dir)))
+        from variant_bench import variant_tables
+        variants = [(vname, Kiln(tuning_table=table, cache_dir=a.cache_dir))
+                    for vname, table in variant_tables(a.variants, "fp8_bench.py")]
         for name, K, N, sizes in cases:
             variants_case(variants, name, K, N, sizes, ceil, a.sample)
             torch.cuda.empty_cache()

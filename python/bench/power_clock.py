@@ -69,6 +69,15 @@ def sample_while(fn, seconds):
             statistics.median(w for _, w in half))
 
 
+def print_held_alone(sides, seconds):
+    """Each side ({name: fn}) alone for `seconds` under sample_while: a line
+    per side with its time, clock, power and energy a call at steady state."""
+    for name, fn in sides.items():
+        ms, mhz, watts = sample_while(fn, seconds)
+        print(f"  {name:12s} alone for {seconds:g} s: {ms:8.4f} ms at {mhz:.0f} MHz,"
+              f" {watts:.0f} W: {watts * ms:.0f} mJ a call", flush=True)
+
+
 def run_case(name, K, N, sizes, seconds):
     dev = "cuda"
     G, T = len(sizes), sum(sizes)

@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import kiln  # noqa: E402
 from kiln import _lib, _torch  # noqa: E402
 from bf16_bench import TOL, operands, reference  # noqa: E402
-from power_clock import sample_while  # noqa: E402
+from power_clock import print_held_alone  # noqa: E402
 from steady import alternate  # noqa: E402
 from torch_peer import case_args, floor_ms, load_cases, rel_err  # noqa: E402
 
@@ -54,6 +54,18 @@ def side(ctx, mat_a, mat_b, offs, out):
         _torch._tls.calls = calls
         kiln.grouped_mm(mat_a, mat_b, offs, out=out)
     return fn
+
+
+def variant_tables(specs, script):
+    """[(name, table or None)] of NAME=TUNING_TABLE arguments (NAME= for the
+    shipped tables alone); exits naming a malformed one."""
+    out = []
+    for v in specs:
+        name, eq, table = v.partition("=")
+        if not eq or not name:
+            sys.exit(f"{script}: {v!r}: expected NAME=TUNING_TABLE or NAME=")
+        out.append((name, table or None))
+    return out
 
 
 def main():
@@ -73,13 +85,9 @@ def main():
     only = set(a.only.split(","))
     dev = torch.cuda.current_device()
     _torch.context(dev)   # torch's primary context current, as the package makes it
-    ctxs = {}
-    for v in a.variants:
-        name, eq, table = v.partition("=")
-        if not eq or not name:
-            sys.exit(f"variant_bench.py: {v!r}: expected NAME=TUNING_TABLE or NAME=")
-        ctxs[name] = _torch.attach(_lib.Context(device=dev, cache_dir=a.cache_dir,
-                                                tuning_tables=[table] if table else None))
+    ctxs = {name: _torch.attach(_lib.Context(device=dev, cache_dir=a.cache_dir,
+                                             tuning_tables=[table] if table else None))
+            for name, table in variant_tables(a.variants, "variant_bench.py")}
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name()}; op {a.op}; {a.rounds} rounds of {a.reps}"
           f" calls a side after {a.warm} s of warm-up; ratio = torch / side", flush=True)
@@ -118,10 +126,8 @@ def main():
             print(f"  {name:12s} {ms[name]:8.4f} ms  x{ms['torch'] / ms[name]:5.3f} torch"
                   f"  {ms[name] / ms[first]:6.4f} of {first}  {fl / ms[name]:4.2f} of floor"
                   f"  {served[name]}", flush=True)
-        for name in (ms if a.sample > 0 else ()):
-            t, mhz, w = sample_while(sides[name], a.sample)
-            print(f"  {name:12s} alone for {a.sample:g} s: {t:8.4f} ms at {mhz:.0f} MHz,"
-                  f" {w:.0f} W: {w * t:.0f} mJ a call", flush=True)
+        if a.sample > 0:
+            print_held_alone({name: sides[name] for name in ms}, a.sample)
         _torch._contexts[dev] = ctxs[first]
         del x, w, dy, out
         torch.cuda.empty_cache()
