@@ -17,7 +17,10 @@ sides are the contexts and torch; each output is checked against an fp32
 product first, and the kernel each context served is printed (a table that
 does not reach the case shows there).  With --sample, each side then runs
 alone for a few seconds under nvidia-smi sampling (power_clock.py): its
-clock and power at the 700 W limit, and its energy per call.
+clock and power at the 700 W limit, and its energy per call.  On shapes
+that reach the power limit, rank candidates by these held-alone lines:
+alternating among many sides moved the same code by 5.6% (twenty-eighth
+session, docs/tuning.md), held alone by 0.3%.
 
     python/bench/variant_bench.py --only mixtral_fc1 --op dgrad --cache-dir C \\
         shipped= c2x1=T1.tuning [...]
