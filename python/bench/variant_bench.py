@@ -25,7 +25,10 @@ session, docs/tuning.md), held alone by 0.3%.
     python/bench/variant_bench.py --only mixtral_fc1 --op dgrad --cache-dir C \\
         shipped= c2x1=T1.tuning [...]
 
-(NAME= with no table: the shipped tables alone.)
+(NAME= with no table: the shipped tables alone.)  With --ptrs, fprop and
+dgrad also run with the weights as G separate tensors through a pointer
+table (as kiln.nn.GroupedLinear passes per-expert weights), on the
+shipped tables: issue 15's pointer weights against contiguous ones.
 """
 import argparse
 import os
@@ -45,18 +48,28 @@ from steady import alternate  # noqa: E402
 from torch_peer import case_args, floor_ms, load_cases, rel_err  # noqa: E402
 
 
-def side(ctx, mat_a, mat_b, offs, out):
-    """A call of kiln.grouped_mm served by ctx: the package's context of the
-    device, and its thread's cache of call kinds (each of which holds the
-    context it was made on), are this side's own during the call."""
+def side(ctx, call):
+    """call() served by ctx: the package's context of the device, and its
+    thread's cache of call kinds (each of which holds the context it was
+    made on), are this side's own during the call."""
     dev = torch.cuda.current_device()
     calls = {}
 
     def fn():
         _torch._contexts[dev] = ctx
         _torch._tls.calls = calls
-        kiln.grouped_mm(mat_a, mat_b, offs, out=out)
+        call()
     return fn
+
+
+def pointer_weights(op, w):
+    """fprop/dgrad's mat_b for per-expert weights, as kiln.nn.GroupedLinear
+    passes them (a meta [G,N,K] shape and a device table of G separate
+    [N,K] tensors' addresses), and the table."""
+    copies = [w[g].clone() for g in range(w.shape[0])]
+    meta = torch.empty(w.shape, dtype=w.dtype, device="meta")
+    return (meta.transpose(-2, -1) if op == "fprop" else meta), \
+        _torch.pointer_table(copies, w.device)
 
 
 def variant_tables(specs, script):
@@ -83,6 +96,9 @@ def main():
     ap.add_argument("--sample", type=float, default=0.0,
                     help="then run each side back to back this many seconds under nvidia-smi "
                          "sampling: its SM clock and board power at steady state")
+    ap.add_argument("--ptrs", action="store_true",
+                    help="fprop/dgrad: one more side, the shipped tables with the weights given "
+                         "as G separate tensors (a pointer table), against the contiguous ones")
     ap.add_argument("variants", nargs="+", help="NAME=TUNING_TABLE, or NAME= for the shipped tables")
     a = ap.parse_args()
     only = set(a.only.split(","))
@@ -91,6 +107,7 @@ def main():
     ctxs = {name: _torch.attach(_lib.Context(device=dev, cache_dir=a.cache_dir,
                                              tuning_tables=[table] if table else None))
             for name, table in variant_tables(a.variants, "variant_bench.py")}
+    ptrs_ctx = _torch.attach(_lib.Context(device=dev)) if a.ptrs else None
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name()}; op {a.op}; {a.rounds} rounds of {a.reps}"
           f" calls a side after {a.warm} s of warm-up; ratio = torch / side", flush=True)
@@ -106,9 +123,15 @@ def main():
         mat_a, mat_b = operands(a.op, x, w, dy)
         ref = reference(a.op, x, w, dy, bounds)
         out = torch.empty_like(ref, dtype=torch.bfloat16)
+        calls = {name: (ctx, lambda: kiln.grouped_mm(mat_a, mat_b, offs, out=out))
+                 for name, ctx in ctxs.items()}
+        if a.ptrs and a.op != "wgrad":
+            pb, table = pointer_weights(a.op, w)
+            calls["ptrs"] = (ptrs_ctx, lambda: _torch.launch(mat_a, pb, offs, out=out,
+                                                             weight_ptrs=table))
         sides, served = {}, {}
-        for name, ctx in ctxs.items():
-            fn = side(ctx, mat_a, mat_b, offs, out)
+        for name, (ctx, call) in calls.items():
+            fn = side(ctx, call)
             out.fill_(float("nan"))
             fn()
             err = rel_err(out, ref)
@@ -132,7 +155,7 @@ def main():
         if a.sample > 0:
             print_held_alone({name: sides[name] for name in ms}, a.sample)
         _torch._contexts[dev] = ctxs[first]
-        del x, w, dy, out
+        del x, w, dy, out, calls, sides
         torch.cuda.empty_cache()
 
 
