@@ -41,6 +41,21 @@ def case_args(ap):
     ap.add_argument("--cases", default=os.path.join(ROOT, "bench", "cases.tsv"))
 
 
+def case_operands(K, N, sizes, dev="cuda"):
+    """The operands every benchmark over a case draws, in this order (so
+    that one seed gives the same data everywhere): offs (int32 cumulative
+    row ends), the groups' [start, end) row bounds, x [T,K], w [G,N,K]
+    (scaled by 0.05) and dy [T,N], bf16 random normal."""
+    G, T = len(sizes), sum(sizes)
+    offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
+    ends = offs.tolist()
+    bounds = list(zip([0] + ends[:-1], ends))
+    x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(G, N, K, device=dev, dtype=torch.bfloat16) * 0.05
+    dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
+    return offs, bounds, x, w, dy
+
+
 def load_cases(bench, path):
     """(name, K, N, sizes) of each case, from `kiln_bench --sizes`: the C
     code that reads the cases file and makes the group sizes for the
@@ -155,12 +170,8 @@ def main():
     for name, k, n, sizes in load_cases(args.bench, args.cases):
         if args.only and name not in args.only.split(","):
             continue
-        g = len(sizes)
         t = sum(sizes)
-        offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
-        x = torch.randn(t, k, device=dev, dtype=torch.bfloat16)
-        w = torch.randn(g, n, k, device=dev, dtype=torch.bfloat16) * 0.05
-        dy = torch.randn(t, n, device=dev, dtype=torch.bfloat16)
+        offs, _, x, w, dy = case_operands(k, n, sizes, dev)
         flops = 2.0 * t * n * k
         for op in ops:
             if op == "fprop":

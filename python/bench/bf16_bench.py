@@ -41,7 +41,7 @@ except ImportError:
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from steady import alternate  # noqa: E402
-from torch_peer import case_args, floor_ms, load_cases, rel_err  # noqa: E402
+from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_err  # noqa: E402
 
 TOL = 1e-2
 
@@ -66,13 +66,7 @@ def reference(op, x, w, dy, bounds):
 
 def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows):
     G, T = len(sizes), sum(sizes)
-    dev = "cuda"
-    offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
-    ends = offs.tolist()
-    bounds = list(zip([0] + ends[:-1], ends))
-    x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
-    w = torch.randn(G, N, K, device=dev, dtype=torch.bfloat16) * 0.05
-    dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
+    offs, bounds, x, w, dy = case_operands(K, N, sizes)
     for op in ops:
         a, b = operands(op, x, w, dy)
         out = torch.empty_like(torch._grouped_mm(a, b, offs=offs))

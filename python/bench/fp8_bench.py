@@ -213,10 +213,7 @@ def ceiling(reps):
 def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     G, T = len(sizes), sum(sizes)
     dev = "cuda"
-    offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
-    x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
-    w = torch.randn(G, N, K, device=dev, dtype=torch.bfloat16) * 0.05
-    dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
+    offs, bounds, x, w, dy = torch_peer.case_operands(K, N, sizes, dev)
     flops = 2.0 * T * N * K
 
     def row(op, what, kms, tms, alone, err):
@@ -239,7 +236,7 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     wq, ws = quant_rows(w.view(G * N, K))
     wq, ws = wq.view(G, N, K), ws.view(G, N)
     ref = torch.cat([deq_rows(xq[a:b], xs[a:b]) @ deq_rows(wq[g], ws[g]).t()
-                     for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+                     for g, (a, b) in enumerate(bounds)])
     y = torch.empty(T, N, device=dev, dtype=torch.bfloat16)
     for promote, what in ((0, "row"), (1, "row+p")):
         fn = kl.run(_lib.OP_FPROP, _lib.FP8_ROW, promote, xq, wq, y, xs, ws, offs, G, N, K)
@@ -265,7 +262,7 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     torch.cuda.synchronize()
     ref_b = x.float()  # the quantization error is small against the product's size
     refb = torch.cat([ref_b[a:b] @ w[g].float().t()
-                      for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+                      for g, (a, b) in enumerate(bounds)])
     row("fprop", "block", *pair_ms(fn, None, None, reps, None), rel_err(y, refb))
 
     del fn, xb, xbs, wb, wbs, ref_b, refb
@@ -277,7 +274,7 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     wtq, wts = wtq.view(G, K, N), wts.view(G, K)
     dx = torch.empty(T, K, device=dev, dtype=torch.bfloat16)
     refd = torch.cat([deq_rows(dq[a:b], ds[a:b]) @ deq_rows(wtq[g], wts[g]).t()
-                      for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+                      for g, (a, b) in enumerate(bounds)])
     fn = kl.run(_lib.OP_DGRAD, _lib.FP8_ROW, 0, dq, wtq, dx, ds, wts, offs, G, N, K)
     fn()
     torch.cuda.synchronize()
@@ -295,7 +292,7 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
     fn()
     torch.cuda.synchronize()
     refdb = torch.cat([dy[a:b].float() @ w[g].float()
-                       for g, (a, b) in enumerate(zip([0] + offs.tolist()[:-1], offs.tolist()))])
+                       for g, (a, b) in enumerate(bounds)])
     row("dgrad", "block", *pair_ms(fn, None, None, reps, None), rel_err(dx, refdb))
 
 
@@ -304,13 +301,9 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
     from its name (sm90_{fprop,dgrad}_e4m3_{row,block,...})."""
     G, T = len(sizes), sum(sizes)
     dev = "cuda"
-    offs = torch.tensor(sizes, device=dev, dtype=torch.int32).cumsum(0).to(torch.int32)
-    x = torch.randn(T, K, device=dev, dtype=torch.bfloat16)
-    w = torch.randn(G, N, K, device=dev, dtype=torch.bfloat16) * 0.05
+    offs, bounds, x, w, dy = torch_peer.case_operands(K, N, sizes, dev)
     flops = 2.0 * T * N * K
-    dy = torch.randn(T, N, device=dev, dtype=torch.bfloat16)
     wt = w.transpose(1, 2).contiguous()
-    bounds = list(zip([0] + offs.tolist()[:-1], offs.tolist()))
     refs = {}
     for kname, kl in kernels:
         dgrad = "dgrad_" in kname   # sm90_dgrad_* defaults and dgrad_* sweep kernels
@@ -351,14 +344,12 @@ def variants_case(variants, name, K, N, sizes, ceil, sample):
     accumulation), timed at steady state in alternating rounds; with
     sample > 0 each side then runs alone under nvidia-smi sampling."""
     G, T = len(sizes), sum(sizes)
-    offs = torch.tensor(sizes, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
-    x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16) * 0.05
+    offs, bounds, x, w, dy = torch_peer.case_operands(K, N, sizes)
+    del dy
     xq, xs = quant_rows(x)
     wq, ws = quant_rows(w.view(G * N, K))
     wq, ws = wq.view(G, N, K), ws.view(G, N)
     del x, w
-    bounds = list(zip([0] + offs.tolist()[:-1], offs.tolist()))
     ref = torch.cat([deq_rows(xq[a:b], xs[a:b]) @ deq_rows(wq[g], ws[g]).t()
                      for g, (a, b) in enumerate(bounds)])
     y = torch.empty(T, N, device="cuda", dtype=torch.bfloat16)

@@ -22,7 +22,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import kiln  # noqa: E402
 from bf16_bench import operands  # noqa: E402
-from torch_peer import case_args, load_cases  # noqa: E402
+from torch_peer import case_args, case_operands, load_cases  # noqa: E402
 
 
 def main():
@@ -37,11 +37,7 @@ def main():
     for name, K, N, sizes in load_cases(a.bench, a.cases):
         if name not in only:
             continue
-        offs = torch.tensor(sizes, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
-        T, G = sum(sizes), len(sizes)
-        x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16) * 0.05
-        dy = torch.randn(T, N, device="cuda", dtype=torch.bfloat16)
+        offs, _, x, w, dy = case_operands(K, N, sizes)
         for op in a.ops.split(","):
             mat_a, mat_b = operands(op, x, w, dy)
             out = torch.empty_like(torch._grouped_mm(mat_a, mat_b, offs=offs))

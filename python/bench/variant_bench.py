@@ -45,7 +45,7 @@ from kiln import _lib, _torch  # noqa: E402
 from bf16_bench import TOL, operands, reference  # noqa: E402
 from power_clock import print_held_alone  # noqa: E402
 from steady import alternate  # noqa: E402
-from torch_peer import case_args, floor_ms, load_cases, rel_err  # noqa: E402
+from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_err  # noqa: E402
 
 
 def side(ctx, call):
@@ -115,11 +115,7 @@ def main():
         if case not in only:
             continue
         G, T = len(sizes), sum(sizes)
-        offs = torch.tensor(sizes, device="cuda", dtype=torch.int32).cumsum(0).to(torch.int32)
-        bounds = list(zip([0] + offs.tolist()[:-1], offs.tolist()))
-        x = torch.randn(T, K, device="cuda", dtype=torch.bfloat16)
-        w = torch.randn(G, N, K, device="cuda", dtype=torch.bfloat16) * 0.05
-        dy = torch.randn(T, N, device="cuda", dtype=torch.bfloat16)
+        offs, bounds, x, w, dy = case_operands(K, N, sizes)
         mat_a, mat_b = operands(a.op, x, w, dy)
         ref = reference(a.op, x, w, dy, bounds)
         out = torch.empty_like(ref, dtype=torch.bfloat16)
@@ -154,7 +150,6 @@ def main():
                   f"  {served[name]}", flush=True)
         if a.sample > 0:
             print_held_alone({name: sides[name] for name in ms}, a.sample)
-        _torch._contexts[dev] = ctxs[first]
         del x, w, dy, out, calls, sides
         torch.cuda.empty_cache()
 
