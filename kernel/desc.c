@@ -71,7 +71,6 @@ void kiln_desc_init(kiln_kernel_desc *d)
     d->split = 1;
     snprintf(d->raster, sizeof d->raster, "group");
     snprintf(d->schedule, sizeof d->schedule, "auto");
-    d->occupancy = 1;
 }
 
 /* Launch fields (reported by the template, not written in specs), in text
@@ -111,11 +110,7 @@ void kiln_desc_format(const kiln_kernel_desc *d, const kiln_launch_desc *l, kiln
     const char *prev = NULL;
     for (const kiln_knob *k = kiln_knobs; k->key; k++) {
         if (!k->text) continue;
-        /* A knob added after kernels shipped is written only off its low
-         * end (false, or an INT's lo), so the shipped texts stay as they were. */
-        if ((k->kind == KILN_KNOB_BOOL || k->kind == KILN_KNOB_INT) && k->text_value &&
-            kiln_knob_get(k, d) == (k->kind == KILN_KNOB_INT ? k->lo : 0))
-            continue;
+        if (k->kind == KILN_KNOB_BOOL && k->text_value && !kiln_knob_get(k, d)) continue;
         char v[KILN_NAME_MAX];
         kiln_knob_value_text(k, d, v, sizeof v);
         if (prev && !strcmp(prev, k->text)) kiln_strbuf_printf(out, "x%s", v);

@@ -92,8 +92,6 @@ typedef struct kiln_kernel_desc {
     char schedule[16];           /* sm90 consumer schedule: "auto" (the template
                                     chooses), "cooperative" (warp groups split a
                                     tile's rows), "pingpong" (each its own tile) */
-    int occupancy;               /* sm90: CTAs that share an SM (1, or 2 with half
-                                    the shared memory and registers each) */
 } kiln_kernel_desc;
 
 /* Static spellings: "bf16", "fp16", "f32", "e4m3", "e5m2"; "fprop", ... */

@@ -82,7 +82,6 @@ const kiln_knob kiln_knobs[] = {
     {"fp8.accumulate",   KILN_KNOB_ENUM,    M(fp8_promote), fp8_accum_choices, "fp8_accumulate", 0, "",  0, 0, KILN_KNOB_SIG_FWD},
     {"raster",           KILN_KNOB_STRING,  M(raster),      raster_choices,   "raster",     0, "r",     0, 0, 0},
     {"schedule",         KILN_KNOB_STRING,  M(schedule),    schedule_choices, "schedule",   0, "",      0, 0, 0},
-    {"occupancy",        KILN_KNOB_INT,     M(occupancy),   NULL,             "occupancy",  1, "occ",   1, 2, 0},
     {"sweep",            KILN_KNOB_SWEEP,   NONE,           NULL,             NULL,         0, NULL,    0, 0, 0},
     {"constraints",      KILN_KNOB_CONSTRAINTS, NONE,       NULL,             NULL,         0, NULL,    0, 0, 0},
     {NULL,               0,                 NONE,           NULL,             NULL,         0, NULL,    0, 0, 0},

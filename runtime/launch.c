@@ -92,18 +92,6 @@ kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, ki
                  k->desc.name, k->launch.smem_bytes);
         return kiln_driver_check(env->drv, r, what, err);
     }
-    /* Two or more CTAs an SM, each with a share of its shared memory: ask
-     * for the whole carveout as shared memory, so that they all fit. */
-    if (k->launch.ctas_per_sm > 1) {
-        r = env->drv->cuFuncSetAttribute(k->function,
-                                         CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100);
-        if (r != CUDA_SUCCESS) {
-            char what[160];
-            snprintf(what, sizeof what,
-                     "cuFuncSetAttribute(%s, PREFERRED_SHARED_MEMORY_CARVEOUT, 100)", k->desc.name);
-            return kiln_driver_check(env->drv, r, what, err);
-        }
-    }
     return KILN_OK;
 }
 

@@ -67,10 +67,6 @@ if spec.cluster.m * spec.cluster.n ~= 1 then
   fail("cluster", "cluster %dx%d needs family sm90 (the simple family has no clusters)",
        spec.cluster.m, spec.cluster.n)
 end
-if spec.occupancy ~= 1 then
-  fail("occupancy", "occupancy %d needs family sm90 (the simple family picks its CTAs an SM " ..
-       "from its tile)", spec.occupancy)
-end
 
 local flags = {}
 if spec.op == "wgrad" then

@@ -52,10 +52,6 @@ local stg_bufs, smem = 1, common.smem(k, common.staging_warp, 2 * stages)
 if epi_tma then stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, 2 * stages) end
 common.check_smem(k, smem, arch)
 -- The per-SM map copies need each CTA to have its SM to itself.
-if wptrs and k.occupancy > 1 then
-  fail("occupancy", "pointer-array weights keep per-SM copies of the weights' map, so each " ..
-       "CTA needs its SM to itself: occupancy 2 needs weights: contiguous")
-end
 if wptrs then smem = common.exclusive_sm(smem, arch) end
 if mode == "check" then return {smem = smem} end
 

@@ -17,8 +17,7 @@
  * Self-contained: no includes.  The templates (sm90.lua, sm90_wgrad.lua)
  * paste common/kernel_abi.h and a preamble, then this file, then the
  * kernel's own file.  The preamble defines BM BN BK STAGES CONSUMERS IN_ESZ
- * CM CN CS PINGPONG OUT_T RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES and
- * KILN_OCCUPANCY.
+ * CM CN CS PINGPONG OUT_T RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES.
  */
 
 #pragma nv_diag_suppress 177
@@ -616,7 +615,7 @@ KDEV void kiln_raster(int local, int tm, int tn, int &m, int &n)
 /* The kernel's signature, as runtime/launch.c launches every sm90 kernel:
  * the arguments, then the TMA maps of A, B and D by value. */
 #define KILN_SM90_KERNEL                                                        \
-    extern "C" __global__ void __launch_bounds__(NT, KILN_OCCUPANCY)            \
+    extern "C" __global__ void __launch_bounds__(NT, 1)                         \
     KILN_ENTRY(const __grid_constant__ kiln_kernel_args args,                   \
                const __grid_constant__ kiln_tmap tmap_a,                        \
                const __grid_constant__ kiln_tmap tmap_b,                        \

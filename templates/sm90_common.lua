@@ -24,13 +24,6 @@ function M.exclusive_sm(smem, arch)
   return math.max(smem, M.smem_per_sm[arch] // 2)
 end
 
--- Dynamic shared memory one CTA may use: the per-block limit, or with
--- occupancy 2 its share of the SM (two CTAs, each with the 1 KiB reserve).
-function M.cta_smem_limit(k, arch)
-  if k.occupancy == 1 then return M.smem_limit[arch] end
-  return M.smem_per_sm[arch] // k.occupancy - 1024
-end
-
 -- Groups the tile schedule holds in shared memory (MAXG of the device code);
 -- the kernels trap on more, so the launch table reports it.
 M.max_groups = 1024
@@ -158,42 +151,9 @@ function M.check(spec, arch, what)
   if cm * cn > 2 then
     fail("cluster", "cluster %dx%d has %d CTAs; at most 2 for now", cm, cn, cm * cn)
   end
-  -- occupancy 2: two CTAs share an SM, each with half its registers and
-  -- shared memory, so that one CTA's epilogue and waits run beside the
-  -- other's main loop (short reductions are bound by each tile's serial
-  -- chain, docs/sm90_wgrad.md).  The consumers' registers then come from
-  -- half the register file (M.regs below).
-  local occupancy = spec.occupancy
-  if occupancy == 2 and consumers ~= 1 then
-    fail("occupancy", "occupancy 2 needs warpgroups: 1 (two CTAs of 384 threads leave 80 " ..
-         "registers a thread at launch, fewer than a wgmma of 64 columns or more needs)")
-  end
-  if occupancy == 2 and bn > 128 then
-    fail("occupancy", "occupancy 2 needs tile.n of at most 128 (got %d): a CTA then has 128 " ..
-         "registers a thread at launch, and ptxas cannot fit a wgmma of %d fp32 columns in them",
-         bn, bn)
-  end
-  if occupancy == 2 and promote then
-    fail("occupancy", "occupancy 2 is not built for fp8.accumulate promote (its sums and " ..
-         "products need more registers than half the register file leaves)")
-  end
   return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
           schedule = schedule, pingpong = pingpong, raster = raster, esize = esize,
-          promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn,
-          occupancy = occupancy}
-end
-
--- setmaxnreg's split of a CTA's registers (launch bounds of NT threads and
--- `occupancy` CTAs an SM): the producer warp group drops to `producer`, the
--- consumer warp groups rise to `consumer`, within 64K / occupancy.
-function M.regs(k)
-  -- occupancy 2 (one consumer warp group): 256 threads at 128 registers
-  -- each, 128 x 40 + 128 x 216 = 32768, half the register file.
-  if k.occupancy == 2 then return {producer = 40, consumer = 216} end
-  -- 128 x producer + 256 x consumers <= 64K registers.  The half-width
-  -- promotion needs 240 (it spilled at 232); its producer fits 24.
-  return {producer = k.promote_split and 24 or 40,
-          consumer = (k.promote_split or k.consumers ~= 2) and 240 or 232}
+          promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn}
 end
 
 -- Shared memory of a kernel: the ring of A and B stages, per-warp staging
@@ -219,7 +179,7 @@ M.staging_warp = 16 * 40 * 4
 function M.store_boxes(k, out_bytes, arch, barriers, extra)
   local share = (k.pingpong and k.bm or k.bm // k.consumers) // 64 * k.bn * out_bytes // 128
   local bufs = 1
-  while bufs < share and M.smem(k, 2048 * (bufs + 1), barriers, extra) <= M.cta_smem_limit(k, arch) do
+  while bufs < share and M.smem(k, 2048 * (bufs + 1), barriers, extra) <= M.smem_limit[arch] do
     bufs = bufs + 1
   end
   return bufs, M.smem(k, 2048 * bufs, barriers, extra), share
@@ -227,11 +187,10 @@ end
 
 -- Refuses a kernel that needs more shared memory than arch allows.
 function M.check_smem(k, smem, arch)
-  local limit = M.cta_smem_limit(k, arch)
+  local limit = M.smem_limit[arch]
   if smem > limit then
-    fail("stages", "%d stages of tile %dx%dx%d need %d bytes of shared memory, %s allows %d%s",
-         k.stages, k.bm, k.bn, k.bk, smem, arch, limit,
-         k.occupancy > 1 and string.format(" a CTA at occupancy %d", k.occupancy) or "")
+    fail("stages", "%d stages of tile %dx%dx%d need %d bytes of shared memory, %s allows %d",
+         k.stages, k.bm, k.bn, k.bk, smem, arch, limit)
   end
 end
 
@@ -251,11 +210,11 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
                   k.cm, k.cn, k.cm * k.cn),
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
-  local regs = M.regs(k)
+  -- setmaxnreg: 128 x producer + 256 x consumers <= 64K registers.  The
+  -- half-width promotion needs 240 (it spilled at 232); its producer fits 24.
+  local consumer_regs = (k.promote_split or k.consumers ~= 2) and 240 or 232
   pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d, PRODUCER_REGS = %d;",
-                                regs.consumer, regs.producer)
-  pre[#pre + 1] = string.format("#define KILN_OCCUPANCY %d  /* CTAs an SM (launch bounds) */",
-                                k.occupancy)
+                                consumer_regs, k.promote_split and 24 or 40)
   pre[#pre + 1] = string.format("constexpr int SMEM_BYTES = %d;  /* dynamic shared memory of the launch */", smem)
   pre[#pre + 1] = wgmma
   pre[#pre + 1] = ""
@@ -270,7 +229,7 @@ end
 -- What the dispatcher reads from every sm90 launch table.
 M.launch_limits = { max_groups = M.max_groups, preference = 2 }
 
--- The launch table of an sm90 kernel: persistent, k.occupancy CTAs an SM, a
+-- The launch table of an sm90 kernel: persistent, one CTA per SM, a
 -- producer warp group and k.consumers consumer warp groups; cluster {m, n}
 -- and the tensor-map boxes tmap are the template's.  scale_bias is
 -- compiled in or not: a kernel with it always scales the bias.
@@ -280,7 +239,7 @@ function M.launch(entry, k, smem, cluster, tmap)
     threads = 128 * (k.consumers + 1),
     smem = smem,
     persistent = true,
-    ctas_per_sm = k.occupancy,
+    ctas_per_sm = 1,
     cluster = cluster,
     tmap = tmap,
     max_groups = M.launch_limits.max_groups,

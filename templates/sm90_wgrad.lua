@@ -48,7 +48,7 @@ return function(spec, arch, mode)
   -- comes round to it).  Discrete dW the same, through per-group copies of
   -- the map that the device keeps per SM (sm90_wgrad.cuh, kiln_dmap).
   local barriers = 2 * stages + 2
-  local limit = common.cta_smem_limit(k, arch)
+  local limit = common.smem_limit[arch]
   -- wgrad.dbias: a 1 KiB tile of ones in shared memory, the B operand of
   -- the wgmma that sums dY's stage rows into db on the tensor cores
   local ones = w.dbias and 1024 or 0
@@ -94,10 +94,6 @@ return function(spec, arch, mode)
   if not accumulate and out_t ~= 2 and output == "dense" and stg_bufs >= share and
      k.cm * k.cn == 1 then
     d_chunks = bn // 64
-  end
-  if output == "discrete" and k.occupancy > 1 then
-    fail("occupancy", "discrete dW keeps per-SM copies of dW's map, so each CTA needs its SM " ..
-         "to itself: occupancy 2 needs wgrad.output: dense")
   end
   if output == "discrete" then smem = common.exclusive_sm(smem, arch) end
   if mode == "check" then return {smem = smem} end
