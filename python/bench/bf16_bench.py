@@ -20,7 +20,7 @@ settle a power-limited case).  Each row gives kiln's and torch's median,
 torch/kiln, and kiln's fraction of the case's floor (bench/torch_peer.py's
 floor_ms: FLOPs at 800 TFLOP/s or compulsory bytes at 4.3 TB/s).
 
-    python/bench/bf16_bench.py --bench build/bench/kiln_bench [--only a,b] [--json F]
+    python/bench/bf16_bench.py --bench build/bench/kiln_bench [--only a,b] [--json F] [--kernels]
 """
 import argparse
 import json
@@ -38,6 +38,7 @@ except ImportError:
     # build/runtime/libkiln.so by itself (or $KILN_BUILD_DIR's).
     sys.path.insert(0, os.path.join(HERE, ".."))
     import kiln
+from kiln import _torch as kiln_torch  # noqa: E402  (kiln_torch.context: the calls' context)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from steady import alternate  # noqa: E402
@@ -64,7 +65,7 @@ def reference(op, x, w, dy, bounds):
     return torch.stack([dy[a:b].float().t() @ x[a:b].float() for a, b in bounds])
 
 
-def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows):
+def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False):
     G, T = len(sizes), sum(sizes)
     offs, bounds, x, w, dy = case_operands(K, N, sizes)
     for op in ops:
@@ -74,6 +75,7 @@ def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows):
         kfn = lambda: kiln.grouped_mm(a, b, offs, out=out)  # noqa: E731
         tfn = lambda: torch._grouped_mm(a, b, offs=offs)  # noqa: E731
         kfn()
+        served = kiln_torch.context(out.device).last_call() if kernels else None
         kerr, terr = rel_err(out, ref), rel_err(tfn(), ref)
         del ref
         if not (kerr < TOL and terr < TOL):
@@ -90,6 +92,10 @@ def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows):
         print(f"  {name:16s} {op:5s} kiln {r['kiln_ms']:8.4f} ms  torch {r['torch_ms']:8.4f} ms"
               f"  x{r['ratio']:5.3f}  floor {fl:7.4f} ms: kiln {r['kiln_of_floor']:4.2f},"
               f" torch {r['torch_of_floor']:4.2f}  err {kerr:.1e}", flush=True)
+        if served:
+            r["served"] = served
+            print(f"    served: {served['backend']} {served['kernel']} ({served['reason']})",
+                  flush=True)
     del x, w, dy
     torch.cuda.empty_cache()
 
@@ -107,6 +113,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", type=float, default=0.3, help="seconds of warm-up per op")
     ap.add_argument("--json")
+    ap.add_argument("--kernels", action="store_true",
+                    help="print the kernel kiln served each row, and why (kiln_last_call)")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
     ops = a.ops.split(",")
@@ -116,7 +124,7 @@ def main():
     rows = []
     for name, K, N, sizes in load_cases(a.bench, a.cases):
         if not only or name in only:
-            run_case(name, K, N, sizes, ops, a.reps, a.rounds, a.warm, rows)
+            run_case(name, K, N, sizes, ops, a.reps, a.rounds, a.warm, rows, a.kernels)
     bad = [r for r in rows if "error" in r]
     for op in ops:
         v = [r["ratio"] for r in rows if r["op"] == op and "ratio" in r]
