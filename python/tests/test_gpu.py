@@ -3,7 +3,10 @@
 random data (empty experts, one-token experts, odd counts), dense and
 discrete weights, main_grad, caller buffers with poisoned tails, CUDA-graph
 capture replayed with new counts, torch.compile(fullgraph=True)."""
+import os
+import random
 import threading
+import time
 
 import pytest
 
@@ -138,6 +141,88 @@ def test_many_groups():
     a, w = rnd(T, K), rnd(G, N, K)
     y = kiln.grouped_mm(a, w.transpose(-2, -1), offsets(counts))
     close(y, ref_mm(a, w.transpose(-2, -1), counts), TOL["bfloat16"])
+
+
+# --- random problems: shapes no table was tuned on ----------------------------
+# Each run draws new shapes and data (the seed is in every failure message;
+# KILN_TEST_SEED repeats a run): real-model widths and random multiples of 8,
+# 1 to 1024 groups, routings with empty, one-token, decode-sized and very
+# large groups; bf16 or fp16 in, that or fp32 out; fprop with a random
+# epilogue.  Every op against float64, every output row; rows past
+# offs[-1] of a caller buffer stay NaN.
+SEED = int(os.environ.get("KILN_TEST_SEED", time.time_ns() % 2**31))
+WIDTHS = [1408, 1536, 2048, 2816, 2880, 3072, 4096, 5120, 7168]
+
+
+def _draw_problem(r):
+    G = r.choice([1, 2, 5, 8, 16, 31, 64, 128, 160, 256, 1000, 1024])
+    K, N = (r.choice(WIDTHS) if r.random() < 0.5 else 8 * r.randint(1, 512) for _ in range(2))
+    while G * K * N > 2**29:   # dW and its float64 reference stay a few GB
+        K, N = max(8, K // 16 * 8), max(8, N // 16 * 8)
+    kind = r.choice(["uniform", "skew", "dirichlet", "decode", "random"])
+    mean = r.choice([4, 16, 100, 512, 2048]) if kind != "decode" else r.randint(1, 16)
+    mean = max(1, min(mean, 32768 // G))
+    if kind == "uniform" or kind == "decode":
+        counts = [mean] * G
+    elif kind == "random":
+        counts = [r.randint(0, 2 * mean) for _ in range(G)]
+    else:
+        shares = ([1.0 / (g + 1) ** 1.2 for g in range(G)] if kind == "skew"
+                  else [r.gammavariate(0.5, 1.0) for _ in range(G)])
+        r.shuffle(shares)
+        total = mean * G
+        counts = [int(total * x / sum(shares)) for x in shares]
+    for g in r.sample(range(G), k=G // 8):   # some experts get no tokens
+        counts[g] = 0
+    return G, K, N, counts
+
+
+@pytest.mark.parametrize("trial", range(32))
+def test_random_problems(trial):
+    r = random.Random(SEED * 100 + trial)
+    G, K, N, counts = _draw_problem(r)
+    dtype = r.choice(["bfloat16", "float16"])
+    out_dtype = r.choice([dtype, "float32"])
+    dt, odt = getattr(torch, dtype), getattr(torch, out_dtype)
+    what = (f"seed {SEED} trial {trial}: G {G}, K {K}, N {N}, {sum(counts)} tokens, {dtype} in,"
+            f" {out_dtype} out")
+    torch.manual_seed(SEED * 100 + trial)
+    v = sum(counts)
+    T = v + 13   # rows past offs[-1]
+    offs = offsets(counts)
+    x, dy, w = rnd(T, K, dtype=dt), rnd(T, N, dtype=dt), rnd(G, N, K, dtype=dt)
+    # fprop with a random fused epilogue (or none), dgrad plain
+    epi = r.choice([None, "bias", "bias+scale", "scale_bias"])
+    bias = rnd(G, N, dtype=dt) if epi else None
+    s = torch.rand(T, device=DEV) if epi in ("bias+scale", "scale_bias") else None
+    alpha = r.choice([1.0, 0.5])
+    for op, a, b, cols, kw in (
+            ("fprop", x, w.transpose(-2, -1), N,
+             dict(bias=bias, row_scale=s, scale_bias=epi == "scale_bias", alpha=alpha)),
+            ("dgrad", dy, w, K, {})):
+        out = torch.full((T, cols), float("nan"), device=DEV, dtype=odt)
+        kiln.grouped_mm(a, b, offs, out=out, **kw)
+        assert torch.isnan(out[v:]).all(), f"{op} wrote past offs[-1] ({what})"
+        rs = kw.get("row_scale")
+        ref = ref_mm(a[:v], b, counts, kw.get("bias"), None if rs is None else rs[:v],
+                     kw.get("scale_bias", False), kw.get("alpha", 1.0))
+        e = rel_err(out[:v], ref)
+        label = f"{op} ({epi})" if kw else op
+        assert e < TOL[out_dtype], f"{label}: relative error {e:.3g} ({what})"
+        del ref, out
+    dw = kiln.grouped_mm(dy[:v].t(), x[:v], offs, out_dtype=odt)
+    assert dw.shape == (G, N, K) and dw.dtype == odt, what
+    # Group by group (a whole float64 dW can be several GB).
+    err, top, row = 0.0, 0.0, 0
+    for g, m in enumerate(counts):
+        ref = dy[row:row + m].t().double() @ x[row:row + m].double()
+        err = max(err, (dw[g].double() - ref).abs().max().item())
+        top = max(top, ref.abs().max().item())
+        if m == 0:
+            assert torch.count_nonzero(dw[g]) == 0, f"wgrad: empty group {g} is not zero ({what})"
+        row += m
+    e = err / max(top, 1e-6)
+    assert e < TOL[out_dtype], f"wgrad: relative error {e:.3g} ({what})"
 
 
 def _ref_autograd(a, b, counts, bias, s, scale_bias, alpha):
