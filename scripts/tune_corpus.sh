@@ -146,10 +146,10 @@ for op in $ops; do
     # CTAs and pairs), and the default
     wgrad) specs+=(specs/sweeps/wgrad_sm90_plain.yaml specs/sweeps/wgrad_sm90_pair.yaml
                    specs/sweeps/wgrad_sm90_raster.yaml
-                   specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
+                   specs/default/sm90_wgrad_bf16_bf16_dense_s3.yaml specs/sweeps/sm90_wgrad_bf16_bf16_dense.yaml) ;;
     # the same for groups longer than decode-sized, in fewer cells (above)
     wgrad_single) specs+=("$out/sweeps/wgrad_sm90_plain.yaml" specs/sweeps/wgrad_sm90_raster.yaml
-                          specs/default/sm90_wgrad_bf16_bf16_dense.yaml) ;;
+                          specs/default/sm90_wgrad_bf16_bf16_dense_s3.yaml specs/sweeps/sm90_wgrad_bf16_bf16_dense.yaml) ;;
     # wgrad accumulating into fp32 (dense): its sweeps (adding boxes, and
     # rows) and its default
     wgrad_acc) specs+=(specs/sweeps/wgrad_sm90_acc.yaml specs/sweeps/wgrad_sm90_acc_rows.yaml
@@ -158,11 +158,11 @@ for op in $ops; do
     # the same two with the fused bias gradient: timed computing db, their
     # keys carry the dbias term
     wgrad_dbias) specs+=(specs/sweeps/wgrad_sm90_dbias.yaml specs/sweeps/wgrad_sm90_pair_dbias.yaml
-                         specs/default/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
+                         specs/default/sm90_wgrad_bf16_bf16_dense_s3_dbias.yaml specs/sweeps/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
     # the same for groups longer than decode-sized: no pairs, and the
     # raster twin
     wgrad_dbias_single) specs+=(specs/sweeps/wgrad_sm90_dbias.yaml specs/sweeps/wgrad_sm90_dbias_raster.yaml
-                                specs/default/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
+                                specs/default/sm90_wgrad_bf16_bf16_dense_s3_dbias.yaml specs/sweeps/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
     wgrad_acc_dbias) specs+=(specs/sweeps/wgrad_sm90_acc_dbias.yaml
                              specs/sweeps/wgrad_sm90_acc_dbias_rows.yaml
                              specs/default/sm90_wgrad_bf16_f32_dense_acc_dbias.yaml) ;;
