@@ -102,6 +102,7 @@ add_library(kiln::kiln_static ALIAS kiln_static)
 set(KILN_BUNDLE_FILE ${KILN_GEN}/kiln-sm_90a.kbundle)
 if(KILN_BUILD_BUNDLE)
   file(GLOB_RECURSE KILN_SHIPPED_SPECS CONFIGURE_DEPENDS ${KILN_ROOT}/specs/*.yaml)
+  kiln_file_list_stamp(KILN_SHIPPED_SPECS_LIST ${KILN_GEN}/shipped_specs.list ${KILN_SHIPPED_SPECS})
   add_custom_command(
     OUTPUT ${KILN_BUNDLE_FILE}
     # Relative spec paths, as the catalog: sources name specs/... wherever
@@ -109,7 +110,7 @@ if(KILN_BUILD_BUNDLE)
     COMMAND kiln pack specs --arch sm_90a -o ${KILN_BUNDLE_FILE}
             --cache-dir ${KILN_GEN}/pack-cache
     WORKING_DIRECTORY ${KILN_ROOT}
-    DEPENDS kiln ${KILN_SHIPPED_SPECS} ${KILN_TEMPLATE_FILES}
+    DEPENDS kiln ${KILN_SHIPPED_SPECS} ${KILN_SHIPPED_SPECS_LIST} ${KILN_TEMPLATE_FILES}
     COMMENT "Packing every shipped spec for sm_90a into kiln-sm_90a.kbundle")
   add_custom_target(kiln_bundle ALL DEPENDS ${KILN_BUNDLE_FILE})
 endif()
