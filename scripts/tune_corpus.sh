@@ -61,8 +61,8 @@
 # GPU; the corpus would add 85 shapes.  --shapes FILE times the shapes of FILE
 # instead of the corpus and the cases (e.g. bench/holdout.tsv, shapes no
 # table entry was tuned on, with --no-write: what the report's columns say
-# of dispatch on them).  The dispatch report prices plain
-# bf16 cells only (bench/dispatch_report.c).
+# of dispatch on them).  The dispatch report prices every kind
+# of call a default serves, fp8 recipes included (bench/dispatch_report.c).
 #
 # --fake: the fake timer (no GPU; CI and dry runs).  --compile-only: only
 # compile the candidates into the cache ($KILN_CACHE_DIR), e.g. on a CPU
@@ -175,11 +175,12 @@ for op in $ops; do
     # accumulation for row: the promoted default has keys of its own)
     fprop_e4m3_row|dgrad_e4m3_row)
       specs+=(specs/sweeps/${op%_e4m3_row}_sm90_e4m3_row.yaml
-              specs/default/sm90_${op%_e4m3_row}_e4m3_row_128x128.yaml
-              specs/default/sm90_${op%_e4m3_row}_e4m3_row_64x256.yaml) ;;
+              specs/default/sm90_${op%_e4m3_row}_e4m3_row_64x256.yaml
+              specs/default/sm90_${op%_e4m3_row}_e4m3_row_64x128.yaml) ;;
     fprop_e4m3_block|dgrad_e4m3_block)
       specs+=(specs/sweeps/${op%_e4m3_block}_sm90_e4m3_block.yaml
-              specs/default/sm90_${op%_e4m3_block}_e4m3_block_128x128.yaml) ;;
+              specs/default/sm90_${op%_e4m3_block}_e4m3_block_128x256.yaml
+              specs/default/sm90_${op%_e4m3_block}_e4m3_block_64x128.yaml) ;;
     *) echo "tune_corpus.sh: unknown op '$op' in KILN_TUNE_OPS" >&2; exit 2 ;;
   esac
 done
