@@ -292,48 +292,86 @@ static void test_kblock_counts(void **state)
     assert_int_equal(g_failures, before);
 }
 
-/* The table's promoting kernels of 128x256 tiles (the half-width product
- * set of sm90_gemm.cuh's kiln_mainloop_promote), each forced through
- * KILN_KERNEL: n_out 320 puts the second tile's upper half wholly past N
- * (its weight rows zero-filled, its column block's scale past the last);
- * 34 k-blocks turn the block scales' windows over; many small groups.  The
- * shipped table names such kernels, so finding none fails. */
-static void test_half_width_promotion(void **state)
+/* The variant a catalog kernel serves, from its description; it must run
+ * that very kernel. */
+static f8variant variant_of(const kiln_catalog_entry *ce)
 {
-    (void)state;
-    const int before = g_failures;
-    int found = 0;
+    const char *d = ce->desc;
+    return (f8variant){strstr(d, " op=dgrad") ? KILN_OP_DGRAD : KILN_OP_FPROP,
+                       strstr(d, " fp8_recipe=block")  ? KILN_FP8_BLOCK
+                       : strstr(d, " fp8_recipe=row") ? KILN_FP8_ROW
+                                                       : KILN_FP8_TENSOR,
+                       strstr(d, " fp8_accumulate=promote") != NULL,
+                       strstr(d, " a=e5m2") ? KILN_DTYPE_E5M2 : KILN_DTYPE_E4M3, KILN_DTYPE_E4M3,
+                       ce->name};
+}
+
+/* Runs the three forced cases on catalog kernel ce (KILN_KERNEL, a context
+ * of its own): 5 groups with n_out 320 (a partial column tile; for
+ * 128x256 tiles the second's upper half wholly past N, its weight rows
+ * zero-filled, its column block's scale past the last), k_red 4240 (34
+ * k-blocks: the block scales' windows turn over) and 40 small groups. */
+static void run_forced(const kiln_catalog_entry *ce)
+{
     kiln_context *shared = g_ctx;
-    for (size_t e = 0; e < kiln_catalog_count; e++) {
-        const kiln_catalog_entry *ce = &kiln_catalog[e];
-        if (!strstr(ce->desc, " fp8_accumulate=promote") || !strstr(ce->desc, " tile=128x256x128"))
-            continue;
-        found++;
-        f8variant v = {strstr(ce->desc, " op=dgrad") ? KILN_OP_DGRAD : KILN_OP_FPROP,
-                       strstr(ce->desc, " fp8_recipe=block") ? KILN_FP8_BLOCK : KILN_FP8_ROW, 1,
-                       KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, ce->name};
-        kiln_context_options o;
-        kiln_context_options_init(&o);
-        o.allowed_backends = KILN_ALLOW_GENERATED;
-        setenv("KILN_KERNEL", ce->name, 1);
-        kiln_status st = kiln_context_create(&o, &g_ctx);
-        unsetenv("KILN_KERNEL");
-        if (st != KILN_OK) {
-            FAIL_CASE("kiln_context_create(KILN_KERNEL=%s): %s", ce->name, kiln_last_error(g_ctx));
-            kiln_context_destroy(g_ctx);
-            g_ctx = shared;
-            continue;
-        }
+    const f8variant v = variant_of(ce);
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    o.allowed_backends = KILN_ALLOW_GENERATED;
+    setenv("KILN_KERNEL", ce->name, 1);
+    kiln_status st = kiln_context_create(&o, &g_ctx);
+    unsetenv("KILN_KERNEL");
+    if (st != KILN_OK) {
+        FAIL_CASE("kiln_context_create(KILN_KERNEL=%s): %s", ce->name, kiln_last_error(g_ctx));
+    } else {
         const int32_t five[5] = {0, 1, 77, 300, 133}, four[4] = {0, 1, 77, 60};
         int32_t small[40];
         for (int g = 0; g < 40; g++) small[g] = g % 7 == 0 ? 0 : rng_int(1, 20);
         run_case(&v, five, 5, 600, 320, 400, "forced: 5 groups, n_out 320");
         run_case(&v, four, 4, 200, 256, 4240, "forced: k_red 4240");
         run_case(&v, small, 40, 600, 512, 256, "forced: 40 groups of 0-20 rows");
-        kiln_context_destroy(g_ctx);
-        g_ctx = shared;
+    }
+    kiln_context_destroy(g_ctx);
+    g_ctx = shared;
+}
+
+/* The table's promoting kernels of 128x256 tiles (the half-width product
+ * set of sm90_gemm.cuh's kiln_mainloop_promote), each forced.  The shipped
+ * table names such kernels, so finding none fails. */
+static void test_half_width_promotion(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    int found = 0;
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        if (!strstr(ce->desc, " fp8_accumulate=promote") || !strstr(ce->desc, " tile=128x256x128"))
+            continue;
+        found++;
+        run_forced(ce);
     }
     if (!found) FAIL_CASE("the catalog carries no 128x256 promoting kernel (the table's winners)");
+    assert_int_equal(g_failures, before);
+}
+
+/* Every fp8 default of the catalog (what dispatch's model serves on shapes
+ * no table entry is near), each forced: a default the model picks only for
+ * shapes the other cases do not have must still be right.  Each recipe of
+ * test_recipes has one at least. */
+static void test_every_default(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    int found = 0;
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        if (ce->tuned_only || !strstr(ce->desc, " fp8_recipe=") || strstr(ce->desc, " fp8_recipe=none"))
+            continue;
+        found++;
+        run_forced(ce);
+    }
+    if (found < (int)NVAR) FAIL_CASE("%d fp8 defaults in the catalog, fewer than the %d recipes", found,
+                                     (int)NVAR);
     assert_int_equal(g_failures, before);
 }
 
@@ -386,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_group_shapes),
         cmocka_unit_test(test_kblock_counts),
         cmocka_unit_test(test_half_width_promotion),
+        cmocka_unit_test(test_every_default),
         cmocka_unit_test(test_graph_replay),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
