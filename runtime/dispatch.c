@@ -9,9 +9,16 @@
 #include "dispatch_model.h"
 #include "problem.h"
 
+/* fprop and dgrad: under 128 tokens a group, a 128-row tile pads.  wgrad:
+ * the tokens are the reduction, and under 1024 a tile's time goes mostly to
+ * its epilogue: accumulating, the rows kernel of 128x128 tiles took
+ * 1.00-1.07x the best measured there and 1.17-1.18x above, the 128x256
+ * kernel that adds boxes 1.15-1.21x there and 1.02x above (H200 CSVs of
+ * the twentieth to twenty-second sessions; docs/dispatch.md, thirtieth). */
 int kiln_dispatch_shape_class(const kiln_problem *p)
 {
-    return p->capacity / (p->groups > 0 ? p->groups : 1) < 128 ? 0 : 1;
+    const int64_t small = p->op == KILN_OP_WGRAD ? 1024 : 128;
+    return p->capacity / (p->groups > 0 ? p->groups : 1) < small ? 0 : 1;
 }
 
 void kiln_dispatch_arch_name(int major, int minor, char *out, size_t size)

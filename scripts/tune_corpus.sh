@@ -151,10 +151,11 @@ for op in $ops; do
     wgrad_single) specs+=("$out/sweeps/wgrad_sm90_plain.yaml" specs/sweeps/wgrad_sm90_raster.yaml
                           specs/default/sm90_wgrad_bf16_bf16_dense_s3.yaml specs/sweeps/sm90_wgrad_bf16_bf16_dense.yaml) ;;
     # wgrad accumulating into fp32 (dense): its sweeps (adding boxes, and
-    # rows) and its default
+    # rows) and its defaults
     wgrad_acc) specs+=(specs/sweeps/wgrad_sm90_acc.yaml specs/sweeps/wgrad_sm90_acc_rows.yaml
                        specs/sweeps/wgrad_sm90_acc_raster.yaml
-                       specs/default/sm90_wgrad_bf16_f32_dense_acc.yaml) ;;
+                       specs/default/sm90_wgrad_bf16_f32_dense_acc.yaml
+                       specs/default/sm90_wgrad_bf16_f32_dense_acc_rows.yaml) ;;
     # the same two with the fused bias gradient: timed computing db, their
     # keys carry the dbias term
     wgrad_dbias) specs+=(specs/sweeps/wgrad_sm90_dbias.yaml specs/sweeps/wgrad_sm90_pair_dbias.yaml
@@ -165,7 +166,8 @@ for op in $ops; do
                                 specs/default/sm90_wgrad_bf16_bf16_dense_s3_dbias.yaml specs/sweeps/sm90_wgrad_bf16_bf16_dense_dbias.yaml) ;;
     wgrad_acc_dbias) specs+=(specs/sweeps/wgrad_sm90_acc_dbias.yaml
                              specs/sweeps/wgrad_sm90_acc_dbias_rows.yaml
-                             specs/default/sm90_wgrad_bf16_f32_dense_acc_dbias.yaml) ;;
+                             specs/default/sm90_wgrad_bf16_f32_dense_acc_dbias.yaml
+                             specs/default/sm90_wgrad_bf16_f32_dense_acc_rows_dbias.yaml) ;;
     # discrete dW (a buffer per expert): their sweeps and defaults
     wgrad_discrete) specs+=(specs/sweeps/wgrad_sm90_discrete.yaml
                             specs/default/sm90_wgrad_bf16_bf16_discrete.yaml) ;;

@@ -867,8 +867,9 @@ static void test_fprop_dgrad_tuned(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
-/* The tuned wgrad kernels (the table's winners from the sweeps), each
- * forced through KILN_KERNEL: pairs of CTAs (clusters: each CTA loads half
+/* The tuned wgrad kernels (the table's winners from the sweeps) and the
+ * bf16 sm90 wgrad defaults (what the model serves where no table class is
+ * near), each forced through KILN_KERNEL: pairs of CTAs (clusters: each CTA loads half
  * of the shared operand's boxes, multicast to both, and a pair's second
  * tile past N or K loads and computes but must write nothing) and
  * accumulating ones (the old dW prefetched into L2 before the adds).  N and
@@ -893,14 +894,17 @@ static void test_wgrad_tuned(void **state)
     static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 384}, {200, 264}};
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
-        if (!ce->tuned_only || !strstr(ce->desc, "op=wgrad")) continue;
+        const int sm90_bf16 = strstr(ce->desc, " family=sm90") && strstr(ce->desc, " a=bf16 ");
+        if (!strstr(ce->desc, "op=wgrad") || !(ce->tuned_only || sm90_bf16)) continue;
         const int acc = strstr(ce->desc, " accumulate=1") != NULL;
         const int dbias = strstr(ce->desc, " dbias=1") != NULL;
-        pairs += strstr(ce->desc, "launch_cluster=1x1") == NULL;
-        accs += acc;
-        dbiases += dbias;
-        rows += strstr(ce->desc, " tmap_d=1:64:16:128:") != NULL;
-        acc_rows += strstr(ce->desc, " rows=1 ") != NULL;
+        /* What the table's winners must include (the defaults aside). */
+        const int tuned = ce->tuned_only;
+        pairs += tuned && strstr(ce->desc, "launch_cluster=1x1") == NULL;
+        accs += tuned && acc;
+        dbiases += tuned && dbias;
+        rows += tuned && strstr(ce->desc, " tmap_d=1:64:16:128:") != NULL;
+        acc_rows += tuned && strstr(ce->desc, " rows=1 ") != NULL;
         run_forced_mixes(ce->name, KILN_OP_WGRAD,
                          strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, acc, dbias,
                          strstr(ce->desc, " wgrad_output=discrete") != NULL, nk, 7);

@@ -864,6 +864,13 @@ static void test_arch_and_shape(void **state)
     assert_int_equal(kiln_dispatch_shape_class(&p), 0);
     p.capacity = 8 * 128;
     assert_int_equal(kiln_dispatch_shape_class(&p), 1);
+    /* wgrad: the tokens are the reduction, short below 1024 a group. */
+    base_problem(&p, KILN_OP_WGRAD);
+    p.groups = 8;
+    p.capacity = 8 * 1023;
+    assert_int_equal(kiln_dispatch_shape_class(&p), 0);
+    p.capacity = 8 * 1024;
+    assert_int_equal(kiln_dispatch_shape_class(&p), 1);
 }
 
 /* A problem made for another kiln.h (struct_size stale) is refused by name
