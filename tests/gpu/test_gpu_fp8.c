@@ -335,6 +335,28 @@ static void run_forced(const kiln_catalog_entry *ce)
     g_ctx = shared;
 }
 
+/* Forces each catalog kernel that pick accepts (run_forced); how many. */
+static int run_forced_where(int (*pick)(const kiln_catalog_entry *ce))
+{
+    int found = 0;
+    for (size_t e = 0; e < kiln_catalog_count; e++)
+        if (pick(&kiln_catalog[e])) {
+            found++;
+            run_forced(&kiln_catalog[e]);
+        }
+    return found;
+}
+
+static int promoting_128x256(const kiln_catalog_entry *ce)
+{
+    return strstr(ce->desc, " fp8_accumulate=promote") && strstr(ce->desc, " tile=128x256x128");
+}
+
+static int fp8_default(const kiln_catalog_entry *ce)
+{
+    return !ce->tuned_only && strstr(ce->desc, " fp8_recipe=") && !strstr(ce->desc, " fp8_recipe=none");
+}
+
 /* The table's promoting kernels of 128x256 tiles (the half-width product
  * set of sm90_gemm.cuh's kiln_mainloop_promote), each forced.  The shipped
  * table names such kernels, so finding none fails. */
@@ -342,15 +364,8 @@ static void test_half_width_promotion(void **state)
 {
     (void)state;
     const int before = g_failures;
-    int found = 0;
-    for (size_t e = 0; e < kiln_catalog_count; e++) {
-        const kiln_catalog_entry *ce = &kiln_catalog[e];
-        if (!strstr(ce->desc, " fp8_accumulate=promote") || !strstr(ce->desc, " tile=128x256x128"))
-            continue;
-        found++;
-        run_forced(ce);
-    }
-    if (!found) FAIL_CASE("the catalog carries no 128x256 promoting kernel (the table's winners)");
+    if (!run_forced_where(promoting_128x256))
+        FAIL_CASE("the catalog carries no 128x256 promoting kernel (the table's winners)");
     assert_int_equal(g_failures, before);
 }
 
@@ -362,16 +377,9 @@ static void test_every_default(void **state)
 {
     (void)state;
     const int before = g_failures;
-    int found = 0;
-    for (size_t e = 0; e < kiln_catalog_count; e++) {
-        const kiln_catalog_entry *ce = &kiln_catalog[e];
-        if (ce->tuned_only || !strstr(ce->desc, " fp8_recipe=") || strstr(ce->desc, " fp8_recipe=none"))
-            continue;
-        found++;
-        run_forced(ce);
-    }
-    if (found < (int)NVAR) FAIL_CASE("%d fp8 defaults in the catalog, fewer than the %d recipes", found,
-                                     (int)NVAR);
+    const int found = run_forced_where(fp8_default);
+    if (found < (int)NVAR)
+        FAIL_CASE("%d fp8 defaults in the catalog, fewer than the %d recipes", found, (int)NVAR);
     assert_int_equal(g_failures, before);
 }
 

@@ -857,20 +857,19 @@ static void test_arch_and_shape(void **state)
     assert_string_equal(a, "sm_90a");
     kiln_dispatch_arch_name(8, 6, a, sizeof a);
     assert_string_equal(a, "sm_86");
-    kiln_problem p;
-    base_problem(&p, KILN_OP_FPROP);
-    p.groups = 8;
-    p.capacity = 8 * 127;
-    assert_int_equal(kiln_dispatch_shape_class(&p), 0);
-    p.capacity = 8 * 128;
-    assert_int_equal(kiln_dispatch_shape_class(&p), 1);
-    /* wgrad: the tokens are the reduction, short below 1024 a group. */
-    base_problem(&p, KILN_OP_WGRAD);
-    p.groups = 8;
-    p.capacity = 8 * 1023;
-    assert_int_equal(kiln_dispatch_shape_class(&p), 0);
-    p.capacity = 8 * 1024;
-    assert_int_equal(kiln_dispatch_shape_class(&p), 1);
+    /* Small below 128 tokens a group; wgrad, whose reduction the tokens
+     * are, below 1024. */
+    const struct { kiln_op op; int64_t small; } split[] = {{KILN_OP_FPROP, 128},
+                                                           {KILN_OP_WGRAD, 1024}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+        kiln_problem p;
+        base_problem(&p, split[i].op);
+        p.groups = 8;
+        p.capacity = 8 * (split[i].small - 1);
+        assert_int_equal(kiln_dispatch_shape_class(&p), 0);
+        p.capacity = 8 * split[i].small;
+        assert_int_equal(kiln_dispatch_shape_class(&p), 1);
+    }
 }
 
 /* A problem made for another kiln.h (struct_size stale) is refused by name
