@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Dispatch on shapes no table entry was measured on, priced by the committed
+# H200 tuning runs of the held-out sets (bench/unseen.tsv, bench/holdout.tsv;
+# docs/dispatch.md, twenty-ninth and thirtieth sessions): for every kind of
+# call they time, the kernel the cascade picks and the model alone's
+# (defaults only) must each stay within LIMIT of the best kernel measured,
+# in geometric mean over the shapes.  A change to the defaults, the model or
+# the table that makes the choices on these shapes worse fails here, as the
+# fp8 block default before the thirtieth session would have (1.12).  The
+# runs name the kernels they timed, and a choice they did not time is left
+# out (the fp8 64x128 defaults came after their run: the decode-sized
+# shapes they serve), so each kind must also be priced on MIN shapes at
+# least, and every kind listed must appear: a default renamed or removed
+# shows here rather than passing unpriced.
+#   test_dispatch_heldout.sh KILN_BENCH
+set -eu
+bench=$1
+limit=1.06 min=15
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cat bench/unseen.tsv bench/holdout.tsv > "$dir/shapes.tsv"
+for csv in docs/results/session29-unseen-tune-h200-2026-11-29.csv \
+           docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv \
+           docs/results/session30-heldout-wgrad-acc-tune-h200-2026-11-29.csv; do
+  "$bench" --dispatch-report "$csv" --cases "$dir/shapes.tsv" >> "$dir/report.txt"
+done
+# "dispatch (tables)  KIND geomean X, ..." and "model alone (defaults)  KIND ...",
+# one line per kind (the CSVs time more than one kind each).
+fail=0
+for want in "fprop bf16 bf16 bf16 plain" "dgrad bf16 bf16 bf16 plain" \
+            "fprop e4m3 e4m3 bf16 fp8_recipe=row" "dgrad e4m3 e4m3 bf16 fp8_recipe=row" \
+            "fprop e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate" \
+            "dgrad e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate" \
+            "wgrad bf16 bf16 f32 accumulate" "wgrad bf16 bf16 f32 accumulate+dbias"; do
+  for column in "dispatch (tables)" "model alone (defaults)"; do
+    line=$(grep -F "$column" "$dir/report.txt" | grep -F " $want geomean " || true)
+    if [ -z "$line" ]; then
+      echo "FAIL  $column, $want: not priced (a default renamed or gone?)"
+      fail=1
+      continue
+    fi
+    g=$(echo "$line" | sed 's/.* geomean \([0-9.]*\),.*/\1/')
+    n=$(echo "$line" | sed 's/.* of \([0-9]*\) within.*/\1/')
+    if awk -v g="$g" -v l="$limit" 'BEGIN { exit !(g > l) }'; then
+      echo "FAIL  $column, $want: $g of the best (limit $limit)"
+      fail=1
+    elif [ "$n" -lt $min ]; then
+      echo "FAIL  $column, $want: priced on $n shapes (fewer than $min)"
+      fail=1
+    else
+      echo "ok    $column, $want: $g of the best over $n shapes"
+    fi
+  done
+done
+exit $fail
