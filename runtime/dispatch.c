@@ -368,11 +368,15 @@ static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t 
 
 /* "model score: NAME (tile ...) est ...; first of N kernels (...)". */
 static void model_reason(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
-                         const candidate *c, int n, double nearest, char *out, size_t size)
+                         const candidate *c, int n, double nearest, double overruled, char *out,
+                         size_t size)
 {
     const kiln_kernel_desc *d = c->k.desc;
     char tail[96];
-    if (!in->tuning || !kiln_tuning_table_count(in->tuning)) snprintf(tail, sizeof tail, "no tuning table");
+    if (overruled > 0)
+        snprintf(tail, sizeof tail, "overrules the nearest class, %.2f octaves off: its kernel est %.2fx", nearest,
+                 overruled);
+    else if (!in->tuning || !kiln_tuning_table_count(in->tuning)) snprintf(tail, sizeof tail, "no tuning table");
     else if (nearest < 0) snprintf(tail, sizeof tail, "no measured class of this kind");
     else if (o->skip & KILN_DISPATCH_SKIP_NEAREST) snprintf(tail, sizeof tail, "tables skipped");
     else snprintf(tail, sizeof tail, "nearest measured class %.2f octaves away", nearest);
@@ -382,6 +386,22 @@ static void model_reason(const kiln_dispatch_input *in, const kiln_dispatch_opti
              d->name, d->family, d->tile_m, d->tile_n, d->tile_k, c->est.us, c->est.waves,
              100 * c->est.wave_efficiency, 100 * c->est.padding, 100 * c->est.tile_efficiency, n,
              tail);
+}
+
+/* The model's estimate for the nearest class's kernel (chosen) over its
+ * own first among the defaults (best), when that exceeds
+ * 1 + KILN_DISPATCH_NEAREST_OVERRULE; else 0 and the class's kernel
+ * stands. */
+static double model_overrules(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                              const kiln_dispatch_choice *chosen, const candidate *best)
+{
+    kiln_dispatch_kernel k;
+    if (best->kernel < 0 || chosen->tuned < 0 || !entry_serves(in, (size_t)chosen->tuned, &k))
+        return 0;
+    kiln_dispatch_estimate est;
+    kiln_dispatch_model_estimate(k.desc, k.launch, in->problem, o->sms, &est);
+    double ratio = best->est.us > 0 ? est.us / best->est.us : 0;
+    return ratio > 1 + KILN_DISPATCH_NEAREST_OVERRULE ? ratio : 0;
 }
 
 kiln_status kiln_dispatch(const kiln_dispatch_input *in, kiln_dispatch_choice *out,
@@ -400,6 +420,7 @@ kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatc
     out->tuned = -1;
     kiln_tuning_key key;
     double nearest = -1;
+    int nearest_chosen = 0;
     if (tables_usable(in)) {
         kiln_tuning_key_from_problem(in->problem, in->arch, &key);
         if (should_use_tuned(in, o, &key, out)) return KILN_OK;
@@ -416,17 +437,22 @@ kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatc
             kiln_tuning_key_from_problem(&q, in->arch, &key);
             if (should_use_tuned(in, o, &key, out)) return KILN_OK;
         }
-        if (should_use_nearest(in, o, &key, out, &nearest)) return KILN_OK;
+        nearest_chosen = should_use_nearest(in, o, &key, out, &nearest);
     }
     char why_gen[512], why_lt[200];
     candidate best = {.kernel = -1, .tuned = -1};
     int n = 0;
-    if (should_use_generated(in, o, &best, &n, why_gen, sizeof why_gen)) {
+    const int generated = should_use_generated(in, o, &best, &n, why_gen, sizeof why_gen);
+    double overruled = 0;
+    if (nearest_chosen && !(generated && (overruled = model_overrules(in, o, out, &best)) > 0))
+        return KILN_OK;
+    if (generated) {
+        memset(out, 0, sizeof *out);
         out->backend = KILN_BACKEND_GENERATED;
         out->kernel = best.kernel;
         out->tuned = best.tuned;
         out->rule = KILN_DISPATCH_BY_MODEL;
-        model_reason(in, o, &best, n, nearest, out->reason, sizeof out->reason);
+        model_reason(in, o, &best, n, nearest, overruled, out->reason, sizeof out->reason);
         return KILN_OK;
     }
     if (should_use_cublaslt(in, why_lt, sizeof why_lt)) {

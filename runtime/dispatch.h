@@ -84,6 +84,16 @@ typedef enum kiln_dispatch_rule {
  * seventeenth session). */
 #define KILN_DISPATCH_NEAREST_MAX 1.5
 #define KILN_DISPATCH_NEAREST_MAX_FWD16 0.5
+/* The model overrules the nearest class when it expects that class's
+ * kernel to take more than this fraction longer on the call than its own
+ * first among the defaults: a class a few octaves off can name a tile the
+ * call's shape does not suit (a 64x128 decode kernel for a skewed call of
+ * thousands of rows a group, 1.37x the best).  On the committed H200 runs
+ * this took the cascade on shapes of unmeasured classes from 1.038 to 1.030
+ * of the best on the held-out fp8 shapes (worst 1.37 to 1.16) and changed
+ * nothing on bf16 fprop/dgrad; 0 to 10% did about as well, 15% and above
+ * less (docs/dispatch.md, thirty-first session). */
+#define KILN_DISPATCH_NEAREST_OVERRULE 0.05
 double kiln_dispatch_nearest_max(const kiln_problem *p);
 
 typedef struct kiln_dispatch_choice {

@@ -2,7 +2,8 @@
 /* test_dispatch_model.c — dispatch for shapes the tables do not hold
  * (runtime/dispatch.c, runtime/dispatch_model.c): the nearest measured
  * class keeps a neighbour's kernel one row past a bucket edge (no cliff),
- * how far a class stands for a call (by op and input width), the model's
+ * how far a class stands for a call (by op and input width), the model
+ * overruling a class whose kernel it rates well behind its own, the model's
  * tie window, the cost model's choice on shapes whose answer is clear, dispatch with
  * tables off, the dbias signature's own entry, kernels of other types
  * (fp8) never chosen for a bf16 call, and each fp8 recipe's own entry.  Fake catalogs and tables; no GPU. */
@@ -201,6 +202,42 @@ static void test_nearest_radius_by_call(void **state)
     problem(&p, KILN_OP_FPROP, 32, 2048, 4096, 4096);
     p.a_type = p.b_type = KILN_DTYPE_E4M3;
     assert_true(kiln_dispatch_nearest_max(&p) == KILN_DISPATCH_NEAREST_MAX);
+    kiln_tuning_table_destroy(t);
+}
+
+/* The model overrules the nearest class when it rates the class's kernel
+ * more than KILN_DISPATCH_NEAREST_OVERRULE behind its own first: a 64x64
+ * kernel measured on one class does not stand for a call 0.2 octaves off
+ * whose defaults include a 128x256 tile (64x64 asks the L2 for more
+ * than it gives, the model says about 1.7x).  The same entry still
+ * serves its own class exactly. */
+static void test_nearest_overruled_by_model(void **state)
+{
+    (void)state;
+    catalog c = {0}, w = {0};
+    add(&c, "default_128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_kernel_desc *tuned = add(&w, "tuned_64x64", KILN_OP_FPROP, 64, 64, "pingpong");
+    kiln_tuning_table *t;
+    kiln_error err;
+    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 4096);
+    add_entry(t, &p, tuned, &w.l[0], 0.5);
+    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
+
+    p.capacity = 32 * 1200;
+    ch = choose(&c, &p, t, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_int_equal(ch.tuned, -1);
+    assert_string_equal(chosen(&c, t, &ch), "default_128x256");
+    if (!strstr(ch.reason, "overrules the nearest class, 0.23 octaves off"))
+        fail_msg("reason: %s", ch.reason);
+    /* Both estimates, as the rule compares them. */
+    kiln_dispatch_estimate mine, theirs;
+    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 0, &mine);
+    kiln_dispatch_model_estimate(tuned, &w.l[0], &p, 0, &theirs);
+    assert_true(theirs.us > mine.us * (1 + KILN_DISPATCH_NEAREST_OVERRULE));
     kiln_tuning_table_destroy(t);
 }
 
@@ -498,6 +535,7 @@ static void test_fp8_recipes_own_entries(void **state)
 KILN_TEST_MAIN(
     cmocka_unit_test(test_nearest_class_no_cliff),
     cmocka_unit_test(test_nearest_radius_by_call),
+    cmocka_unit_test(test_nearest_overruled_by_model),
     cmocka_unit_test(test_model_tie_prefers_the_bigger_tile),
     cmocka_unit_test(test_model_clear_choices),
     cmocka_unit_test(test_memory_bound_tail_wave),
