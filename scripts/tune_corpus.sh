@@ -177,7 +177,8 @@ for op in $ops; do
     wgrad_discrete) specs+=(specs/sweeps/wgrad_sm90_discrete.yaml
                             specs/default/sm90_wgrad_bf16_bf16_discrete.yaml) ;;
     wgrad_discrete_acc) specs+=(specs/sweeps/wgrad_sm90_discrete_acc.yaml
-                                specs/default/sm90_wgrad_bf16_f32_discrete_acc.yaml) ;;
+                                specs/default/sm90_wgrad_bf16_f32_discrete_acc.yaml
+                                specs/default/sm90_wgrad_bf16_f32_discrete_acc_128x128.yaml) ;;
     # fp8: the shipped sweep as it is, and the defaults of the recipe (fast
     # accumulation for row: the promoted default has keys of its own)
     fprop_e4m3_row|dgrad_e4m3_row)
