@@ -2,17 +2,19 @@
 # SPDX-License-Identifier: Apache-2.0
 # Dispatch on shapes no table entry was measured on, priced by the committed
 # H200 tuning runs of the held-out sets (bench/unseen.tsv, bench/holdout.tsv;
-# docs/dispatch.md, twenty-ninth and thirtieth sessions): for every kind of
+# docs/dispatch.md, twenty-ninth to thirty-first sessions): for every kind of
 # call they time, the kernel the cascade picks and the model alone's
 # (defaults only) must each stay within LIMIT of the best kernel measured,
 # in geometric mean over the shapes.  A change to the defaults, the model or
 # the table that makes the choices on these shapes worse fails here, as the
 # fp8 block default before the thirtieth session would have (1.12).  The
-# runs name the kernels they timed, and a choice they did not time is left
-# out (the fp8 64x128 defaults came after their run: the decode-sized
-# shapes they serve), so each kind must also be priced on MIN shapes at
-# least, and every kind listed must appear: a default renamed or removed
-# shows here rather than passing unpriced.
+# runs name the kernels they timed; a default that came after a run is
+# priced by its sweep twin's cells (the same generated code under another
+# name: `kiln emit` differs in the provenance line and the entry name only),
+# listed in TWINS below.  A choice a run did not time either way is left
+# out, so each kind must also be priced on MIN shapes at least, and every
+# kind listed must appear: a default renamed or removed shows here rather
+# than passing unpriced.
 #   test_dispatch_heldout.sh KILN_BENCH
 set -eu
 bench=$1
@@ -20,10 +22,25 @@ limit=1.06 min=15
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cat bench/unseen.tsv bench/holdout.tsv > "$dir/shapes.tsv"
+# DEFAULT=SWEEP_TWIN: the default's cells are its twin's.
+TWINS="sm90_fprop_e4m3_row_64x128=fprop_sm90_e4m3_row__m64_n128_k128_s8_c1x1_rgroup_pingpong
+sm90_dgrad_e4m3_row_64x128=dgrad_sm90_e4m3_row__m64_n128_k128_s8_c1x1_rgroup_pingpong
+sm90_fprop_e4m3_block_64x128=fprop_sm90_e4m3_block__m64_n128_k128_s8_c1x1_rgroup_pingpong
+sm90_dgrad_e4m3_block_64x128=dgrad_sm90_e4m3_block__m64_n128_k128_s8_c1x1_rgroup_pingpong
+sm90_wgrad_bf16_f32_discrete_acc_128x128=wgrad_sm90_bf16_discrete_acc__m128_n128_k64_s4_cooperative"
 for csv in docs/results/session29-unseen-tune-h200-2026-11-29.csv \
            docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv \
-           docs/results/session30-heldout-wgrad-acc-tune-h200-2026-11-29.csv; do
-  "$bench" --dispatch-report "$csv" --cases "$dir/shapes.tsv" >> "$dir/report.txt"
+           docs/results/session30-heldout-wgrad-acc-tune-h200-2026-11-29.csv \
+           docs/results/session31-heldout-wgrad-discrete-tune-h200-2026-11-29.csv; do
+  # every twin's row again under its default's name, unless the run timed
+  # the default itself
+  awk -F, -v twins="$TWINS" '
+    BEGIN { n = split(twins, t, "\n"); for (i = 1; i <= n; i++) { split(t[i], kv, "="); alias[kv[2]] = kv[1] } }
+    { print; rows[NR] = $0; seen[$1] = 1 }
+    END { for (r = 1; r <= NR; r++) { split(rows[r], f, ","); v = f[1]
+            if ((v in alias) && !(alias[v] in seen)) { sub(/^[^,]*/, alias[v], rows[r]); print rows[r] } } }
+  ' "$csv" > "$dir/run.csv"
+  "$bench" --dispatch-report "$dir/run.csv" --cases "$dir/shapes.tsv" >> "$dir/report.txt"
 done
 # "dispatch (tables)  KIND geomean X, ..." and "model alone (defaults)  KIND ...",
 # one line per kind (the CSVs time more than one kind each).
@@ -32,7 +49,8 @@ for want in "fprop bf16 bf16 bf16 plain" "dgrad bf16 bf16 bf16 plain" \
             "fprop e4m3 e4m3 bf16 fp8_recipe=row" "dgrad e4m3 e4m3 bf16 fp8_recipe=row" \
             "fprop e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate" \
             "dgrad e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate" \
-            "wgrad bf16 bf16 f32 accumulate" "wgrad bf16 bf16 f32 accumulate+dbias"; do
+            "wgrad bf16 bf16 f32 accumulate" "wgrad bf16 bf16 f32 accumulate+dbias" \
+            "wgrad bf16 bf16 bf16 wgrad_output" "wgrad bf16 bf16 f32 wgrad_output+accumulate"; do
   for column in "dispatch (tables)" "model alone (defaults)"; do
     line=$(grep -F "$column" "$dir/report.txt" | grep -F " $want geomean " || true)
     if [ -z "$line" ]; then
