@@ -374,8 +374,8 @@ static void model_reason(const kiln_dispatch_input *in, const kiln_dispatch_opti
     const kiln_kernel_desc *d = c->k.desc;
     char tail[96];
     if (overruled > 0)
-        snprintf(tail, sizeof tail, "overrules the nearest class, %.2f octaves off: its kernel est %.2fx", nearest,
-                 overruled);
+        snprintf(tail, sizeof tail, "overrules the nearest class, %.2f octaves off: its kernel est %.2fx",
+                 nearest, overruled);
     else if (!in->tuning || !kiln_tuning_table_count(in->tuning)) snprintf(tail, sizeof tail, "no tuning table");
     else if (nearest < 0) snprintf(tail, sizeof tail, "no measured class of this kind");
     else if (o->skip & KILN_DISPATCH_SKIP_NEAREST) snprintf(tail, sizeof tail, "tables skipped");

@@ -7,7 +7,9 @@
  *     unless it failed to load                              ("exact table")
  *   ▸ the entry of the nearest measured class of the same arch, op, types
  *     and epilogue, within kiln_dispatch_nearest_max octaves of the call
- *     (kiln_shape_class_distance)                           ("nearest class")
+ *     (kiln_shape_class_distance), unless the cost model rates its kernel
+ *     more than KILN_DISPATCH_NEAREST_OVERRULE behind its own first
+ *                                                           ("nearest class")
  *   ▸ the generated kernel the cost model ranks first (dispatch_model.h)
  *     among the catalog's defaults and the tables' kernels that serve the
  *     call                                                  ("model")
@@ -90,9 +92,9 @@ typedef enum kiln_dispatch_rule {
  * call's shape does not suit (a 64x128 decode kernel for a skewed call of
  * thousands of rows a group, 1.37x the best).  On the committed H200 runs
  * this took the cascade on shapes of unmeasured classes from 1.038 to 1.030
- * of the best on the held-out fp8 shapes (worst 1.37 to 1.16) and changed
- * nothing on bf16 fprop/dgrad; 0 to 10% did about as well, 15% and above
- * less (docs/dispatch.md, thirty-first session). */
+ * of the best on the held-out fp8 shapes (worst 1.37 to 1.16) and bf16
+ * dgrad's from 1.035 to 1.031, worsening no summary; 0 to 10% did about as
+ * well, 15% and above less (docs/dispatch.md, thirty-first session). */
 #define KILN_DISPATCH_NEAREST_OVERRULE 0.05
 double kiln_dispatch_nearest_max(const kiln_problem *p);
 

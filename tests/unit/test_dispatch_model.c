@@ -207,7 +207,7 @@ static void test_nearest_radius_by_call(void **state)
 
 /* The model overrules the nearest class when it rates the class's kernel
  * more than KILN_DISPATCH_NEAREST_OVERRULE behind its own first: a 64x64
- * kernel measured on one class does not stand for a call 0.2 octaves off
+ * kernel measured on one class does not stand for a call 0.23 octaves off
  * whose defaults include a 128x256 tile (64x64 asks the L2 for more
  * than it gives, the model says about 1.7x).  The same entry still
  * serves its own class exactly. */
