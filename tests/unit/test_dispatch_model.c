@@ -88,6 +88,17 @@ static void add_entry(kiln_tuning_table *t, const kiln_problem *p, const kiln_ke
     kiln_strbuf_free(&sb);
 }
 
+/* A table of one entry: desc measured on p's class. */
+static kiln_tuning_table *one_entry_table(const kiln_problem *p, const kiln_kernel_desc *d,
+                                          const kiln_launch_desc *l)
+{
+    kiln_tuning_table *t;
+    kiln_error err;
+    if (kiln_tuning_table_create(&t, &err) != KILN_OK) fail_msg("create: %s", err.msg);
+    add_entry(t, p, d, l, 0.5);
+    return t;
+}
+
 static kiln_dispatch_choice choose(const catalog *c, const kiln_problem *p,
                                    const kiln_tuning_table *t, unsigned skip)
 {
@@ -120,12 +131,9 @@ static void test_nearest_class_no_cliff(void **state)
     add(&c, "default_64x128", KILN_OP_FPROP, 64, 128, "pingpong");
     catalog w = {0};
     kiln_kernel_desc *tuned = add(&w, "tuned_128x256", KILN_OP_FPROP, 128, 256, "cooperative");
-    kiln_tuning_table *t;
-    kiln_error err;
-    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
     kiln_problem p;
     problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 4096);
-    add_entry(t, &p, tuned, &w.l[0], 0.5);
+    kiln_tuning_table *t = one_entry_table(&p, tuned, &w.l[0]);
 
     kiln_dispatch_choice ch = choose(&c, &p, t, 0);
     assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
@@ -217,12 +225,9 @@ static void test_nearest_overruled_by_model(void **state)
     catalog c = {0}, w = {0};
     add(&c, "default_128x256", KILN_OP_FPROP, 128, 256, "cooperative");
     kiln_kernel_desc *tuned = add(&w, "tuned_64x64", KILN_OP_FPROP, 64, 64, "pingpong");
-    kiln_tuning_table *t;
-    kiln_error err;
-    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
     kiln_problem p;
     problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 4096);
-    add_entry(t, &p, tuned, &w.l[0], 0.5);
+    kiln_tuning_table *t = one_entry_table(&p, tuned, &w.l[0]);
     kiln_dispatch_choice ch = choose(&c, &p, t, 0);
     assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
 
