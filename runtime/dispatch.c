@@ -443,11 +443,10 @@ kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatc
     candidate best = {.kernel = -1, .tuned = -1};
     int n = 0;
     const int generated = should_use_generated(in, o, &best, &n, why_gen, sizeof why_gen);
-    double overruled = 0;
-    if (nearest_chosen && !(generated && (overruled = model_overrules(in, o, out, &best)) > 0))
-        return KILN_OK;
+    const double overruled = nearest_chosen && generated ? model_overrules(in, o, out, &best) : 0;
+    if (nearest_chosen && overruled == 0) return KILN_OK;
     if (generated) {
-        memset(out, 0, sizeof *out);
+        memset(out, 0, sizeof *out); /* the nearest class's choice, where overruled */
         out->backend = KILN_BACKEND_GENERATED;
         out->kernel = best.kernel;
         out->tuned = best.tuned;
