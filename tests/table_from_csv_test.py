@@ -15,7 +15,12 @@
    the script's entries from its CSV are kiln tune's own table's;
 3. the shipped table is what the script gives from the committed CSVs
    (with --robust ROBUST, as scripts/tune_corpus.sh builds it, and
-   --supersede: later re-tunes of some classes replace their entries).
+   --supersede: later re-tunes of some classes replace their entries);
+4. scripts/held_alone_csv.py: a hand-made variant_bench.py log and tune
+   CSV give the rows of the sides' own kernels with their held-alone
+   times (the excluded shape and the other side's kernel left out, bad
+   input refused), and the committed held-alone CSV is what it gives from
+   the committed log and tune CSV.
 
     table_from_csv_test.py KILN KILN_BENCH      (from the top folder)
 """
@@ -288,11 +293,68 @@ def test_shipped():
             # the row-wise fp8 fprop class of Mixtral's fc1 (tmax.g8.nmax.k4096)
             # re-timed in four burst rounds, two of them with the candidates'
             # order reversed (each round's rows named SHAPE@ROUND)
-            "docs/results/session27-fp8-mixtral-class-tune-h200-2026-11-29.csv"]
+            "docs/results/session27-fp8-mixtral-class-tune-h200-2026-11-29.csv",
+            # bf16 fprop and dgrad of Mixtral's fc1 classes (tmax.g8.nmax.k4096,
+            # t1024.g8.nmax.k8192), raster m against raster group, each kernel
+            # held alone for 3 s at the power limit (scripts/held_alone_csv.py
+            # from python/bench/variant_bench.py --sample; the held-out layer
+            # of that call left out)
+            "docs/results/session32-mixtral-fc1-held-alone-h200-2026-11-29.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
     check(rc == 0, "the shipped table is what the committed CSVs give: " + text.strip())
+
+
+HELD = os.path.join(ROOT, "scripts", "held_alone_csv.py")
+HELD_LOG = """device: NVIDIA H200; op fprop; 4 rounds of 20 calls a side after 0.5 s of warm-up
+big fprop: torch 6.0 ms, floor 4.8 ms
+  a              5.7 ms  x1.053 torch  1.0000 of a  0.84 of floor  %s
+  b              5.8 ms  x1.034 torch  1.0175 of a  0.83 of floor  %s
+  a            alone for 3 s:   5.9000 ms at 1425 MHz, 692 W: 4000 mJ a call
+  b            alone for 3 s:   5.5000 ms at 1440 MHz, 690 W: 3800 mJ a call
+  torch        alone for 3 s:   6.1 ms at 1425 MHz, 692 W: 4200 mJ a call
+held fprop: torch 6.0 ms, floor 4.8 ms
+  a              5.7 ms  x1.053 torch  1.0000 of a  0.84 of floor  %s
+  a            alone for 3 s:   5.0000 ms at 1425 MHz, 692 W: 4000 mJ a call
+""" % (KA, KB, KA)
+
+
+def held(*args):
+    p = subprocess.run([sys.executable, HELD] + list(args), cwd=ROOT, capture_output=True,
+                       text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_held_alone(d):
+    log, tune = os.path.join(d, "v.log"), os.path.join(d, "tune.csv")
+    open(log, "w").write(HELD_LOG)
+    open(tune, "w").write("\n".join([HEADER + ",a,b,out"] + [
+        row(v, "fprop", sh, X, "timed", ms) + ",bf16,bf16,bf16"
+        for v, sh, ms in [(KA, "big", 4.0), (KB, "big", 4.1), (KC, "big", 3.0),
+                          (KA, "held", 4.2)]]) + "\n")
+    rc, out, err = held("--log", log, "--sides", "a,b", "--exclude", "held", tune)
+    got = [r.split(",") for r in out.splitlines()[1:]]
+    flops = 2.0 * 32 * 1024 * 8192 * 2048
+    ok = (rc == 0 and [(r[0], r[4], r[12], r[17]) for r in got] ==
+          [(KA, "big@held", "5.9", "held alone 3 s"), (KB, "big@held", "5.5", "held alone 3 s")]
+          and all(r[10] == X and r[18:] == ["bf16"] * 3 for r in got)
+          and abs(float(got[1][13]) - flops / 5.5e-3 / 1e12) < 0.5)
+    check(ok, "held_alone_csv.py: each side's own kernel with its held-alone time, the excluded "
+          "shape and the other kernel left out" + ("" if ok else " (%s%s)" % (out, err.strip())))
+    rc, _, err = held("--log", log, "--sides", "a,c", tune)
+    check(rc == 2 and "side c:" in err, "held_alone_csv.py: a side with no row refused: " + err)
+    open(log, "w").write("no such log\n")
+    rc, _, err = held("--log", log, "--sides", "a", tune)
+    check(rc == 2 and "no held-alone lines" in err, "held_alone_csv.py: a log without held-alone "
+          "lines refused: " + err)
+    res = os.path.join(ROOT, "docs", "results")
+    rc, out, err = held("--log", os.path.join(res, "session32-mixtral-fc1-steady-h200-2026-11-29.log"),
+                        "--sides", "rm,rgroup", "--exclude", "mixtral8x7b_fc1_ep2_skew",
+                        os.path.join(res, "session32-mixtral-fc1-onekernel-tune-h200-2026-11-29.csv"))
+    want = open(os.path.join(res, "session32-mixtral-fc1-held-alone-h200-2026-11-29.csv")).read()
+    check(rc == 0 and out == want, "the committed held-alone CSV is what the script gives from "
+          "its committed log and tune CSV " + err.strip())
 
 
 def main():
@@ -302,6 +364,7 @@ def main():
         test_robust(d)
         test_supersede(d)
         test_fake_tune(d, kiln)
+        test_held_alone(d)
     test_shipped()
     print("%d failed" % len(failures) if failures else "all passed")
     return 1 if failures else 0
