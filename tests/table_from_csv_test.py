@@ -52,10 +52,16 @@ def check(cond, what):
         failures.append(what)
 
 
-def run(*args):
-    p = subprocess.run([sys.executable, SCRIPT] + list(args), cwd=ROOT, capture_output=True,
+def script(path, *args):
+    """(exit code, stdout, stderr) of a Python script run from the top folder."""
+    p = subprocess.run([sys.executable, path] + list(args), cwd=ROOT, capture_output=True,
                        text=True)
-    return p.returncode, p.stdout + p.stderr
+    return p.returncode, p.stdout, p.stderr
+
+
+def run(*args):
+    rc, out, err = script(SCRIPT, *args)
+    return rc, out + err
 
 
 def entries(path, full=False):
@@ -321,9 +327,7 @@ held fprop: torch 6.0 ms, floor 4.8 ms
 
 
 def held(*args):
-    p = subprocess.run([sys.executable, HELD] + list(args), cwd=ROOT, capture_output=True,
-                       text=True)
-    return p.returncode, p.stdout, p.stderr
+    return script(HELD, *args)
 
 
 def test_held_alone(d):
