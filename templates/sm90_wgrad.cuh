@@ -75,6 +75,18 @@ static_assert(D_CHUNKS == 0 || (!DISCRETE &&
               "rows of D_CHUNKS boxes: dense dW, 16-bit overwrite with a warp's share staged "
               "whole, or accumulate with a warp's 16 rows of a sub-tile");
 
+/* The consumers of cooperative kernels decode their next work item under
+ * the current item's last wgmma: the group search and integer divisions
+ * (~130 instructions of dependent shared-memory loads and arithmetic)
+ * otherwise ran between one item's epilogue and the next main loop, with
+ * the tensor cores idle.  0.986-0.998 of the time per kernel in geometric
+ * mean over 20 skewed, decode and even shapes (H200, two calls,
+ * docs/sm90_wgrad.md, thirty-fourth session).  Not in pingpong kernels,
+ * where the other warpgroup's main loop already runs under the decode
+ * (1.003-1.005 with it), nor in discrete accumulating ones, where the
+ * decoded item's registers, live across the epilogue, spill (56-144 bytes). */
+constexpr int DECODE_AHEAD = !PINGPONG && !(DISCRETE && ACCUMULATE);
+
 /* ---------------------------------------------------------- schedule */
 
 KDEV int kiln_splits(int nkb) { return SPLIT > 1 ? max(1, min(SPLIT, nkb)) : 1; }
@@ -409,11 +421,11 @@ KDEV kiln_pf kiln_pf_rows(const kiln_kernel_args &args, const kiln_wgrad &P, con
  * group in overwrite mode), whose accumulators hold nothing.  DS (DBIAS,
  * k0 = 0): also sum each stage's dY rows into dd (kiln_kblock_mma); a
  * template argument, as a branch per k-block made ptxas serialise the
- * wgmma (C7520). */
-template <bool DS>
+ * wgmma (C7520).  `under` runs while the last wgmma do (DECODE_AHEAD). */
+template <bool DS, class Under>
 KDEV bool kiln_mainloop(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
                         const kiln_wtile &T, float (&acc)[MI][ACC_N], int cw, int lane,
-                        float (&dd)[MI][4], const kiln_pf &pf)
+                        float (&dd)[MI][4], const kiln_pf &pf, Under under)
 {
     const int abox0 = PINGPONG ? 0 : cw * MI;
     const kiln_u32 ones = kiln_ones_addr(m);
@@ -456,6 +468,7 @@ KDEV bool kiln_mainloop(const kiln_wgrad &P, const kiln_smem &m, kiln_ring &r, c
         r.next();
     }
     turn.pass();
+    under();
     kiln_wg_wait<0>();   /* unconditional: keeps the accumulators' state uniform */
     if (prev >= 0) kiln_release<CS>(m, prev, lane, P.cta.crank);
     return prev >= 0;
@@ -847,10 +860,16 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
+    kiln_wtile Tn;   /* DECODE_AHEAD: the next item, decoded */
+    if (DECODE_AHEAD && P.cta.cid < P.items) Tn = kiln_decode(P, m, P.cta.cid, gcur);
     for (int t = P.cta.cid; t < P.items; t += P.cta.ncl, ++j) {
-        const kiln_wtile T = kiln_decode(P, m, t, gcur);
+        const kiln_wtile T = DECODE_AHEAD ? Tn : kiln_decode(P, m, t, gcur);
+        auto next = [&]() {
+            if (DECODE_AHEAD && t + P.cta.ncl < P.items) Tn = kiln_decode(P, m, t + P.cta.ncl, gcur);
+        };
         if (!turn.mine(j)) {
             r.skip(T.kb1 - T.kb0);
+            next();
             continue;
         }
         turn.wait();
@@ -861,8 +880,11 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
         for (int mi = 0; mi < MI; ++mi) dd[mi][0] = dd[mi][1] = dd[mi][2] = dd[mi][3] = 0.f;
         const int wrow0 = T.n0 + row_off + wq * 16;
         const kiln_pf pf = kiln_pf_rows(args, P, T, wrow0, lane, tmap_d);
-        const bool any = DBIAS && dsum ? kiln_mainloop<true>(P, m, r, turn, T, acc, cw, lane, dd, pf)
-                                       : kiln_mainloop<false>(P, m, r, turn, T, acc, cw, lane, dd, pf);
+        auto run = [&](auto under) {
+            return DBIAS && dsum ? kiln_mainloop<true>(P, m, r, turn, T, acc, cw, lane, dd, pf, under)
+                                 : kiln_mainloop<false>(P, m, r, turn, T, acc, cw, lane, dd, pf, under);
+        };
+        const bool any = DECODE_AHEAD ? run(next) : run([] {});
         if (DBIAS && dsum) {
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
