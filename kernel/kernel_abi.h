@@ -25,6 +25,9 @@
 /* Bump when the struct below changes: it is part of every cache key. */
 #define KILN_KERNEL_ABI_VERSION 3
 
+/* Slots of work-order counters in a kernel that has them (sched_slot). */
+#define KILN_SCHED_SLOTS 4096
+
 typedef struct kiln_kernel_args {
     const void *a;                 /* row operand A */
     const void *b;                 /* weights [G,N,K] (or X for wgrad) */
@@ -48,7 +51,9 @@ typedef struct kiln_kernel_args {
     int accumulate;                /* wgrad: D += result (fp32 D) */
     float alpha, beta;
     int num_sms;                   /* SMs of the device, for persistent grids */
-    int pad0;
+    int sched_slot;                /* 1..KILN_SCHED_SLOTS: the counters of a
+                                      dynamic work order this launch may use
+                                      (runtime/sched_slots.h); 0: none */
     /* wgrad's fused bias gradient db[g][n] = sum over g's tokens of A[t][n]
      * (kernels built with wgrad.dbias; both 0: not asked for) */
     void *dbias;                   /* dense [G, ld_dbias], or 0 */

@@ -275,6 +275,21 @@ static void copy_text(char *dst, size_t size, const char *src)
     dst[n] = '\0';
 }
 
+/* The work-order counters of a launch of k on stream (sched_slots.h; the
+ * caller holds the lock): a slot of its own when the stream is capturing
+ * a graph, the stream's slot otherwise; 0 when k has none. */
+static kiln_status sched_slot(kiln_context *ctx, const kiln_rt_kernel *k, CUstream stream,
+                              int *slot, kiln_error *err)
+{
+    *slot = 0;
+    if (!k->sched) return KILN_OK;
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    kiln_status st = kiln_driver_check(&ctx->drv, ctx->drv.cuStreamIsCapturing(stream, &cap),
+                                       "cuStreamIsCapturing", err);
+    if (!st) *slot = kiln_sched_slot(&ctx->sched, (uintptr_t)stream, cap != CU_STREAM_CAPTURE_STATUS_NONE);
+    return st;
+}
+
 static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstream stream,
                                kiln_error *err)
 {
@@ -283,7 +298,8 @@ static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstrea
     int pushed;
     kiln_status st = begin_call(ctx, p, &c, &k, &pushed, err);
     if (!st && ctx->checked) st = kiln_check_problem_memory(&ctx->drv, p, err);
-    kiln_launch_opts lo = {ctx->tmaps, ctx->pdl};
+    kiln_launch_opts lo = {ctx->tmaps, ctx->pdl, 0};
+    if (!st && k) st = sched_slot(ctx, k, stream, &lo.sched_slot, err);
     if (!st && k) st = kiln_launch_run(&ctx->env, &lo, k, p, stream, err);
     else if (!st) st = kiln_cublaslt_run(&ctx->lt, &ctx->env, &ctx->kernels, p, stream, err);
     leave(ctx, pushed);
@@ -429,6 +445,11 @@ kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, co
                                   CUstream stream, kiln_error *err)
 {
     /* Without the cache (cli/tune_gpu.c calls this outside the lock) and
-     * without PDL (each timed call stands alone). */
-    return kiln_launch_run(&ctx->env, NULL, k, p, stream, err);
+     * without PDL (each timed call stands alone); with the stream's
+     * work-order counters, as kiln_gemm's launches have. */
+    kiln_launch_opts lo = {NULL, 0, 0};
+    pthread_mutex_lock(&ctx->lock);
+    kiln_status st = sched_slot(ctx, k, stream, &lo.sched_slot, err);
+    pthread_mutex_unlock(&ctx->lock);
+    return st ? st : kiln_launch_run(&ctx->env, &lo, k, p, stream, err);
 }

@@ -14,6 +14,7 @@
 #include "env.h"
 #include "kernels.h"
 #include "quant.h"
+#include "sched_slots.h"
 #include "tmap_cache.h"
 
 struct kiln_context {
@@ -55,6 +56,7 @@ struct kiln_context {
     kiln_dispatch_memo *memo;     /* decisions by problem signature */
     kiln_tmap_cache *tmaps;       /* encoded tensor maps */
     int pdl;                      /* KILN_PDL=1 (launch.h kiln_launch_opts) */
+    kiln_sched sched;             /* work-order counter slots, under the lock */
 };
 
 #endif /* KILN_CONTEXT_H */

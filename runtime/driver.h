@@ -42,6 +42,7 @@
     X(cuModuleLoadDataEx)                                                                          \
     X(cuModuleUnload)                                                                              \
     X(cuModuleGetFunction)                                                                         \
+    X(cuModuleGetGlobal)                                                                           \
     X(cuFuncSetAttribute)                                                                          \
     X(cuFuncGetAttribute)                                                                          \
     X(cuLaunchKernel)                                                                              \

@@ -297,6 +297,7 @@ static kiln_status load_kernel(kiln_kernels *ks, kiln_rt_kernel *k, const kiln_c
         unload(ks, k);
         return st;
     }
+    if (k->sched) LOG(ks, KILN_LOG_DEBUG, "%s: dynamic work order (sched_slots.h)", k->desc.name);
     k->loaded = 1;
     return KILN_OK;
 }

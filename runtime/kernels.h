@@ -43,6 +43,7 @@ typedef struct kiln_rt_kernel {
     CUmodule module;
     CUfunction function;
     int loaded;
+    int sched;                       /* its module has work-order counters (sched_slots.h) */
 } kiln_rt_kernel;
 
 /* A tuning table entry's kernel. */

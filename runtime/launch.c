@@ -83,6 +83,13 @@ int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
 
 kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, kiln_error *err)
 {
+    /* The template owns the rule of which kernels have the counters: a
+     * module without them (or with the 1-pair placeholder) gets no slot. */
+    CUdeviceptr ctr;
+    size_t bytes = 0;
+    k->sched = env->drv->cuModuleGetGlobal(&ctr, &bytes, k->module, "kiln_sched_ctr") ==
+                   CUDA_SUCCESS &&
+               bytes == (size_t)KILN_SCHED_SLOTS * 2 * sizeof(unsigned);
     if (k->launch.smem_bytes <= 0) return KILN_OK;
     CUresult r = env->drv->cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                              k->launch.smem_bytes);
@@ -276,6 +283,7 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
 {
     kiln_kernel_args args;
     kiln_launch_fill_args(p, env->dev->num_sms, &args);
+    args.sched_slot = opts && k->sched ? opts->sched_slot : 0;
     kiln_tmap maps[3];
     memset(maps, 0, sizeof maps);
     kiln_status st = encode_maps(env->drv, opts ? opts->tmaps : NULL, k, p, &args, maps, err);

@@ -24,7 +24,9 @@ int64_t kiln_launch_tiles(const kiln_problem *p, const kiln_kernel_desc *d);
 int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
                          const kiln_launch_desc *l, int num_sms);
 
-/* Sets a loaded function's dynamic shared memory limit (once, at load). */
+/* Sets a loaded function's dynamic shared memory limit and k->sched,
+ * whether its module holds the work-order counters sched_slots.h hands out
+ * (`kiln_sched_ctr`, KILN_SCHED_SLOTS pairs), once, at load. */
 kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, kiln_error *err);
 
 /* What a context adds to a launch. */
@@ -38,6 +40,8 @@ typedef struct kiln_launch_opts {
                                 Correct only with kernels that execute
                                 griddepcontrol.wait before reading sizes, A, B,
                                 C, bias or the output: off by default. */
+    int sched_slot;          /* the launch's work-order counters, for a kernel
+                                with k->sched (sched_slots.h); 0: none */
 } kiln_launch_opts;
 
 /* Launches k for p on stream (opts NULL: no cache, no PDL). */

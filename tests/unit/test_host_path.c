@@ -226,6 +226,78 @@ static void test_wgrad_dw_in_chunks(void **state)
     fake_context_free(ctx);
 }
 
+/* The slot table alone (runtime/sched_slots.c): a slot per stream, kept;
+ * a fresh slot per captured launch, never handed out again; 0 once either
+ * kind runs out, never a slot in use. */
+static void test_sched_slot_table(void **state)
+{
+    (void)state;
+    kiln_sched s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(kiln_sched_slot(&s, 0xA, 0), 1);
+    assert_int_equal(kiln_sched_slot(&s, 0xB, 0), 2);
+    assert_int_equal(kiln_sched_slot(&s, 0xA, 0), 1);
+    assert_int_equal(kiln_sched_slot(&s, 0xA, 1), KILN_SCHED_STREAMS + 1);
+    assert_int_equal(kiln_sched_slot(&s, 0xA, 1), KILN_SCHED_STREAMS + 2);
+    assert_int_equal(kiln_sched_slot(&s, 0xB, 0), 2);
+    for (uintptr_t st = 0xC; st < 0xA + KILN_SCHED_STREAMS; st++)
+        assert_int_equal(kiln_sched_slot(&s, st, 0), (int)(st - 0xA + 1));
+    assert_int_equal(kiln_sched_slot(&s, 0x1000, 0), 0); /* a 65th stream */
+    assert_int_equal(kiln_sched_slot(&s, 0xA + KILN_SCHED_STREAMS - 1, 0), KILN_SCHED_STREAMS);
+    int last = KILN_SCHED_STREAMS + 2;
+    for (int got; (got = kiln_sched_slot(&s, 0xA, 1)) != 0; last = got) assert_int_equal(got, last + 1);
+    assert_int_equal(last, KILN_SCHED_SLOTS);
+    assert_int_equal(kiln_sched_slot(&s, 0xA, 1), 0);
+    assert_int_equal(kiln_sched_slot(&s, 0xA, 0), 1);
+}
+
+static CUstreamCaptureStatus capturing; /* what fake_is_capturing answers */
+
+static CUresult fake_is_capturing(CUstream stream, CUstreamCaptureStatus *status)
+{
+    (void)stream;
+    *status = capturing;
+    return CUDA_SUCCESS;
+}
+
+/* kiln_gemm hands a kernel with work-order counters its stream's slot, or
+ * a captured launch's own (asking the driver), and other kernels none. */
+static void test_sched_slot_launch(void **state)
+{
+    (void)state;
+    static const char name[] = "wgrad_sm90_bf16_plain__m128_n256_k64_s3_cooperative";
+    kiln_context *ctx = context(1);
+    ctx->drv.cuStreamIsCapturing = fake_is_capturing;
+    snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "%s", name);
+    kiln_problem p;
+    kiln_problem_init(&p, KILN_OP_WGRAD);
+    p.groups = 8;
+    p.n = 1024;
+    p.k = 2048;
+    p.capacity = 4096;
+    p.d_a = FAKE(0x7f0000000000);
+    p.d_b = FAKE(0x7e0000000000);
+    p.d_out = FAKE(0x7a0000000000);
+    p.d_sizes = FAKE(0x7d0000000000);
+    assert_int_equal(kiln_gemm(ctx, &p, FAKE(0x51)), KILN_OK);
+    assert_int_equal(fake_last.args.sched_slot, 0); /* its module has no counters */
+    ctx->kernels.kernels[(uintptr_t)fake_last.f - 1].sched = 1;
+    static const struct { uintptr_t stream; CUstreamCaptureStatus cap; int slot; } calls[] = {
+        {0x51, CU_STREAM_CAPTURE_STATUS_NONE, 1},
+        {0x52, CU_STREAM_CAPTURE_STATUS_NONE, 2},
+        {0x51, CU_STREAM_CAPTURE_STATUS_NONE, 1},
+        {0x51, CU_STREAM_CAPTURE_STATUS_ACTIVE, KILN_SCHED_STREAMS + 1},
+        {0x51, CU_STREAM_CAPTURE_STATUS_INVALIDATED, KILN_SCHED_STREAMS + 2},
+        {0x52, CU_STREAM_CAPTURE_STATUS_NONE, 2}};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        capturing = calls[i].cap;
+        assert_int_equal(kiln_gemm(ctx, &p, FAKE(calls[i].stream)), KILN_OK);
+        assert_int_equal(fake_last.args.sched_slot, calls[i].slot);
+    }
+    capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    fake_context_free(ctx);
+}
+
 /* KILN_HOST_CACHE: 0 off, 1 or unset on; KILN_PDL: 1 on, 0 or unset off;
  * anything else refused (read before the driver is loaded, so this runs
  * without one). */
@@ -269,4 +341,6 @@ KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_pdl),
                cmocka_unit_test(test_pointer_array_weights),
                cmocka_unit_test(test_wgrad_dw_in_chunks),
+               cmocka_unit_test(test_sched_slot_table),
+               cmocka_unit_test(test_sched_slot_launch),
                cmocka_unit_test(test_env))
