@@ -75,17 +75,56 @@ static_assert(D_CHUNKS == 0 || (!DISCRETE &&
               "rows of D_CHUNKS boxes: dense dW, 16-bit overwrite with a warp's share staged "
               "whole, or accumulate with a warp's 16 rows of a sub-tile");
 
-/* The consumers of cooperative kernels decode their next work item under
- * the current item's last wgmma: the group search and integer divisions
- * (~130 instructions of dependent shared-memory loads and arithmetic)
- * otherwise ran between one item's epilogue and the next main loop, with
- * the tensor cores idle.  0.986-0.998 of the time per kernel in geometric
- * mean over 20 skewed, decode and even shapes (H200, two calls,
- * docs/sm90_wgrad.md, thirty-fourth session).  Not in pingpong kernels,
- * where the other warpgroup's main loop already runs under the decode
- * (1.003-1.005 with it), nor in discrete accumulating ones, where the
- * decoded item's registers, live across the epilogue, spill (56-144 bytes). */
-constexpr int DECODE_AHEAD = !PINGPONG && !(DISCRETE && ACCUMULATE);
+/* The dynamic order (DYN: cooperative 128x256 kernels, when the launch
+ * names a slot of counters, args.sched_slot, which runtime/sched_slots.c
+ * gives each stream and each captured launch so that no two launches that
+ * may run at once share one).  The producer thread takes each next item
+ * from the slot's first counter (atomicAdd): the CTA that is free first
+ * takes the next item, where the static order gives CTA i items i,
+ * i + grid, ... whatever they cost (on skewed and decode routing some CTAs
+ * finished long before others, and SMs do not all run at one speed).  It
+ * hands each item to the consumer warps through a QD-deep queue of
+ * mbarriers in the scan scratch (ints 44..63), which the consumers read
+ * under their last wgmma (DECODE_AHEAD).  Against the static order, per
+ * kernel in geometric mean over 20 skewed, decode and even shapes:
+ * 0.967-0.979 overwriting, 0.897 accumulating, single shapes 0.81-1.04
+ * (it loses up to 4% on even routing, where only the hand-off counts).
+ * 128x128 and 64x256 kernels lost 3-5% with it and stay static, as do
+ * discrete accumulating ones (no registers to spare).  H200,
+ * docs/sm90_wgrad.md, thirty-third and thirty-fourth sessions.  The
+ * second counter counts the CTAs done: the last one resets both for the
+ * next launch on the stream, which reads them only after
+ * griddepcontrol.wait. */
+constexpr int DYN = !PINGPONG && CS == 1 && BM == 128 && BN == 256 && !(DISCRETE && ACCUMULATE);
+
+/* The consumers decode their next work item (and, DYN, read it from the
+ * queue) under the current item's last wgmma: the group search and integer
+ * divisions (~130 instructions of dependent shared-memory loads and
+ * arithmetic) otherwise ran between one item's epilogue and the next main
+ * loop, with the tensor cores idle.  In cooperative overwriting kernels
+ * 0.986-0.998 of the time per kernel in geometric mean over the same 20
+ * shapes (two calls).  Not in pingpong kernels, where the other
+ * warpgroup's main loop already runs under the decode (1.003-1.005 with
+ * it), nor in accumulating ones but DYN's (0.999-1.013; discrete ones
+ * spill with it). */
+constexpr int DECODE_AHEAD = DYN || (!PINGPONG && !ACCUMULATE);
+/* the counters of each slot: zero at module load, and again after each launch */
+__device__ unsigned kiln_sched_ctr[DYN ? KILN_SCHED_SLOTS : 1][2];
+constexpr int QD = 4;
+static_assert(!DYN || NWARPS <= 12, "the item queue uses scan scratch ints 44..63");
+KDEV kiln_u32 kiln_q_full(const kiln_smem &m, int i) { return kiln_smem_addr(m.scratch + 44) + 8 * i; }
+KDEV kiln_u32 kiln_q_empty(const kiln_smem &m, int i) { return kiln_smem_addr(m.scratch + 52) + 8 * i; }
+KDEV volatile int *kiln_q_slot(const kiln_smem &m, int i) { return m.scratch + 60 + i; }
+
+/* A place in the item queue. */
+struct kiln_q {
+    int i;
+    kiln_u32 ph;
+    KDEV void next()
+    {
+        if (++i == QD) { i = 0; ph ^= 1; }
+    }
+};
 
 /* ---------------------------------------------------------- schedule */
 
@@ -98,6 +137,7 @@ struct kiln_wgrad {
     int tm, tk;    /* work units along them (CM x CN tiles each) */
     kiln_cta cta;  /* this CTA's place among the clusters */
     int items;     /* work units of all groups */
+    unsigned *ctr; /* DYN: the launch's counters; 0: the static order */
 };
 
 struct kiln_wtile {
@@ -141,7 +181,18 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
 {
     kiln_ring r = {0, 0};
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
-    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
+    kiln_q q = {0, 0};
+    int t = P.ctr ? (int)atomicAdd(P.ctr, 1u) : P.cta.cid;
+    for (;;) {
+        if (P.ctr) {   /* hand t (-1: no more) to the consumers */
+            kiln_mbar_wait(kiln_q_empty(m, q.i), q.ph ^ 1);
+            *kiln_q_slot(m, q.i) = t < P.items ? t : -1;
+            kiln_mbar_arrive(kiln_q_full(m, q.i));
+            q.next();
+        }
+        if (t >= P.items) break;
+        /* the next item's fetch, its value waited for only at this item's end */
+        const int tn = P.ctr ? (int)atomicAdd(P.ctr, 1u) : t + P.cta.ncl;
         const kiln_wtile T = kiln_decode(P, m, t, gcur);
         for (int kb = T.kb0; kb < T.kb1; ++kb) {
             const kiln_u32 full = kiln_acquire(m, r);
@@ -164,6 +215,14 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
                     kiln_tma_load_2d_mc(sb + j * BOX_BYTES, tmap_b, full, T.k0 + 64 * j, r0, 3);
             }
             r.next();
+        }
+        t = tn;
+    }
+    if (P.ctr) {   /* this CTA's fetches are done; the last CTA resets the counters */
+        __threadfence();
+        if (atomicAdd(P.ctr + 1, 1u) == (unsigned)P.cta.ncl - 1) {
+            atomicExch(P.ctr, 0u);
+            atomicExch(P.ctr + 1, 0u);
         }
     }
 }
@@ -860,12 +919,26 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
+    kiln_q q = {0, 0};
+    auto after = [&](int t) -> int {   /* the item after t (-1: none) */
+        if (!P.ctr) return t + P.cta.ncl < P.items ? t + P.cta.ncl : -1;
+        kiln_mbar_wait(kiln_q_full(m, q.i), q.ph);
+        const int u = *kiln_q_slot(m, q.i);
+        __syncwarp();
+        if (lane == 0) kiln_mbar_arrive(kiln_q_empty(m, q.i));
+        q.next();
+        return u;
+    };
     kiln_wtile Tn;   /* DECODE_AHEAD: the next item, decoded */
-    if (DECODE_AHEAD && P.cta.cid < P.items) Tn = kiln_decode(P, m, P.cta.cid, gcur);
-    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl, ++j) {
+    int tn = after(P.cta.cid - P.cta.ncl);
+    if (DECODE_AHEAD && tn >= 0) Tn = kiln_decode(P, m, tn, gcur);
+    for (int t = tn; t >= 0; t = tn, ++j) {
         const kiln_wtile T = DECODE_AHEAD ? Tn : kiln_decode(P, m, t, gcur);
+        if (!DECODE_AHEAD) tn = after(t);
         auto next = [&]() {
-            if (DECODE_AHEAD && t + P.cta.ncl < P.items) Tn = kiln_decode(P, m, t + P.cta.ncl, gcur);
+            if (!DECODE_AHEAD) return;
+            tn = after(t);
+            if (tn >= 0) Tn = kiln_decode(P, m, tn, gcur);
         };
         if (!turn.mine(j)) {
             r.skip(T.kb1 - T.kb0);
@@ -922,9 +995,16 @@ KILN_SM90_KERNEL
     P.tm = ((P.wn + BM - 1) / BM + CM - 1) / CM;
     P.tk = ((P.wk + BN - 1) / BN + CN - 1) / CN;
     P.cta = kiln_cluster_place();
+    P.ctr = DYN && args.sched_slot > 0 && args.sched_slot <= KILN_SCHED_SLOTS
+                ? kiln_sched_ctr[args.sched_slot - 1] : nullptr;
 
     if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
+        if (P.ctr)
+            for (int i = 0; i < QD; ++i) {
+                kiln_mbar_init(kiln_q_full(m, i), 1);
+                kiln_mbar_init(kiln_q_empty(m, i), CONSUMERS * 4);
+            }
         kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS);
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);

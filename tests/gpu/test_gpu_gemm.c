@@ -918,6 +918,82 @@ static void test_wgrad_tuned(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* The dynamic work order's counters (runtime/sched_slots.h): two wgrad
+ * calls of the default kernel, which hands out its items from them, on
+ * two streams, launched in turn 40 times each with no wait between, so
+ * that launches run side by side (each from the tail of the other).  Two
+ * launches sharing counters would take each other's items, leaving tiles
+ * of both outputs unwritten (poison) or wrong; every element of both is
+ * checked.  The kernel's load must report the counters, or the test
+ * checks nothing. */
+static int g_saw_dynamic;
+
+static void dyn_log(void *user, kiln_log_level level, const char *message)
+{
+    (void)user, (void)level;
+    if (strstr(message, "sm90_wgrad_bf16_bf16_dense_s3: dynamic work order")) g_saw_dynamic = 1;
+}
+
+static void test_wgrad_streams(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    setenv("KILN_KERNEL", "sm90_wgrad_bf16_bf16_dense_s3", 1);
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    o.log = dyn_log;
+    o.log_level = KILN_LOG_DEBUG;
+    kiln_context *ctx = NULL;
+    kiln_status st = kiln_context_create(&o, &ctx);
+    unsetenv("KILN_KERNEL");
+    assert_int_equal(st, KILN_OK);
+    gcase c[2];
+    gbuf b[2];
+    kiln_problem p[2];
+    int32_t *m[2];
+    CUstream s[2];
+    static const char *const labels[2] = {"wgrad on stream 1", "wgrad on stream 2"};
+    for (int i = 0; i < 2; i++) {
+        memset(&c[i], 0, sizeof c[i]);
+        memset(&b[i], 0, sizeof b[i]);
+        c[i].label = labels[i];
+        c[i].op = KILN_OP_WGRAD;
+        c[i].in = c[i].out = KILN_DTYPE_BF16;
+        c[i].groups = i ? 40 : 64;
+        c[i].n = i ? 640 : 512;
+        c[i].k = i ? 384 : 520;
+        m[i] = random_counts(c[i].groups, 0, 300);
+        c[i].counts = m[i];
+        c[i].capacity = sum_counts(m[i], c[i].groups) + 5;
+        c[i].want_kernel = "sm90_wgrad_bf16_bf16_dense_s3";
+        case_inputs(&c[i], &b[i]);
+        case_outputs(&c[i], &b[i]);
+        case_epilogue(&c[i], &b[i]);
+        case_dbias(&c[i], &b[i]);
+        case_problem(&c[i], &b[i], &p[i]);
+        CU(g_drv.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
+    }
+    for (int rep = 0; rep < 40 && !st; rep++)
+        for (int i = 0; i < 2 && !st; i++) st = kiln_gemm(ctx, &p[i], s[i]);
+    if (st) CASE_FAIL("kiln_gemm on two streams: %s", kiln_last_error(ctx));
+    CU(g_drv.cuCtxSynchronize());
+    if (!g_saw_dynamic) CASE_FAIL("the default wgrad kernel loaded without its work-order counters");
+    kiln_call_report rep;
+    assert_int_equal(kiln_last_call(ctx, &rep), KILN_OK);
+    for (int i = 0; i < 2; i++) {
+        gresult r;
+        if (!st) {
+            case_check(&c[i], &b[i], &rep, 0, &r);
+            free(r.out);
+        }
+        case_free(&c[i], &b[i]);
+        free(m[i]);
+        CU(g_drv.cuStreamDestroy(s[i]));
+    }
+    kiln_context_destroy(ctx);
+    assert_int_equal(g_failures, failures_before);
+}
+
 /* Discrete dW (a buffer per expert, as TransformerEngine and Megatron keep
  * them) on sm90: each consumer warp re-points a per-SM copy of the dW map
  * at each group's buffer, and stores or reduce-adds through it.  Every
@@ -1090,6 +1166,7 @@ int main(void)
         cmocka_unit_test(test_sm90_pointer_weights),
         cmocka_unit_test(test_fprop_dgrad_tuned),
         cmocka_unit_test(test_wgrad_tuned),
+        cmocka_unit_test(test_wgrad_streams),
         cmocka_unit_test(test_wgrad_discrete),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
