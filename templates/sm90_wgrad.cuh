@@ -87,7 +87,7 @@ static_assert(D_CHUNKS == 0 || (!DISCRETE &&
  * mbarriers in the scan scratch (ints 44..63), which the consumers read
  * under their last wgmma (DECODE_AHEAD).  Against the static order, per
  * kernel in geometric mean over 20 skewed, decode and even shapes:
- * 0.967-0.979 overwriting, 0.897 accumulating, single shapes 0.81-1.04
+ * 0.967-0.979 overwriting, 0.897 accumulating, single shapes 0.79-1.04
  * (it loses up to 4% on even routing, where only the hand-off counts).
  * 128x128 and 64x256 kernels lost 3-5% with it and stay static, as do
  * discrete accumulating ones (no registers to spare).  H200,
