@@ -700,13 +700,13 @@ static void test_group_patterns(void **state)
 }
 
 /* A context whose dispatch serves every call with kernel `name`
- * (KILN_KERNEL, read when a context is made); NULL, the case failed, when
- * none can be made. */
-static kiln_context *forced_context(const char *name)
+ * (KILN_KERNEL, read when a context is made), made with options o (NULL:
+ * the defaults); NULL, the case failed, when none can be made. */
+static kiln_context *forced_context(const char *name, const kiln_context_options *o)
 {
     setenv("KILN_KERNEL", name, 1);
     kiln_context *ctx = NULL;
-    kiln_status st = kiln_context_create(NULL, &ctx);
+    kiln_status st = kiln_context_create(o, &ctx);
     unsetenv("KILN_KERNEL");
     if (st != KILN_OK) {
         CASE_FAIL("kiln_context_create(KILN_KERNEL=%s): %s", name, kiln_last_error(ctx));
@@ -723,7 +723,7 @@ static kiln_context *forced_context(const char *name)
 static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int accumulate,
                              int dbias, int discrete, const int64_t nk[MIXES][2], int64_t spare)
 {
-    kiln_context *ctx = forced_context(name);
+    kiln_context *ctx = forced_context(name, NULL);
     if (!ctx) return;
     char label[192];
     for (int mix = 0; mix < MIXES; mix++) {
@@ -766,7 +766,7 @@ static int tuned_bf16_fwd(const kiln_catalog_entry *ce, kiln_op *op)
  * weights (N 136, K 200: partial tiles); every element checked. */
 static void forced_pointer_weights(const char *name, kiln_op op)
 {
-    kiln_context *ctx = forced_context(name);
+    kiln_context *ctx = forced_context(name, NULL);
     if (!ctx) return;
     int32_t *m = random_counts(12, 0, 200);
     gcase c = {0};
@@ -938,15 +938,13 @@ static void test_wgrad_streams(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    setenv("KILN_KERNEL", "sm90_wgrad_bf16_bf16_dense_s3", 1);
     kiln_context_options o;
     kiln_context_options_init(&o);
     o.log = dyn_log;
     o.log_level = KILN_LOG_DEBUG;
-    kiln_context *ctx = NULL;
-    kiln_status st = kiln_context_create(&o, &ctx);
-    unsetenv("KILN_KERNEL");
-    assert_int_equal(st, KILN_OK);
+    kiln_context *ctx = forced_context("sm90_wgrad_bf16_bf16_dense_s3", &o);
+    assert_non_null(ctx);
+    kiln_status st = KILN_OK;
     gcase c[2];
     gbuf b[2];
     kiln_problem p[2];
