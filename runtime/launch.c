@@ -283,7 +283,7 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
 {
     kiln_kernel_args args;
     kiln_launch_fill_args(p, env->dev->num_sms, &args);
-    args.sched_slot = opts && k->sched ? opts->sched_slot : 0;
+    args.sched_slot = opts ? opts->sched_slot : 0;
     kiln_tmap maps[3];
     memset(maps, 0, sizeof maps);
     kiln_status st = encode_maps(env->drv, opts ? opts->tmaps : NULL, k, p, &args, maps, err);

@@ -40,8 +40,9 @@ typedef struct kiln_launch_opts {
                                 Correct only with kernels that execute
                                 griddepcontrol.wait before reading sizes, A, B,
                                 C, bias or the output: off by default. */
-    int sched_slot;          /* the launch's work-order counters, for a kernel
-                                with k->sched (sched_slots.h); 0: none */
+    int sched_slot;          /* the launch's work-order counters (sched_slots.h;
+                                context.c gives one only to a kernel with
+                                k->sched); 0: none */
 } kiln_launch_opts;
 
 /* Launches k for p on stream (opts NULL: no cache, no PDL). */
