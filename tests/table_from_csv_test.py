@@ -305,7 +305,12 @@ def test_shipped():
             # held alone for 3 s at the power limit (scripts/held_alone_csv.py
             # from python/bench/variant_bench.py --sample; the held-out layer
             # of that call left out)
-            "docs/results/session32-mixtral-fc1-held-alone-h200-2026-11-29.csv"]
+            "docs/results/session32-mixtral-fc1-held-alone-h200-2026-11-29.csv",
+            # dense accumulate (with and without db) over the corpus and the
+            # cases, after the thirty-fourth session gave cooperative 128x256
+            # kernels the dynamic work order; the candidates: every kernel an
+            # entry named and the 128x256 ones at 3 and 4 stages
+            "docs/results/session35-wgrad-acc-retune-h200-2026-11-29.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
