@@ -615,7 +615,7 @@ static kiln_status gpu_time(kiln_tune_timer *t, const kiln_tune_variant *v, kiln
         goto failed;
     }
     k.loaded = 1;
-    if (kiln_launch_prepare(g->ctx, &k, &e) != KILN_OK) goto failed;
+    if (kiln_launch_prepare(g->ctx, &k, v->cubin, v->cubin_size, &e) != KILN_OK) goto failed;
 
     /* Correctness on set 0. */
     kiln_problem p;

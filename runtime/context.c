@@ -436,9 +436,10 @@ kiln_status kiln_quantize(kiln_context *ctx, const kiln_quant *q, void *stream)
 
 /* ---- the context forms of launch.h, for cli/tune_gpu.c ------------------ */
 
-kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err)
+kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, const void *image,
+                                size_t image_size, kiln_error *err)
 {
-    return kiln_launch_set_limits(&ctx->env, k, err);
+    return kiln_launch_set_limits(&ctx->env, k, image, image_size, err);
 }
 
 kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,

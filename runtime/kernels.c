@@ -293,7 +293,7 @@ static kiln_status load_kernel(kiln_kernels *ks, kiln_rt_kernel *k, const kiln_c
     kiln_status st = module_from_cubin(ks, k->desc.name, ce->cubin, k->launch.entry, &k->module,
                                        &k->function, err);
     if (st) return st;
-    if ((st = kiln_launch_set_limits(&ks->env, k, err))) {
+    if ((st = kiln_launch_set_limits(&ks->env, k, ce->cubin, ce->cubin_size, err))) {
         unload(ks, k);
         return st;
     }

@@ -81,15 +81,27 @@ int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
     return ceil_div(grid, cluster) * cluster;
 }
 
-kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, kiln_error *err)
+/* Whether k's module holds the work-order counters.  The template owns the
+ * rule of which kernels have them: a module without them (or with the
+ * 1-pair placeholder) gets no slot.  The image is searched for the name
+ * (with its terminating NUL, as the symbol string table holds it) before
+ * the driver is asked: cuModuleGetGlobal answers NOT_FOUND for every other
+ * module, and compute-sanitizer reports each such answer as an error. */
+static int has_counters(const kiln_rt_env *env, const kiln_rt_kernel *k, const void *image,
+                        size_t image_size)
 {
-    /* The template owns the rule of which kernels have the counters: a
-     * module without them (or with the 1-pair placeholder) gets no slot. */
+    static const char sym[] = "kiln_sched_ctr";
+    if (!image || !memmem(image, image_size, sym, sizeof sym)) return 0;
     CUdeviceptr ctr;
     size_t bytes = 0;
-    k->sched = env->drv->cuModuleGetGlobal(&ctr, &bytes, k->module, "kiln_sched_ctr") ==
-                   CUDA_SUCCESS &&
-               bytes == (size_t)KILN_SCHED_SLOTS * 2 * sizeof(unsigned);
+    return env->drv->cuModuleGetGlobal(&ctr, &bytes, k->module, sym) == CUDA_SUCCESS &&
+           bytes == (size_t)KILN_SCHED_SLOTS * 2 * sizeof(unsigned);
+}
+
+kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, const void *image,
+                                   size_t image_size, kiln_error *err)
+{
+    k->sched = has_counters(env, k, image, image_size);
     if (k->launch.smem_bytes <= 0) return KILN_OK;
     CUresult r = env->drv->cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                              k->launch.smem_bytes);

@@ -26,8 +26,11 @@ int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
 
 /* Sets a loaded function's dynamic shared memory limit and k->sched,
  * whether its module holds the work-order counters sched_slots.h hands out
- * (`kiln_sched_ctr`, KILN_SCHED_SLOTS pairs), once, at load. */
-kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, kiln_error *err);
+ * (`kiln_sched_ctr`, KILN_SCHED_SLOTS pairs), once, at load.  image and
+ * image_size: the cubin the module was loaded from; the driver is asked
+ * for the counters only when the image names them. */
+kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, const void *image,
+                                   size_t image_size, kiln_error *err);
 
 /* What a context adds to a launch. */
 typedef struct kiln_launch_opts {
@@ -52,7 +55,8 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
 
 /* The same two in the context form cli/tune_gpu.c calls (context.c). */
 typedef struct kiln_context kiln_context;
-kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, kiln_error *err);
+kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, const void *image,
+                                size_t image_size, kiln_error *err);
 kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,
                                   CUstream stream, kiln_error *err);
 

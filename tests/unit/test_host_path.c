@@ -13,6 +13,7 @@
 #include "testutil.h"
 
 #include "fake_driver.h"
+#include "launch.h"
 #include "problem.h"
 
 /* fake_driver.h's context, which must come up. */
@@ -260,6 +261,53 @@ static CUresult fake_is_capturing(CUstream stream, CUstreamCaptureStatus *status
     return CUDA_SUCCESS;
 }
 
+static int global_calls;
+static size_t global_bytes;
+
+static CUresult fake_get_global(CUdeviceptr *ptr, size_t *bytes, CUmodule m, const char *name)
+{
+    (void)m;
+    global_calls++;
+    if (strcmp(name, "kiln_sched_ctr")) return CUDA_ERROR_NOT_FOUND;
+    *ptr = (CUdeviceptr)0x7c0000000000;
+    *bytes = global_bytes;
+    return CUDA_SUCCESS;
+}
+
+/* A module's counters are found at load (kiln_launch_set_limits): the
+ * driver is asked only when the image names them, and only the full
+ * KILN_SCHED_SLOTS pairs count (the template's placeholder is one). */
+static void test_sched_counters_at_load(void **state)
+{
+    (void)state;
+    kiln_context *ctx = context(1);
+    ctx->drv.cuModuleGetGlobal = fake_get_global;
+    static const char named[] = "\x7f" "ELF\0.nv.global\0kiln_sched_ctr\0kiln_wgrad\0";
+    static const char longer[] = "\x7f" "ELF\0kiln_sched_ctr_x\0";
+    static const char none[] = "\x7f" "ELF\0.nv.global\0kiln_fprop\0";
+    static const struct { const char *image; size_t size; size_t bytes; int calls, sched; } cases[] = {
+        {named, sizeof named, (size_t)KILN_SCHED_SLOTS * 2 * sizeof(unsigned), 1, 1},
+        {named, sizeof named, 2 * sizeof(unsigned), 1, 0}, /* the placeholder */
+        {longer, sizeof longer, (size_t)KILN_SCHED_SLOTS * 2 * sizeof(unsigned), 0, 0},
+        {none, sizeof none, (size_t)KILN_SCHED_SLOTS * 2 * sizeof(unsigned), 0, 0},
+        {NULL, 0, (size_t)KILN_SCHED_SLOTS * 2 * sizeof(unsigned), 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiln_rt_kernel k;
+        memset(&k, 0, sizeof k);
+        k.module = (CUmodule)(uintptr_t)0x1;
+        k.sched = -1;
+        global_calls = 0;
+        global_bytes = cases[i].bytes;
+        kiln_error err;
+        kiln_error_clear(&err);
+        assert_int_equal(kiln_launch_set_limits(&ctx->env, &k, cases[i].image, cases[i].size, &err),
+                         KILN_OK);
+        assert_int_equal(global_calls, cases[i].calls);
+        assert_int_equal(k.sched, cases[i].sched);
+    }
+    fake_context_free(ctx);
+}
+
 /* kiln_gemm hands a kernel with work-order counters its stream's slot, or
  * a captured launch's own (asking the driver), and other kernels none. */
 static void test_sched_slot_launch(void **state)
@@ -343,4 +391,5 @@ KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_wgrad_dw_in_chunks),
                cmocka_unit_test(test_sched_slot_table),
                cmocka_unit_test(test_sched_slot_launch),
+               cmocka_unit_test(test_sched_counters_at_load),
                cmocka_unit_test(test_env))
