@@ -15,10 +15,22 @@
 # out, so each kind must also be priced on MIN shapes at least, and every
 # kind listed must appear: a default renamed or removed shows here rather
 # than passing unpriced.
+#
+# The dense accumulating kinds are priced by the thirty-fifth session's run
+# instead (session35-heldout-wgrad-acc-defaults: both defaults, with and
+# without db, on the 21 held-out layers of 100-1100 tokens a group, where
+# the model's tie-break splits).  The thirty-fourth session's dynamic work
+# order made the 128x256 accumulate kernels 2-19% faster, so the thirtieth
+# session's run of those kinds prices kernels that no longer run as timed
+# (it put qwen2_57b_fc2_rand's 128x256 pick at 1.26x; the new run, 1.00x).
+# That run times the defaults alone, so it checks the model's column only,
+# at LIMIT_SPLIT: the split at 1024 tokens a group gave 1.048 and 1.058
+# there.  The cascade's column for those kinds waits for a held-out run of
+# the table's kernels (docs/dispatch.md, thirty-fifth session).
 #   test_dispatch_heldout.sh KILN_BENCH
 set -eu
 bench=$1
-limit=1.06 min=15
+limit=1.06 min=15 limit_split=1.03
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cat bench/unseen.tsv bench/holdout.tsv > "$dir/shapes.tsv"
@@ -30,7 +42,6 @@ sm90_dgrad_e4m3_block_64x128=dgrad_sm90_e4m3_block__m64_n128_k128_s8_c1x1_rgroup
 sm90_wgrad_bf16_f32_discrete_acc_128x128=wgrad_sm90_bf16_discrete_acc__m128_n128_k64_s4_cooperative"
 for csv in docs/results/session29-unseen-tune-h200-2026-11-29.csv \
            docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv \
-           docs/results/session30-heldout-wgrad-acc-tune-h200-2026-11-29.csv \
            docs/results/session31-heldout-wgrad-discrete-tune-h200-2026-11-29.csv; do
   # every twin's row again under its default's name, unless the run timed
   # the default itself
@@ -42,33 +53,41 @@ for csv in docs/results/session29-unseen-tune-h200-2026-11-29.csv \
   ' "$csv" > "$dir/run.csv"
   "$bench" --dispatch-report "$dir/run.csv" --cases "$dir/shapes.tsv" >> "$dir/report.txt"
 done
+"$bench" --dispatch-report docs/results/session35-heldout-wgrad-acc-defaults-h200-2026-11-29.csv \
+  --cases "$dir/shapes.tsv" > "$dir/split.txt"
 # "dispatch (tables)  KIND geomean X, ..." and "model alone (defaults)  KIND ...",
 # one line per kind (the CSVs time more than one kind each).
 fail=0
+check() { # REPORT COLUMN KIND LIMIT
+  local line g n
+  line=$(grep -F "$2" "$1" | grep -F " $3 geomean " || true)
+  if [ -z "$line" ]; then
+    echo "FAIL  $2, $3: not priced (a default renamed or gone?)"
+    fail=1
+    return
+  fi
+  g=$(echo "$line" | sed 's/.* geomean \([0-9.]*\),.*/\1/')
+  n=$(echo "$line" | sed 's/.* of \([0-9]*\) within.*/\1/')
+  if awk -v g="$g" -v l="$4" 'BEGIN { exit !(g > l) }'; then
+    echo "FAIL  $2, $3: $g of the best (limit $4)"
+    fail=1
+  elif [ "$n" -lt $min ]; then
+    echo "FAIL  $2, $3: priced on $n shapes (fewer than $min)"
+    fail=1
+  else
+    echo "ok    $2, $3: $g of the best over $n shapes"
+  fi
+}
 for want in "fprop bf16 bf16 bf16 plain" "dgrad bf16 bf16 bf16 plain" \
             "fprop e4m3 e4m3 bf16 fp8_recipe=row" "dgrad e4m3 e4m3 bf16 fp8_recipe=row" \
             "fprop e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate" \
             "dgrad e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate" \
-            "wgrad bf16 bf16 f32 accumulate" "wgrad bf16 bf16 f32 accumulate+dbias" \
             "wgrad bf16 bf16 bf16 wgrad_output" "wgrad bf16 bf16 f32 wgrad_output+accumulate"; do
   for column in "dispatch (tables)" "model alone (defaults)"; do
-    line=$(grep -F "$column" "$dir/report.txt" | grep -F " $want geomean " || true)
-    if [ -z "$line" ]; then
-      echo "FAIL  $column, $want: not priced (a default renamed or gone?)"
-      fail=1
-      continue
-    fi
-    g=$(echo "$line" | sed 's/.* geomean \([0-9.]*\),.*/\1/')
-    n=$(echo "$line" | sed 's/.* of \([0-9]*\) within.*/\1/')
-    if awk -v g="$g" -v l="$limit" 'BEGIN { exit !(g > l) }'; then
-      echo "FAIL  $column, $want: $g of the best (limit $limit)"
-      fail=1
-    elif [ "$n" -lt $min ]; then
-      echo "FAIL  $column, $want: priced on $n shapes (fewer than $min)"
-      fail=1
-    else
-      echo "ok    $column, $want: $g of the best over $n shapes"
-    fi
+    check "$dir/report.txt" "$column" "$want" $limit
   done
+done
+for want in "wgrad bf16 bf16 f32 accumulate" "wgrad bf16 bf16 f32 accumulate+dbias"; do
+  check "$dir/split.txt" "model alone (defaults)" "$want" $limit_split
 done
 exit $fail

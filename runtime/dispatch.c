@@ -10,14 +10,17 @@
 #include "problem.h"
 
 /* fprop and dgrad: under 128 tokens a group, a 128-row tile pads.  wgrad:
- * the tokens are the reduction, and under 1024 a tile's time goes mostly to
- * its epilogue: accumulating, the rows kernel of 128x128 tiles took
- * 1.00-1.07x the best measured there and 1.17-1.18x above, the 128x256
- * kernel that adds boxes 1.15-1.21x there and 1.02x above (H200 CSVs of
- * the twentieth to twenty-second sessions; docs/dispatch.md, thirtieth). */
+ * the tokens are the reduction, and on short ones a tile's time goes
+ * mostly to its epilogue, where the accumulating kinds' 128x128 defaults
+ * win.  Dense dW: from 512 tokens a group the 128x256 default (the dynamic
+ * work order) took 0.84-0.96 of the 128x128 rows default's time on every
+ * held-out layer, 1.07-1.11 at 102-204 (H200, docs/dispatch.md,
+ * thirty-fifth session).  Discrete dW: its accumulating 128x256 kernel
+ * keeps the static order and wins only from 1024 (thirty-first). */
 int kiln_dispatch_shape_class(const kiln_problem *p)
 {
-    const int64_t small = p->op == KILN_OP_WGRAD ? 1024 : 128;
+    int64_t small = 128;
+    if (p->op == KILN_OP_WGRAD) small = p->wgrad_output == KILN_WGRAD_DISCRETE ? 1024 : 512;
     return p->capacity / (p->groups > 0 ? p->groups : 1) < small ? 0 : 1;
 }
 

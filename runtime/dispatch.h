@@ -107,7 +107,8 @@ typedef struct kiln_dispatch_choice {
 } kiln_dispatch_choice;
 
 /* Shape class of a call: 0 small (tokens per group < 128; wgrad, whose
- * reduction the tokens are, < 1024), 1 large. */
+ * reduction the tokens are, < 512 into dense dW and < 1024 into discrete),
+ * 1 large. */
 int kiln_dispatch_shape_class(const kiln_problem *p);
 
 /* The device arch name for a compute capability: "sm_90a" for 9.0 (the

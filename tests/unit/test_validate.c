@@ -858,12 +858,15 @@ static void test_arch_and_shape(void **state)
     kiln_dispatch_arch_name(8, 6, a, sizeof a);
     assert_string_equal(a, "sm_86");
     /* Small below 128 tokens a group; wgrad, whose reduction the tokens
-     * are, below 1024. */
-    const struct { kiln_op op; int64_t small; } split[] = {{KILN_OP_FPROP, 128},
-                                                           {KILN_OP_WGRAD, 1024}};
+     * are, below 512 into dense dW and below 1024 into discrete. */
+    const struct { kiln_op op; kiln_wgrad_output out; int64_t small; } split[] = {
+        {KILN_OP_FPROP, KILN_WGRAD_DENSE, 128},
+        {KILN_OP_WGRAD, KILN_WGRAD_DENSE, 512},
+        {KILN_OP_WGRAD, KILN_WGRAD_DISCRETE, 1024}};
     for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
         kiln_problem p;
         base_problem(&p, split[i].op);
+        p.wgrad_output = split[i].out;
         p.groups = 8;
         p.capacity = 8 * (split[i].small - 1);
         assert_int_equal(kiln_dispatch_shape_class(&p), 0);
