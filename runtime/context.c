@@ -277,16 +277,20 @@ static void copy_text(char *dst, size_t size, const char *src)
 
 /* The work-order counters of a launch of k on stream (sched_slots.h; the
  * caller holds the lock): a slot of its own when the stream is capturing
- * a graph, the stream's slot otherwise; 0 when k has none. */
+ * a graph, the stream's slot otherwise; 0 when k has none.  The handle
+ * CU_STREAM_PER_THREAD names another stream in each thread, and those run
+ * at once: each thread's is keyed by an address of that thread's own. */
 static kiln_status sched_slot(kiln_context *ctx, const kiln_rt_kernel *k, CUstream stream,
                               int *slot, kiln_error *err)
 {
+    static _Thread_local char this_thread;
     *slot = 0;
     if (!k->sched) return KILN_OK;
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     kiln_status st = kiln_driver_check(&ctx->drv, ctx->drv.cuStreamIsCapturing(stream, &cap),
                                        "cuStreamIsCapturing", err);
-    if (!st) *slot = kiln_sched_slot(&ctx->sched, (uintptr_t)stream, cap != CU_STREAM_CAPTURE_STATUS_NONE);
+    uintptr_t key = stream == CU_STREAM_PER_THREAD ? (uintptr_t)&this_thread : (uintptr_t)stream;
+    if (!st) *slot = kiln_sched_slot(&ctx->sched, key, cap != CU_STREAM_CAPTURE_STATUS_NONE);
     return st;
 }
 

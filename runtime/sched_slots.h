@@ -9,11 +9,12 @@
  * share a pair.  Launches on one stream never run at once (a kernel reads
  * the counters only after griddepcontrol.wait), so each stream keeps one
  * slot; a launch captured in a CUDA graph may later run beside anything, so
- * it gets a slot of its own, never handed out again.  When the slots run
- * out a launch gets 0: the kernel then takes its static order, which is
- * always correct.  Nothing here touches the device: the context asks the
- * driver whether the stream is capturing and keeps the table under its
- * lock.
+ * it gets a slot of its own, never handed out again.  The per-thread
+ * default stream is a stream per thread: context.c keys it by thread.
+ * When the slots run out a launch gets 0: the kernel then takes its static
+ * order, which is always correct.  Nothing here touches the device: the
+ * context asks the driver whether the stream is capturing and keeps the
+ * table under its lock.
  */
 #ifndef KILN_SCHED_SLOTS_H
 #define KILN_SCHED_SLOTS_H

@@ -308,6 +308,23 @@ static void test_sched_counters_at_load(void **state)
     fake_context_free(ctx);
 }
 
+/* kiln_gemm from another thread on the per-thread default stream: that
+ * thread's own stream, so a slot of its own. */
+typedef struct per_thread_call {
+    kiln_context *ctx;
+    kiln_problem *p;
+    kiln_status st;
+    int slot;
+} per_thread_call;
+
+static void *call_per_thread(void *arg)
+{
+    per_thread_call *c = arg;
+    c->st = kiln_gemm(c->ctx, c->p, (void *)CU_STREAM_PER_THREAD);
+    c->slot = fake_last.args.sched_slot;
+    return NULL;
+}
+
 /* kiln_gemm hands a kernel with work-order counters its stream's slot, or
  * a captured launch's own (asking the driver), and other kernels none. */
 static void test_sched_slot_launch(void **state)
@@ -343,6 +360,18 @@ static void test_sched_slot_launch(void **state)
         assert_int_equal(fake_last.args.sched_slot, calls[i].slot);
     }
     capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    /* The per-thread default stream: this thread's keeps one slot, another
+     * thread's gets another. */
+    assert_int_equal(kiln_gemm(ctx, &p, (void *)CU_STREAM_PER_THREAD), KILN_OK);
+    assert_int_equal(fake_last.args.sched_slot, 3);
+    assert_int_equal(kiln_gemm(ctx, &p, (void *)CU_STREAM_PER_THREAD), KILN_OK);
+    assert_int_equal(fake_last.args.sched_slot, 3);
+    per_thread_call other = {ctx, &p, KILN_ERROR_INTERNAL, -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, call_per_thread, &other), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(other.st, KILN_OK);
+    assert_int_equal(other.slot, 4);
     fake_context_free(ctx);
 }
 
