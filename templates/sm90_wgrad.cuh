@@ -706,105 +706,6 @@ KDEV void kiln_epilogue_tma_red(const kiln_kernel_args &args, const kiln_wgrad &
     }
 }
 
-#ifndef KILN_ACC_RMW
-#define KILN_ACC_RMW 1
-#endif
-constexpr int ACC_RMW = ACCUMULATE && SPLIT == 1 ? KILN_ACC_RMW : 0;
-constexpr int RMW_AHEAD = 4;   /* 16x32 pieces whose old dW is loaded ahead */
-
-/* Accumulate by read-modify-write from the registers (ACC_RMW 1): each
- * lane loads the old dW of its fragment's pairs (8 bytes at rows lane/4 and
- * lane/4 + 8), adds, stores them back; the loads of a warp's 16x32 piece q +
- * RMW_AHEAD go out before the stores of piece q. */
-KDEV void kiln_epilogue_rmw_frag(const kiln_kernel_args &args, const kiln_wgrad &P,
-                                 const kiln_wtile &T, const float (&acc)[MI][ACC_N], char *dg,
-                                 int wrow0)
-{
-    constexpr int NQ = BN / 32;
-    const int lane = threadIdx.x & 31;
-    const int c = T.k0 + 2 * (lane & 3);
-    const long long ld = args.ldd;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-        if (wrow0 + mi * 64 >= P.wn) continue;
-        const int row = wrow0 + mi * 64 + (lane >> 2);
-        const bool ok0 = row < P.wn, ok1 = row + 8 < P.wn;
-        float *p0 = (float *)dg + (long long)row * ld + c;
-        float *p1 = p0 + 8 * ld;
-        float2 old[NQ][8];
-        auto load = [&](int q) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int o = 32 * q + 8 * j;
-                const bool okc = c + o < P.wk;
-                old[q][2 * j] = ok0 && okc ? *(const float2 *)(p0 + o) : make_float2(0.f, 0.f);
-                old[q][2 * j + 1] = ok1 && okc ? *(const float2 *)(p1 + o) : make_float2(0.f, 0.f);
-            }
-        };
-#pragma unroll
-        for (int q = 0; q < RMW_AHEAD && q < NQ; ++q) load(q);
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int o = 32 * q + 8 * j;
-                const bool okc = c + o < P.wk;
-                const float *a = &acc[mi][16 * q + 4 * j];
-                if (ok0 && okc)
-                    *(float2 *)(p0 + o) = make_float2(a[0] + old[q][2 * j].x, a[1] + old[q][2 * j].y);
-                if (ok1 && okc)
-                    *(float2 *)(p1 + o) = make_float2(a[2] + old[q][2 * j + 1].x, a[3] + old[q][2 * j + 1].y);
-            }
-            if (q + RMW_AHEAD < NQ) load(q + RMW_AHEAD);
-        }
-    }
-}
-
-/* Accumulate by read-modify-write through the warp's staging box (ACC_RMW
- * 2): the fragment's 16x32 piece q goes to the box, then each lane takes
- * 16 bytes of rows 4i + lane/8 back, adds the old dW it loaded (a row's
- * 128 bytes in one request), stores; the loads run RMW_AHEAD pieces ahead. */
-KDEV void kiln_epilogue_rmw_rows(const kiln_kernel_args &args, const kiln_wgrad &P,
-                                 const kiln_wtile &T, const float (&acc)[MI][ACC_N],
-                                 unsigned char *box, char *dg, int wrow0)
-{
-    constexpr int NQ = BN / 32;
-    const int lane = threadIdx.x & 31;
-    const int pc = lane & 7, r0 = lane >> 3;
-    const long long ld = args.ldd;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-        const int wrow = wrow0 + mi * 64;
-        if (wrow >= P.wn) continue;
-        float *base = (float *)dg + (long long)(wrow + r0) * ld + T.k0 + 4 * pc;
-        float4 old[NQ][4];
-        auto ok = [&](int q, int i) { return wrow + r0 + 4 * i < P.wn && T.k0 + 32 * q + 4 * pc < P.wk; };
-        auto load = [&](int q) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                old[q][i] = ok(q, i) ? *(const float4 *)(base + 4 * i * ld + 32 * q)
-                                     : make_float4(0.f, 0.f, 0.f, 0.f);
-        };
-#pragma unroll
-        for (int q = 0; q < RMW_AHEAD && q < NQ; ++q) load(q);
-#pragma unroll
-        for (int q = 0; q < NQ; ++q) {
-            __syncwarp();   /* the box's last reads, before it is written again */
-            kiln_box_from_frag<4>(box, &acc[mi][16 * q], lane);
-            __syncwarp();
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int rr = r0 + 4 * i;
-                float4 v = *(const float4 *)(box + rr * 128 + ((pc ^ (rr & 7)) << 4));
-                v.x += old[q][i].x; v.y += old[q][i].y; v.z += old[q][i].z; v.w += old[q][i].w;
-                if (ok(q, i)) *(float4 *)(base + 4 * i * ld + 32 * q) = v;
-            }
-            if (q + RMW_AHEAD < NQ) load(q + RMW_AHEAD);
-        }
-    }
-    __syncwarp();
-}
-
 /* D_CHUNKS: a warp's 16 rows of an m64 sub-tile as one box of D_CHUNKS
  * 128-byte chunks a row, laid out [row][chunk]: chunk c of row r is the
  * 128-byte segment r*D_CHUNKS + c, its 16-byte pieces swizzled by that
@@ -1071,14 +972,6 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             continue;
         }
         kiln_fence_acc(acc);
-        if (ACC_RMW == 1) {
-            kiln_epilogue_rmw_frag(args, P, T, acc, dg, wrow0);
-            continue;
-        }
-        if (ACC_RMW == 2) {
-            kiln_epilogue_rmw_rows(args, P, T, acc, stg, dg, wrow0);
-            continue;
-        }
         const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, cw * 4 + wq, lane);
         if (ACCUMULATE)
             kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
