@@ -10,6 +10,8 @@
  * first; every valid element must be written, and every other byte of the
  * buffer (rows past Σm, padding columns) must be unchanged.
  * Exits 77 (skipped) without a driver or GPU. */
+#include <pthread.h>
+
 #include "testutil.h"
 
 #include "catalog.h"
@@ -920,12 +922,15 @@ static void test_wgrad_tuned(void **state)
 
 /* The dynamic work order's counters (runtime/sched_slots.h): two wgrad
  * calls of the default kernel, which hands out its items from them, on
- * two streams, launched in turn 40 times each with no wait between, so
- * that launches run side by side (each from the tail of the other).  Two
+ * two streams, launched 40 times each with no wait between, so that
+ * launches run side by side (each from the tail of the other).  Two
  * launches sharing counters would take each other's items, leaving tiles
  * of both outputs unwritten (poison) or wrong; every element of both is
  * checked.  The kernel's load must report the counters, or the test
- * checks nothing. */
+ * checks nothing.  Two ways to get two streams: two created streams,
+ * launched in turn from this thread (test_wgrad_streams), and
+ * CU_STREAM_PER_THREAD from two threads at once, one handle that names a
+ * different stream in each (test_wgrad_per_thread_streams). */
 static int g_saw_dynamic;
 
 static void dyn_log(void *user, kiln_log_level level, const char *message)
@@ -934,10 +939,24 @@ static void dyn_log(void *user, kiln_log_level level, const char *message)
     if (strstr(message, "sm90_wgrad_bf16_bf16_dense_s3: dynamic work order")) g_saw_dynamic = 1;
 }
 
-static void test_wgrad_streams(void **state)
+typedef struct wgrad_launcher {
+    kiln_context *ctx;
+    const kiln_problem *p;
+    kiln_status st;
+} wgrad_launcher;
+
+/* 40 calls on the calling thread's own default stream. */
+static void *wgrad_per_thread_main(void *arg)
 {
-    (void)state;
+    wgrad_launcher *w = arg;
+    for (int rep = 0; rep < 40 && !w->st; rep++) w->st = kiln_gemm(w->ctx, w->p, CU_STREAM_PER_THREAD);
+    return NULL;
+}
+
+static void wgrad_two_streams(int per_thread)
+{
     int failures_before = g_failures;
+    g_saw_dynamic = 0;
     kiln_context_options o;
     kiln_context_options_init(&o);
     o.log = dyn_log;
@@ -949,12 +968,13 @@ static void test_wgrad_streams(void **state)
     gbuf b[2];
     kiln_problem p[2];
     int32_t *m[2];
-    CUstream s[2];
-    static const char *const labels[2] = {"wgrad on stream 1", "wgrad on stream 2"};
+    CUstream s[2] = {NULL, NULL};
+    static const char *const labels[2][2] = {{"wgrad on stream 1", "wgrad on stream 2"},
+                                             {"wgrad on thread 1's stream", "wgrad on thread 2's stream"}};
     for (int i = 0; i < 2; i++) {
         memset(&c[i], 0, sizeof c[i]);
         memset(&b[i], 0, sizeof b[i]);
-        c[i].label = labels[i];
+        c[i].label = labels[per_thread][i];
         c[i].op = KILN_OP_WGRAD;
         c[i].in = c[i].out = KILN_DTYPE_BF16;
         c[i].groups = i ? 40 : 64;
@@ -969,10 +989,24 @@ static void test_wgrad_streams(void **state)
         case_epilogue(&c[i], &b[i]);
         case_dbias(&c[i], &b[i]);
         case_problem(&c[i], &b[i], &p[i]);
-        CU(g_drv.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
+        if (!per_thread) CU(g_drv.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
     }
-    for (int rep = 0; rep < 40 && !st; rep++)
-        for (int i = 0; i < 2 && !st; i++) st = kiln_gemm(ctx, &p[i], s[i]);
+    CU(g_drv.cuCtxSynchronize());   /* the inputs, before either launcher starts */
+    if (per_thread) {
+        wgrad_launcher w[2];
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++) {
+            w[i] = (wgrad_launcher){ctx, &p[i], KILN_OK};
+            assert_int_equal(pthread_create(&th[i], NULL, wgrad_per_thread_main, &w[i]), 0);
+        }
+        for (int i = 0; i < 2; i++) {
+            pthread_join(th[i], NULL);
+            if (w[i].st && !st) st = w[i].st;
+        }
+    } else {
+        for (int rep = 0; rep < 40 && !st; rep++)
+            for (int i = 0; i < 2 && !st; i++) st = kiln_gemm(ctx, &p[i], s[i]);
+    }
     if (st) CASE_FAIL("kiln_gemm on two streams: %s", kiln_last_error(ctx));
     CU(g_drv.cuCtxSynchronize());
     if (!g_saw_dynamic) CASE_FAIL("the default wgrad kernel loaded without its work-order counters");
@@ -986,10 +1020,22 @@ static void test_wgrad_streams(void **state)
         }
         case_free(&c[i], &b[i]);
         free(m[i]);
-        CU(g_drv.cuStreamDestroy(s[i]));
+        if (s[i]) CU(g_drv.cuStreamDestroy(s[i]));
     }
     kiln_context_destroy(ctx);
     assert_int_equal(g_failures, failures_before);
+}
+
+static void test_wgrad_streams(void **state)
+{
+    (void)state;
+    wgrad_two_streams(0);
+}
+
+static void test_wgrad_per_thread_streams(void **state)
+{
+    (void)state;
+    wgrad_two_streams(1);
 }
 
 /* Discrete dW (a buffer per expert, as TransformerEngine and Megatron keep
@@ -1165,11 +1211,16 @@ int main(void)
         cmocka_unit_test(test_fprop_dgrad_tuned),
         cmocka_unit_test(test_wgrad_tuned),
         cmocka_unit_test(test_wgrad_streams),
+        cmocka_unit_test(test_wgrad_per_thread_streams),
         cmocka_unit_test(test_wgrad_discrete),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),
     };
+    /* KILN_TEST_FILTER: run only the tests whose names match (cmocka's
+     * pattern: * and ? wildcards), e.g. one test of a device call */
+    const char *only = getenv("KILN_TEST_FILTER");
+    if (only && *only) cmocka_set_test_filter(only);
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     /* Run with a bundle ($KILN_BUNDLE_PATH) and an empty cache, the
      * generated path must do no NVRTC work at all: every kernel comes from
