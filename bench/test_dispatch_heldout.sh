@@ -25,8 +25,11 @@
 # (it put qwen2_57b_fc2_rand's 128x256 pick at 1.26x; the new run, 1.00x).
 # That run times the defaults alone, so it checks the model's column only,
 # at LIMIT_SPLIT: the split at 1024 tokens a group gave 1.048 and 1.058
-# there.  The cascade's column for those kinds waits for a held-out run of
-# the table's kernels (docs/dispatch.md, thirty-fifth session).
+# there.  The thirty-sixth session's run (session36-heldout-wgrad-acc-tune)
+# times every kernel the table's accumulate entries name and the defaults
+# on all 38 held-out layers: both columns of those kinds, the cascade's at
+# LIMIT and the model's at LIMIT_SPLIT (the model ranking the defaults by
+# its estimate rather than by the shape class gave 1.034 there).
 #   test_dispatch_heldout.sh KILN_BENCH
 set -eu
 bench=$1
@@ -55,6 +58,8 @@ for csv in docs/results/session29-unseen-tune-h200-2026-11-29.csv \
 done
 "$bench" --dispatch-report docs/results/session35-heldout-wgrad-acc-defaults-h200-2026-11-29.csv \
   --cases "$dir/shapes.tsv" > "$dir/split.txt"
+"$bench" --dispatch-report docs/results/session36-heldout-wgrad-acc-tune-h200-2026-11-30.csv \
+  --cases "$dir/shapes.tsv" > "$dir/acc.txt"
 # "dispatch (tables)  KIND geomean X, ..." and "model alone (defaults)  KIND ...",
 # one line per kind (the CSVs time more than one kind each).
 fail=0
@@ -89,5 +94,7 @@ for want in "fprop bf16 bf16 bf16 plain" "dgrad bf16 bf16 bf16 plain" \
 done
 for want in "wgrad bf16 bf16 f32 accumulate" "wgrad bf16 bf16 f32 accumulate+dbias"; do
   check "$dir/split.txt" "model alone (defaults)" "$want" $limit_split
+  check "$dir/acc.txt" "dispatch (tables)" "$want" $limit
+  check "$dir/acc.txt" "model alone (defaults)" "$want" $limit_split
 done
 exit $fail

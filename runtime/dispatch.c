@@ -187,13 +187,23 @@ static int inputs_16bit(const kiln_problem *p) { return kiln_dtype_size(p->a_typ
 
 /* 1 if a ranks before b for p: the template's own preference (its launch
  * table's), then fewer unused epilogue terms, then the model's estimate,
- * then the tile rule. */
+ * then the tile rule.  Accumulating wgrad skips the model: its defaults
+ * are a 128x128 kernel for short reductions and a 128x256 one for long,
+ * and the model, which counts whole waves of equal tiles and pads, put the
+ * 128x128 rows kernel more than its tie ahead on five held-out layers of
+ * 546-4096 tokens a group (K = 1408, which 256-wide tiles pad, and
+ * K = 512), where it took 1.13-1.31x the best kernel's time; the class's
+ * pick took 1.00-1.08x.  Over the held-out layers the model's choice went
+ * from 1.034 to 1.018 of the best in geometric mean (1.027 to 1.007 with
+ * db); on the corpus and for discrete dW no priced choice got worse (H200,
+ * docs/dispatch.md, thirty-sixth session). */
 static int ranks_before(const candidate *a, const candidate *b, const kiln_problem *p)
 {
     int fa = a->k.launch ? a->k.launch->preference : 0, fb = b->k.launch ? b->k.launch->preference : 0;
     if (fa != fb) return fa > fb;
     int ua = unused_features(a->k.desc, p), ub = unused_features(b->k.desc, p);
     if (ua != ub) return ua < ub;
+    if (p->op == KILN_OP_WGRAD && p->accumulate) return tile_rule(a->k.desc, b->k.desc, p);
     const double tie = inputs_16bit(p) ? MODEL_TIE_16 : MODEL_TIE_8;
     if (a->est.us < b->est.us * (1 - tie)) return 1;
     if (b->est.us < a->est.us * (1 - tie)) return 0;

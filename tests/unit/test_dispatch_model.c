@@ -4,7 +4,7 @@
  * class keeps a neighbour's kernel one row past a bucket edge (no cliff),
  * how far a class stands for a call (by op and input width), the model
  * overruling a class whose kernel it rates well behind its own, the model's
- * tie window, the cost model's choice on shapes whose answer is clear, dispatch with
+ * tie window, accumulating wgrad's choice by shape class, the cost model's choice on shapes whose answer is clear, dispatch with
  * tables off, the dbias signature's own entry, kernels of other types
  * (fp8) never chosen for a bf16 call, and each fp8 recipe's own entry.  Fake catalogs and tables; no GPU. */
 #include <stdio.h>
@@ -388,6 +388,38 @@ static void test_deeper_pipeline_breaks_ties(void **state)
     }
 }
 
+/* Accumulating wgrad: the shape class picks between the 128x128 default
+ * (short reductions) and the 128x256 one (long), whatever the model says.
+ * On a layer of 40 experts of 1638 tokens, K 512 (granite_fc2_rand, held
+ * out), the model rates 128x128 more than its tie ahead; measured, it took
+ * 1.31x the 128x256 kernel's time (docs/dispatch.md, thirty-sixth
+ * session).  Decode-sized groups still take 128x128. */
+static void test_accumulate_wgrad_by_class(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    kiln_kernel_desc *small = add(&c, "acc128x128", KILN_OP_WGRAD, 128, 128, "cooperative");
+    kiln_kernel_desc *big = add(&c, "acc128x256", KILN_OP_WGRAD, 128, 256, "cooperative");
+    small->accumulate = big->accumulate = 1;
+    small->out_type = big->out_type = KILN_DTYPE_F32;
+    kiln_problem p;
+    problem(&p, KILN_OP_WGRAD, 40, 1638, 1536, 512);
+    p.out_type = KILN_DTYPE_F32;
+    p.accumulate = 1;
+    kiln_dispatch_estimate e128, e256;
+    kiln_dispatch_model_estimate(small, &c.l[0], &p, 132, &e128);
+    kiln_dispatch_model_estimate(big, &c.l[1], &p, 132, &e256);
+    assert_true(e128.us < e256.us * 0.95);   /* past the model's tie */
+    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_string_equal(c.d[ch.kernel].name, "acc128x256");
+    problem(&p, KILN_OP_WGRAD, 64, 16, 2048, 4096);
+    p.out_type = KILN_DTYPE_F32;
+    p.accumulate = 1;
+    ch = choose(&c, &p, NULL, 0);
+    assert_string_equal(c.d[ch.kernel].name, "acc128x128");
+}
+
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
  * chooses among the catalog's kernels; with the tables given but their
  * rules skipped, the defaults still win when one serves, and the tables'
@@ -546,6 +578,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_memory_bound_tail_wave),
     cmocka_unit_test(test_routing_slack),
     cmocka_unit_test(test_deeper_pipeline_breaks_ties),
+    cmocka_unit_test(test_accumulate_wgrad_by_class),
     cmocka_unit_test(test_tables_off),
     cmocka_unit_test(test_dbias_gets_its_own_entry),
     cmocka_unit_test(test_types_must_match),
