@@ -29,7 +29,10 @@
 # times every kernel the table's accumulate entries name and the defaults
 # on all 38 held-out layers: both columns of those kinds, the cascade's at
 # LIMIT and the model's at LIMIT_SPLIT (the model ranking the defaults by
-# its estimate rather than by the shape class gave 1.034 there).
+# its estimate rather than by the shape class gave 1.034 there).  Dense
+# overwriting wgrad, plain and with db, is priced by that session's run of
+# the kernels its entries name and the defaults on the same layers
+# (session36-heldout-wgrad-overwrite-tune), both columns at LIMIT.
 #   test_dispatch_heldout.sh KILN_BENCH
 set -eu
 bench=$1
@@ -60,6 +63,8 @@ done
   --cases "$dir/shapes.tsv" > "$dir/split.txt"
 "$bench" --dispatch-report docs/results/session36-heldout-wgrad-acc-tune-h200-2026-11-30.csv \
   --cases "$dir/shapes.tsv" > "$dir/acc.txt"
+"$bench" --dispatch-report docs/results/session36-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv \
+  --cases "$dir/shapes.tsv" > "$dir/overwrite.txt"
 # "dispatch (tables)  KIND geomean X, ..." and "model alone (defaults)  KIND ...",
 # one line per kind (the CSVs time more than one kind each).
 fail=0
@@ -96,5 +101,10 @@ for want in "wgrad bf16 bf16 f32 accumulate" "wgrad bf16 bf16 f32 accumulate+dbi
   check "$dir/split.txt" "model alone (defaults)" "$want" $limit_split
   check "$dir/acc.txt" "dispatch (tables)" "$want" $limit
   check "$dir/acc.txt" "model alone (defaults)" "$want" $limit_split
+done
+for want in "wgrad bf16 bf16 bf16 plain" "wgrad bf16 bf16 bf16 dbias"; do
+  for column in "dispatch (tables)" "model alone (defaults)"; do
+    check "$dir/overwrite.txt" "$column" "$want" $limit
+  done
 done
 exit $fail

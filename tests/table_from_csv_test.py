@@ -310,7 +310,11 @@ def test_shipped():
             # cases, after the thirty-fourth session gave cooperative 128x256
             # kernels the dynamic work order; the candidates: every kernel an
             # entry named and the 128x256 ones at 3 and 4 stages
-            "docs/results/session35-wgrad-acc-retune-h200-2026-11-29.csv"]
+            "docs/results/session35-wgrad-acc-retune-h200-2026-11-29.csv",
+            # dense overwriting wgrad (plain and with db) over the corpus and
+            # the cases, after the dynamic work order: every kernel an entry
+            # named, their 4-stage and 128x192 3-stage twins, the defaults
+            "docs/results/session36-wgrad-overwrite-retune-h200-2026-11-30.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
