@@ -871,7 +871,8 @@ static void test_fprop_dgrad_tuned(void **state)
 
 /* The tuned wgrad kernels (the table's winners from the sweeps) and the
  * bf16 sm90 wgrad defaults (what the model serves where no table class is
- * near), each forced through KILN_KERNEL: pairs of CTAs (clusters: each CTA
+ * near), each forced through KILN_KERNEL: pairs of CTAs where the table
+ * names any (clusters: each CTA
  * loads half of the shared operand's boxes, multicast to both, and a
  * pair's second tile past N or K loads and computes but must write nothing)
  * and
@@ -887,13 +888,16 @@ static void test_fprop_dgrad_tuned(void **state)
  * kernels that add rows (wgrad.rows, kiln_rowbox_*_f32: K a multiple of
  * 32, a row box half past N added by hand).  The table's dbias winners
  * (specs/sweeps/wgrad_sm90_dbias.yaml, _acc_dbias) run with an f32 db,
- * checked too.  The shipped table names pair, accumulate, dbias,
- * row-storing and row-adding kernels, so finding none of any fails. */
+ * checked too.  The shipped table names accumulate, dbias, row-storing
+ * and row-adding kernels, so finding none of any fails.  Pairs run where
+ * the table names one; since the thirty-sixth session's re-tune it names
+ * none (the dynamic work order, which pairs do not have, won their decode
+ * classes), and kiln tune checks every pair of the sweeps before timing. */
 static void test_wgrad_tuned(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    int pairs = 0, accs = 0, dbiases = 0, rows = 0, acc_rows = 0;
+    int accs = 0, dbiases = 0, rows = 0, acc_rows = 0;
     static const int64_t nk[MIXES][2] = {{328, 328}, {328, 640}, {256, 384}, {200, 264}};
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
@@ -903,7 +907,6 @@ static void test_wgrad_tuned(void **state)
         const int dbias = strstr(ce->desc, " dbias=1") != NULL;
         /* What the table's winners must include (the defaults aside). */
         const int tuned = ce->tuned_only;
-        pairs += tuned && strstr(ce->desc, "launch_cluster=1x1") == NULL;
         accs += tuned && acc;
         dbiases += tuned && dbias;
         rows += tuned && strstr(ce->desc, " tmap_d=1:64:16:128:") != NULL;
@@ -912,7 +915,6 @@ static void test_wgrad_tuned(void **state)
                          strstr(ce->desc, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, acc, dbias,
                          strstr(ce->desc, " wgrad_output=discrete") != NULL, nk, 7);
     }
-    if (!pairs) CASE_FAIL("the catalog carries no wgrad kernel with a cluster (the table's pair winners)");
     if (!accs) CASE_FAIL("the catalog carries no tuned accumulating wgrad kernel (the table's winners)");
     if (!dbiases) CASE_FAIL("the catalog carries no tuned dbias wgrad kernel (the table's winners)");
     if (!rows) CASE_FAIL("the catalog carries no tuned wgrad kernel storing rows a tile wide");
@@ -1224,14 +1226,16 @@ int main(void)
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     /* Run with a bundle ($KILN_BUNDLE_PATH) and an empty cache, the
      * generated path must do no NVRTC work at all: every kernel comes from
-     * the bundle. */
+     * the bundle (and some must, unless a filter left out the tests that
+     * use this context). */
     kiln_context_stats st;
     kiln_context_stats_get(g_gen, &st);
     printf("generated path: %llu NVRTC compiles, %llu cache hits, %llu bundle hits, %llu launches\n",
            (unsigned long long)st.nvrtc_compiles, (unsigned long long)st.cache_hits,
            (unsigned long long)st.bundle_hits, (unsigned long long)st.launches);
     const char *expect = getenv("KILN_TEST_EXPECT_NO_NVRTC");
-    if (expect && *expect == '1' && (st.nvrtc_compiles != 0 || st.bundle_hits == 0)) {
+    const int vacuous = st.bundle_hits == 0 && !(only && *only);
+    if (expect && *expect == '1' && (st.nvrtc_compiles != 0 || vacuous)) {
         printf("FAIL: KILN_TEST_EXPECT_NO_NVRTC=1 but NVRTC compiled %llu kernels "
                "(%llu from bundles)\n", (unsigned long long)st.nvrtc_compiles,
                (unsigned long long)st.bundle_hits);
