@@ -37,6 +37,7 @@
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "probe_timing.cuh"
 
 struct alignas(64) tmap { unsigned long long b[16]; };
 
@@ -221,9 +222,6 @@ int main(int argc, char **argv)
     encode(&mbox, d, G * N, K, 32, CU_TENSOR_MAP_SWIZZLE_128B);
     encode(&mrow, d, G * N, K, 128, CU_TENSOR_MAP_SWIZZLE_NONE);
     const int tm = (int)(N / 128), tk = (int)(K / 128), tiles = (int)(G * tm * tk);
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     const char *names[5] = {"reduce-add 16x32 boxes (today)", "reduce-add 16x128 rows", "ld/add/st.global",
                             "ld.global, add, TMA store", "TMA load, add, TMA store"};
     void (*ks[5])(const tmap, const tmap, float *, long long, int, int, int, long long) =
@@ -236,19 +234,8 @@ int main(int argc, char **argv)
             for (int w = 0; w < 5; ++w) {
                 CK(cudaFuncSetAttribute(ks[w], cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
                 CK(cudaMemset(d, 0, bytes));
-                std::vector<float> ms;
-                for (int i = 0; i < launches; ++i) {
-                    CK(cudaEventRecord(e0));
-                    ks[w]<<<sms, 256, kSmem>>>(mbox, mrow, d, K, tiles, tm, tk, sp);
-                    CK(cudaEventRecord(e1));
-                    CK(cudaEventSynchronize(e1));
-                    float t;
-                    CK(cudaEventElapsedTime(&t, e0, e1));
-                    if (i >= 2) ms.push_back(t);
-                }
-                CK(cudaGetLastError());
-                std::sort(ms.begin(), ms.end());
-                const float med = ms[ms.size() / 2];
+                const float med = median_launch_ms(
+                    [&] { ks[w]<<<sms, 256, kSmem>>>(mbox, mrow, d, K, tiles, tm, tk, sp); }, launches, 2);
                 long long bad = 0;
                 if (round == 0) {
                     std::vector<float> h(bytes / 4);

@@ -43,6 +43,7 @@
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
+#include "probe_timing.cuh"
 
 struct alignas(64) tmap { unsigned long long b[16]; };
 
@@ -188,9 +189,6 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&d, bytes));
     CK(cudaMemset(d, 0, bytes));
     const int tm = (int)(N / 128), tk = (int)(K / tcols), tiles = (int)(G * tm * tk);
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     const char *names[5] = {"16x64 swz128, per warp", "64x64 swz128, per warp group",
                             "16x256 unswizzled, per warp", "64x256 unswizzled, per warp group",
                             "16x4x64 3-D swz128, per warp"};
@@ -224,19 +222,8 @@ int main(int argc, char **argv)
                     : (L == 0 ? probe<0, false> : L == 1 ? probe<1, false> : L == 2 ? probe<2, false> :
                        L == 3 ? probe<3, false> : probe<4, false>);
             CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-            std::vector<float> ms;
-            for (int i = 0; i < launches; ++i) {
-                CK(cudaEventRecord(e0));
-                k<<<sms, 256, kSmem>>>(m, tiles, tm, tk, spin_cycles);
-                CK(cudaEventRecord(e1));
-                CK(cudaEventSynchronize(e1));
-                float t;
-                CK(cudaEventElapsedTime(&t, e0, e1));
-                if (i >= 2) ms.push_back(t);
-            }
-            CK(cudaGetLastError());
-            std::sort(ms.begin(), ms.end());
-            const float med = ms[ms.size() / 2];
+            const float med = median_launch_ms([&] { k<<<sms, 256, kSmem>>>(m, tiles, tm, tk, spin_cycles); },
+                                               launches, 2);
             /* stores: every 16 bytes where the layout's swizzle says: {t, r,
              * lane, 0} at row row0 + 64 wg + 16 wq + r, column col0 + 8 lane;
              * adds: every element 1.0 a launch */
