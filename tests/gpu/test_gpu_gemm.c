@@ -872,11 +872,10 @@ static void test_fprop_dgrad_tuned(void **state)
 /* The tuned wgrad kernels (the table's winners from the sweeps) and the
  * bf16 sm90 wgrad defaults (what the model serves where no table class is
  * near), each forced through KILN_KERNEL: pairs of CTAs where the table
- * names any (clusters: each CTA
- * loads half of the shared operand's boxes, multicast to both, and a
- * pair's second tile past N or K loads and computes but must write nothing)
- * and
- * accumulating ones (the old dW prefetched into L2 before the adds).  N and
+ * names any (clusters: each CTA loads half of the shared operand's boxes,
+ * multicast to both, and a pair's second tile past N or K loads and
+ * computes but must write nothing) and accumulating ones (the old dW
+ * prefetched into L2 before the adds).  N and
  * K leave such tiles for every tile shape (N = 328: 3 row tiles of 128,
  * the last 16-row box half past N; K = 328 and 640: 3 column tiles of 128
  * or 256), with empty groups, decode-sized ones and groups of several

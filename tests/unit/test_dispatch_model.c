@@ -4,9 +4,11 @@
  * class keeps a neighbour's kernel one row past a bucket edge (no cliff),
  * how far a class stands for a call (by op and input width), the model
  * overruling a class whose kernel it rates well behind its own, the model's
- * tie window, accumulating wgrad's choice by shape class, the cost model's choice on shapes whose answer is clear, dispatch with
- * tables off, the dbias signature's own entry, kernels of other types
- * (fp8) never chosen for a bf16 call, and each fp8 recipe's own entry.  Fake catalogs and tables; no GPU. */
+ * tie window, accumulating wgrad's choice by shape class, the cost model's
+ * choice on shapes whose answer is clear, dispatch with tables off, the
+ * dbias signature's own entry, kernels of other types (fp8) never chosen
+ * for a bf16 call, and each fp8 recipe's own entry.  Fake catalogs and
+ * tables; no GPU. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
