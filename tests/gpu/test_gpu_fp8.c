@@ -435,6 +435,7 @@ int main(void)
         cmocka_unit_test(test_every_default),
         cmocka_unit_test(test_graph_replay),
     };
+    kiln_test_filter();
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     kiln_context_destroy(g_ctx);
     return rc;

@@ -363,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_dgrad),
         cmocka_unit_test(test_refusals),
     };
+    kiln_test_filter();
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     kiln_context_destroy(g_ctx);
     return rc;

@@ -1218,10 +1218,7 @@ int main(void)
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),
     };
-    /* KILN_TEST_FILTER: run only the tests whose names match (cmocka's
-     * pattern: * and ? wildcards), e.g. one test of a device call */
-    const char *only = getenv("KILN_TEST_FILTER");
-    if (only && *only) cmocka_set_test_filter(only);
+    const char *only = kiln_test_filter();
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     /* Run with a bundle ($KILN_BUNDLE_PATH) and an empty cache, the
      * generated path must do no NVRTC work at all: every kernel comes from
@@ -1233,7 +1230,7 @@ int main(void)
            (unsigned long long)st.nvrtc_compiles, (unsigned long long)st.cache_hits,
            (unsigned long long)st.bundle_hits, (unsigned long long)st.launches);
     const char *expect = getenv("KILN_TEST_EXPECT_NO_NVRTC");
-    const int vacuous = st.bundle_hits == 0 && !(only && *only);
+    const int vacuous = st.bundle_hits == 0 && !only;
     if (expect && *expect == '1' && (st.nvrtc_compiles != 0 || vacuous)) {
         printf("FAIL: KILN_TEST_EXPECT_NO_NVRTC=1 but NVRTC compiled %llu kernels "
                "(%llu from bundles)\n", (unsigned long long)st.nvrtc_compiles,

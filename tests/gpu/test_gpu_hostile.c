@@ -227,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_offsets),
         cmocka_unit_test(test_many_groups),
     };
+    kiln_test_filter();
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     kiln_context_destroy(g_ctx);
     return rc;

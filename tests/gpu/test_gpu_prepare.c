@@ -235,5 +235,6 @@ int main(void)
         cmocka_unit_test(test_prepare_then_capture),
         cmocka_unit_test(test_log_env),
     };
+    kiln_test_filter();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

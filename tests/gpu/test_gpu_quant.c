@@ -729,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_delayed_graph),
         cmocka_unit_test(test_loaded_once),
     };
+    kiln_test_filter();
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     kiln_context_destroy(g_ctx);
     return rc;

@@ -52,7 +52,8 @@ int gpu_setup(void);
  * 1 when the context cannot be made (printed, *ctx destroyed). */
 int gpu_setup_context(unsigned allowed, kiln_context **ctx);
 /* main's whole job in most GPU tests: gpu_setup, then the tests. */
-#define gpu_run_group_tests(tests) (gpu_setup() ? 77 : cmocka_run_group_tests(tests, NULL, NULL))
+#define gpu_run_group_tests(tests) \
+    (gpu_setup() ? 77 : (kiln_test_filter(), cmocka_run_group_tests(tests, NULL, NULL)))
 
 static inline int rng_int(int lo, int hi) { return kts_rng_int(&g_rng, lo, hi); }
 static inline float rng_val(void) { return kts_rng_exact(&g_rng); }

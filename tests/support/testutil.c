@@ -111,6 +111,14 @@ int kiln_test_kiln(char **output, const char *fmt, ...)
     return kiln_test_run(cmd, output);
 }
 
+const char *kiln_test_filter(void)
+{
+    const char *only = getenv("KILN_TEST_FILTER");
+    if (!only || !*only) return NULL;
+    cmocka_set_test_filter(only);
+    return only;
+}
+
 const char *kiln_test_kiln_bin(void)
 {
     const char *b = getenv("KILN_BIN");

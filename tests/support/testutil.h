@@ -45,6 +45,11 @@ int kiln_test_kiln(char **output, const char *fmt, ...) __attribute__((format(pr
     kiln_test_has_all(__FILE__, __LINE__, (text), (const char *const[]){__VA_ARGS__, NULL})
 void kiln_test_has_all(const char *file, int line, const char *text, const char *const *needles);
 
+/* KILN_TEST_FILTER=PATTERN: the next cmocka_run_group_tests runs only the
+ * tests whose names match (cmocka's * and ? wildcards; e.g. one GPU test in
+ * a device call).  Returns the pattern, or NULL when none is set. */
+const char *kiln_test_filter(void);
+
 /* The main of a test program that runs one group of tests, no group
  * fixtures: KILN_TEST_MAIN(cmocka_unit_test(a), kiln_test_with_dir(b), ...).
  * Every CPU test program's main was these same lines. */
@@ -52,6 +57,7 @@ void kiln_test_has_all(const char *file, int line, const char *text, const char 
     int main(void)                                                                                 \
     {                                                                                              \
         const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        kiln_test_filter();                                                                        \
         return cmocka_run_group_tests(tests, NULL, NULL);                                          \
     }
 
