@@ -35,16 +35,8 @@
 #include <algorithm>
 #include <cstring>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
-#include "probe_timing.cuh"
+#include "probe_util.cuh"
 
-struct alignas(64) tmap { unsigned long long b[16]; };
-
-__device__ __forceinline__ unsigned smem_u32(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ void red_box(const tmap *m, unsigned src, int x, int y)
 {
     asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
@@ -77,20 +69,11 @@ __device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes)
 {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wait_read()
 {
     asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
 }
-__device__ __forceinline__ void wait_all0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-__device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-__device__ __forceinline__ void spin(long long cycles)
-{
-    if (cycles <= 0) return;
-    const long long t0 = clock64();
-    while (clock64() - t0 < cycles) {}
-}
 
 /* Tile t's first row and column, as the wgrad kernel's group raster (8-row
  * bands of 128x128 tiles, rows fastest inside a band). */

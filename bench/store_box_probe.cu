@@ -41,16 +41,8 @@
 #include <algorithm>
 #include <cstring>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
-#include "probe_timing.cuh"
+#include "probe_util.cuh"
 
-struct alignas(64) tmap { unsigned long long b[16]; };
-
-__device__ __forceinline__ unsigned smem_u32(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
 
 /* A box out through the map: a TMA store, or with ADD an fp32 reduce-add. */
 template <bool ADD>
@@ -73,18 +65,9 @@ __device__ __forceinline__ void put_box3(const tmap *m, unsigned src, int x, int
         asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
                      :: "l"(m), "r"(src), "r"(x), "r"(c), "r"(y) : "memory");
 }
-__device__ __forceinline__ void commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
-__device__ __forceinline__ void wait_all0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-__device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ void wg_bar(int wg) { asm volatile("bar.sync %0, 128;" :: "r"(wg + 1) : "memory"); }
 
-__device__ __forceinline__ void spin(long long cycles)
-{
-    if (cycles <= 0) return;
-    const long long t0 = clock64();
-    while (clock64() - t0 < cycles) {}
-}
 
 /* Tile t's first row and column (in elements, tiles tcols wide), as the
  * wgrad kernel's group raster. */
