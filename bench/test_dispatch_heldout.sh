@@ -45,7 +45,9 @@ TWINS="sm90_fprop_e4m3_row_64x128=fprop_sm90_e4m3_row__m64_n128_k128_s8_c1x1_rgr
 sm90_dgrad_e4m3_row_64x128=dgrad_sm90_e4m3_row__m64_n128_k128_s8_c1x1_rgroup_pingpong
 sm90_fprop_e4m3_block_64x128=fprop_sm90_e4m3_block__m64_n128_k128_s8_c1x1_rgroup_pingpong
 sm90_dgrad_e4m3_block_64x128=dgrad_sm90_e4m3_block__m64_n128_k128_s8_c1x1_rgroup_pingpong
-sm90_wgrad_bf16_f32_discrete_acc_128x128=wgrad_sm90_bf16_discrete_acc__m128_n128_k64_s4_cooperative"
+sm90_wgrad_bf16_f32_discrete_acc_128x128=wgrad_sm90_bf16_discrete_acc__m128_n128_k64_s4_cooperative
+sm90_fprop_bf16_128x192=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperative
+sm90_dgrad_bf16_128x192=dgrad_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperative"
 for csv in docs/results/session29-unseen-tune-h200-2026-11-29.csv \
            docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv \
            docs/results/session31-heldout-wgrad-discrete-tune-h200-2026-11-29.csv; do

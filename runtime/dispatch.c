@@ -302,6 +302,20 @@ static int should_use_nearest(const kiln_dispatch_input *in, const kiln_dispatch
     return 1;
 }
 
+/* A default 192 columns wide is ranked only on output widths that 192
+ * divides and 256 does not (GPT-OSS's 2880 and 5760), where the 256-wide
+ * tile pads its last column of tiles.  Elsewhere the model's whole-wave
+ * count put 128x192 first on randomly routed calls where it ran 5-9%
+ * behind (jetmoe_fc1_rand dgrad 1.06 -> 1.12 of the best; docs/dispatch.md,
+ * thirty-first and thirty-seventh sessions).  The output's columns are N
+ * for fprop and K for dgrad; wgrad has no such default. */
+static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
+{
+    if (d->tile_n != 192 || p->op == KILN_OP_WGRAD) return 1;
+    int64_t cols = p->op == KILN_OP_FPROP ? p->n : p->k;
+    return cols % 192 == 0 && cols % 256 != 0;
+}
+
 /* The model's first among the catalog's defaults that serve the call (the
  * tables' kernels when none does); -1 if none (why says so). */
 static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
@@ -328,6 +342,7 @@ static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispat
             }
             continue;
         }
+        if (!in->only_kernel && !width_suits(in->kernels[i].desc, p)) continue;
         candidate c = {.k = in->kernels[i], .kernel = (long)i, .tuned = -1};
         kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, &c.est);
         if (!(*n_served)++ || ranks_before(&c, best, p)) *best = c;

@@ -110,7 +110,7 @@ static void test_pack_multi_arch(void **state)
         assert_true(strstr(p, " for sm_80: ") < nl);
         skips++;
     }
-    assert_int_equal(skips, 45); /* the sm90 specs of specs/default (10 of them dbias twins,
+    assert_int_equal(skips, 47); /* the sm90 specs of specs/default (10 of them dbias twins,
                                     13 fp8) */
     free(out);
     assert_int_equal(kiln_test_kiln(&out, "bundle ls %s", multi), 0);

@@ -864,6 +864,10 @@ static void test_fprop_dgrad_tuned(void **state)
         wide192 += strstr(ce->desc, " tile=128x192x64 ") || strstr(ce->desc, " tile=64x192x64 ");
         run_forced_mixes(ce->name, op, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     }
+    /* the 192-wide defaults, which the model serves on output widths that
+     * 192 divides and 256 does not (runtime/dispatch.c, width_suits) */
+    run_forced_mixes("sm90_fprop_bf16_128x192", KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
+    run_forced_mixes("sm90_dgrad_bf16_128x192", KILN_OP_DGRAD, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     if (!kernels) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel (the table's winners)");
     if (!wide192) CASE_FAIL("the catalog carries no 192-wide tuned fprop/dgrad kernel (the GPT-OSS winners)");
     assert_int_equal(g_failures, failures_before);

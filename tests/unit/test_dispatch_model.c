@@ -422,6 +422,40 @@ static void test_accumulate_wgrad_by_class(void **state)
     assert_string_equal(c.d[ch.kernel].name, "acc128x128");
 }
 
+/* A 192-wide default is ranked only where 192 divides the output's width
+ * and 256 does not.  On GPT-OSS's 2880 (gptoss120b_fc2_bal dgrad, 128
+ * experts of 128 tokens) 128x256 pads its last column of tiles and took
+ * 1.155x the 192-wide kernel's time; on jetmoe_fc1_rand's dgrad (8 experts
+ * of 1024 tokens, 2048 wide) the model ranks 128x192 first, where it ran
+ * 1.12x the best (H200, docs/dispatch.md, thirty-seventh session). */
+static void test_192_wide_where_256_pads(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "d128x128", KILN_OP_DGRAD, 128, 128, "pingpong");
+    add(&c, "d128x256", KILN_OP_DGRAD, 128, 256, "cooperative");
+    add(&c, "d128x192", KILN_OP_DGRAD, 128, 192, "cooperative");
+    add(&c, "d64x256", KILN_OP_DGRAD, 64, 256, "pingpong");
+    kiln_problem p;
+    problem(&p, KILN_OP_DGRAD, 128, 128, 2880, 2880);
+    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_string_equal(c.d[ch.kernel].name, "d128x192");
+    problem(&p, KILN_OP_DGRAD, 8, 1024, 5632, 2048);
+    kiln_dispatch_estimate e[4];
+    for (int i = 0; i < 4; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
+    /* 128x192 within the model's tie of the best: the tile rule, which
+     * prefers the larger tile, would take it */
+    for (int i = 0; i < 4; i++) assert_true(e[2].us * 0.95 < e[i].us);
+    ch = choose(&c, &p, NULL, 0);
+    assert_string_not_equal(c.d[ch.kernel].name, "d128x192");
+    /* the same width in fprop is N */
+    problem(&p, KILN_OP_FPROP, 8, 1024, 2048, 5632);
+    for (size_t i = 0; i < c.n; i++) c.d[i].op = KILN_OP_FPROP;
+    ch = choose(&c, &p, NULL, 0);
+    assert_string_not_equal(c.d[ch.kernel].name, "d128x192");
+}
+
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
  * chooses among the catalog's kernels; with the tables given but their
  * rules skipped, the defaults still win when one serves, and the tables'
@@ -581,6 +615,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_routing_slack),
     cmocka_unit_test(test_deeper_pipeline_breaks_ties),
     cmocka_unit_test(test_accumulate_wgrad_by_class),
+    cmocka_unit_test(test_192_wide_where_256_pads),
     cmocka_unit_test(test_tables_off),
     cmocka_unit_test(test_dbias_gets_its_own_entry),
     cmocka_unit_test(test_types_must_match),
