@@ -223,14 +223,13 @@ KDEV void kiln_tma_prefetch_desc(const kiln_tmap *map)
 }
 
 /* Maps re-pointed on the device (per-expert weights in sm90_gemm.cuh,
- * per-expert dW and short k-blocks' boxes in sm90_wgrad.cuh): writes a copy
- * of `src` (a map of the kernel parameters) into `slot` in global memory
- * (TMA reads maps from there, not from shared memory), points it at ptrs[g]
- * (or changes its box) with tensormap.replace, and orders those
- * generic-proxy writes before the TMA unit's reads of the slot with the
- * tensormap proxy fences; then prefetches it into the descriptor cache.
- * The caller issues the TMA operations that use it, and must know that
- * none still reads the slot's old contents.
+ * per-expert dW in sm90_wgrad.cuh): writes a copy of `src` (a map of the
+ * kernel parameters) into `slot` in global memory (TMA reads maps from
+ * there, not from shared memory), points it at ptrs[g] with
+ * tensormap.replace, and orders those generic-proxy writes before the TMA
+ * unit's reads of the slot with the tensormap proxy fences; then prefetches
+ * it into the descriptor cache.  The caller issues the TMA operations that
+ * use it, and must know that none still reads the slot's old contents.
  * Slots are indexed by kiln_smid(): no two CTAs of a kernel that uses them
  * share an SM (its template asks for more than half of the SM's shared
  * memory), so a slot has one writer at a time, also with concurrent
@@ -245,41 +244,19 @@ KDEV kiln_u32 kiln_smid()
     return sm;
 }
 
-/* Copies src into slot; returns the slot's global address for tensormap.replace. */
-KDEV kiln_u64 kiln_tmap_copy(kiln_tmap *slot, const kiln_tmap *src)
+KDEV void kiln_tmap_repoint(kiln_tmap *slot, const kiln_tmap *src, const void *const *ptrs, int g)
 {
     const uint4 *s = (const uint4 *)src;
     uint4 *d = (uint4 *)slot;
 #pragma unroll
     for (int i = 0; i < 8; ++i) d[i] = s[i];
-    return (kiln_u64)__cvta_generic_to_global(slot);
-}
-
-/* Orders the slot's generic-proxy writes before the TMA unit's reads of it. */
-KDEV void kiln_tmap_publish(kiln_tmap *slot)
-{
+    const kiln_u64 gaddr = (kiln_u64)__cvta_generic_to_global(slot);
+    asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;"
+                 :: "l"(gaddr), "l"((kiln_u64)ptrs[g]) : "memory");
     asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
     asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
                  :: "l"((kiln_u64)slot) : "memory");
     kiln_tma_prefetch_desc(slot);
-}
-
-KDEV void kiln_tmap_repoint(kiln_tmap *slot, const kiln_tmap *src, const void *const *ptrs, int g)
-{
-    const kiln_u64 gaddr = kiln_tmap_copy(slot, src);
-    asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;"
-                 :: "l"(gaddr), "l"((kiln_u64)ptrs[g]) : "memory");
-    kiln_tmap_publish(slot);
-}
-
-/* The same for a copy whose boxes are `rows` deep in the map's outer
- * dimension (dimension 1) instead of src's. */
-KDEV void kiln_tmap_box_rows(kiln_tmap *slot, const kiln_tmap *src, int rows)
-{
-    const kiln_u64 gaddr = kiln_tmap_copy(slot, src);
-    asm volatile("tensormap.replace.tile.box_dim.global.b1024.b32 [%0], 1, %1;"
-                 :: "l"(gaddr), "r"(rows) : "memory");
-    kiln_tmap_publish(slot);
 }
 
 /* Programmatic dependent launch (runtime/launch.h, KILN_PDL=1).  wait:
@@ -676,12 +653,11 @@ struct kiln_ring {
 };
 
 /* Producer: waits until slot r.s is free and arms its full barrier for
- * `bytes` (a whole stage unless the loads are smaller boxes); returns the
- * full barrier the loads complete on. */
-KDEV kiln_u32 kiln_acquire(const kiln_smem &m, const kiln_ring &r, kiln_u32 bytes = STAGE_BYTES)
+ * STAGE_BYTES; returns the full barrier the loads complete on. */
+KDEV kiln_u32 kiln_acquire(const kiln_smem &m, const kiln_ring &r)
 {
     kiln_mbar_wait(m.empty(r.s), r.ph ^ 1);
-    kiln_mbar_expect_tx(m.full(r.s), bytes);
+    kiln_mbar_expect_tx(m.full(r.s), STAGE_BYTES);
     return m.full(r.s);
 }
 

@@ -176,39 +176,12 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
 
 /* ---------------------------------------------------------- producer */
 
-/* A group's last k-block of at most 32 (16) token rows is loaded in boxes
- * of 32 (16) rows instead of BK = 64: the rows past the group's end are
- * never multiplied (kiln_mainloop issues only their k16 steps), and the
- * consumers zero what the stage holds past the end as before.  A TMA
- * operation costs about the same up to 8 KiB and its bytes cost beyond
- * (bench/tma_load_probe.cu: 1 KiB boxes move 2.5x less than 8 KiB ones),
- * so the same number of smaller boxes saves the bytes, where the tenth
- * session's boxes of 8 rows, more operations, lost.  The maps are copies
- * of tmap_a and tmap_b in this SM's slots with the box cut
- * (kiln_tmap_box_rows; slots 0-1: A and B in boxes of 32 rows, 2-3: of
- * 16), made by thread 0 before the roles split (the producer's few
- * registers spilled the copies).  Not in pairs, whose boxes are multicast,
- * nor in discrete accumulating kernels, whose consumers then spilled 20
- * bytes (128x256 and 256x128 at 4 stages). */
-constexpr int TAIL_BOXES = CS == 1 && !(DISCRETE && ACCUMULATE);
-__device__ kiln_tmap kiln_tail_maps[TAIL_BOXES ? KILN_SLOT_SMS * 4 : 1];
-
-KDEV void kiln_make_tail_maps(const kiln_tmap *tmap_a, const kiln_tmap *tmap_b)
-{
-    kiln_tmap *const tail = &kiln_tail_maps[kiln_smid() * 4];
-    kiln_tmap_box_rows(tail + 0, tmap_a, 32);
-    kiln_tmap_box_rows(tail + 1, tmap_b, 32);
-    kiln_tmap_box_rows(tail + 2, tmap_a, 16);
-    kiln_tmap_box_rows(tail + 3, tmap_b, 16);
-}
-
 KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap *tmap_a,
                        const kiln_tmap *tmap_b)
 {
     kiln_ring r = {0, 0};
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
     kiln_q q = {0, 0};
-    const kiln_tmap *const tail = TAIL_BOXES ? &kiln_tail_maps[kiln_smid() * 4] : nullptr;
     int t = P.ctr ? (int)atomicAdd(P.ctr, 1u) : P.cta.cid;
     for (;;) {
         if (P.ctr) {   /* hand t (-1: no more) to the consumers */
@@ -222,30 +195,22 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
         const int tn = P.ctr ? (int)atomicAdd(P.ctr, 1u) : t + P.cta.ncl;
         const kiln_wtile T = kiln_decode(P, m, t, gcur);
         for (int kb = T.kb0; kb < T.kb1; ++kb) {
-            const int r0 = T.s + kb * BK;
-            const int valid = T.e - r0;   /* the group's rows from r0 on */
-            const kiln_tmap *ma = tmap_a, *mb = tmap_b;
-            kiln_u32 bytes = STAGE_BYTES;
-            if (TAIL_BOXES && valid <= 32) {
-                ma = tail + (valid > 16 ? 0 : 2);
-                mb = ma + 1;
-                bytes = valid > 16 ? STAGE_BYTES / 2 : STAGE_BYTES / 4;
-            }
-            const kiln_u32 full = kiln_acquire(m, r, bytes);
+            const kiln_u32 full = kiln_acquire(m, r);
             const kiln_u32 sa = m.stage(r.s);
             const kiln_u32 sb = sa + A_BYTES;
+            const int r0 = T.s + kb * BK;
             /* In a pair, each CTA loads every other box of the shared
              * operand into both CTAs' slots (multicast; both full barriers
              * count its bytes), the rest of its own. */
 #pragma unroll
             for (int j = 0; j < BM / 64; ++j) {
-                if (CN == 1) kiln_tma_load_2d(sa + j * BOX_BYTES, ma, full, T.n0 + 64 * j, r0);
+                if (CN == 1) kiln_tma_load_2d(sa + j * BOX_BYTES, tmap_a, full, T.n0 + 64 * j, r0);
                 else if ((j & 1) == P.cta.crank)
                     kiln_tma_load_2d_mc(sa + j * BOX_BYTES, tmap_a, full, T.n0 + 64 * j, r0, 3);
             }
 #pragma unroll
             for (int j = 0; j < BN / 64; ++j) {
-                if (CM == 1) kiln_tma_load_2d(sb + j * BOX_BYTES, mb, full, T.k0 + 64 * j, r0);
+                if (CM == 1) kiln_tma_load_2d(sb + j * BOX_BYTES, tmap_b, full, T.k0 + 64 * j, r0);
                 else if ((j & 1) == P.cta.crank)
                     kiln_tma_load_2d_mc(sb + j * BOX_BYTES, tmap_b, full, T.k0 + 64 * j, r0, 3);
             }
@@ -1044,7 +1009,6 @@ KILN_SM90_KERNEL
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
         if (!DISCRETE) kiln_tma_prefetch_desc(&tmap_d);
-        if (TAIL_BOXES) kiln_make_tail_maps(&tmap_a, &tmap_b);
     }
     /* accumulate: an empty group is left untouched (no work items);
      * overwrite: it still gets its tiles, which write zeros */

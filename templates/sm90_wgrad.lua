@@ -95,11 +95,7 @@ return function(spec, arch, mode)
      k.cm * k.cn == 1 then
     d_chunks = bn // 64
   end
-  -- One CTA an SM: discrete dW re-points per-SM copies of tmap_d, and
-  -- single CTAs keep per-SM copies of the operand maps for short k-blocks
-  -- (sm90_wgrad.cuh, TAIL_BOXES), which a second CTA of another launch on
-  -- the same SM would overwrite.
-  if output == "discrete" or k.cm * k.cn == 1 then smem = common.exclusive_sm(smem, arch) end
+  if output == "discrete" then smem = common.exclusive_sm(smem, arch) end
   if mode == "check" then return {smem = smem} end
 
   local entry = common.entry(spec)
