@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-/* probe_util.cuh — what the standalone store probes share
- * (bench/store_box_probe.cu, bench/acc_drain_probe.cu): error checks, a
+/* probe_util.cuh — what the standalone probes share (bench/store_box_probe.cu,
+ * bench/acc_drain_probe.cu, bench/tma_load_probe.cu): error checks, a
  * tensor map's storage, the bulk-copy group and proxy-fence wrappers, a
  * main loop's stand-in, and the timing loop.  Header-only. */
 #pragma once
@@ -22,6 +22,7 @@ __device__ __forceinline__ unsigned smem_u32(const void *p)
 }
 __device__ __forceinline__ void commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void wait_all0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 __device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 /* SPIN cycles of SM clock: a main loop's stand-in between two tiles */

@@ -65,7 +65,6 @@ __device__ __forceinline__ void put_box3(const tmap *m, unsigned src, int x, int
         asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
                      :: "l"(m), "r"(src), "r"(x), "r"(c), "r"(y) : "memory");
 }
-__device__ __forceinline__ void wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 __device__ __forceinline__ void wg_bar(int wg) { asm volatile("bar.sync %0, 128;" :: "r"(wg + 1) : "memory"); }
 
 

@@ -94,7 +94,6 @@ __device__ __forceinline__ void store_rows(const tmap *m, unsigned src, int y)
                  " [%0, {%2, %3, %4}], [%1], %5;"
                  :: "l"(m), "r"(src), "r"(0), "r"(0), "r"(y), "l"(pol) : "memory");
 }
-__device__ __forceinline__ void wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 __device__ __forceinline__ unsigned cluster_rank()
 {
     unsigned r;
