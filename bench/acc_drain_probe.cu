@@ -37,34 +37,6 @@
 
 #include "probe_util.cuh"
 
-__device__ __forceinline__ void red_box(const tmap *m, unsigned src, int x, int y)
-{
-    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
-                 :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
-}
-__device__ __forceinline__ void store_box(const tmap *m, unsigned src, int x, int y)
-{
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
-                 :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
-}
-__device__ __forceinline__ void load_box(const tmap *m, unsigned dst, unsigned bar, int x, int y)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];"
-                 :: "r"(dst), "l"(m), "r"(bar), "r"(x), "r"(y) : "memory");
-}
-__device__ __forceinline__ void mbar_init(unsigned bar)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned ph)
-{
-    asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }"
-                 :: "r"(bar), "r"(ph) : "memory");
-}
 __device__ __forceinline__ void prefetch_l2(const void *p, unsigned bytes)
 {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");
@@ -96,7 +68,7 @@ __global__ void __launch_bounds__(256, 1) probe(const __grid_constant__ tmap mbo
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     unsigned char *stg = smem + warp * 8192;   /* the warp's 16 rows x 512 bytes */
     const unsigned bar = smem_u32(smem + 8 * 8192 + warp * 8);
-    if (W == 4 && lane == 0) mbar_init(bar);
+    if (W == 4 && lane == 0) mbar_init(bar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     __syncthreads();
     unsigned ph = 0;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /* probe_util.cuh — what the standalone probes share (bench/store_box_probe.cu,
  * bench/acc_drain_probe.cu, bench/tma_load_probe.cu): error checks, a
- * tensor map's storage, the bulk-copy group and proxy-fence wrappers, a
- * main loop's stand-in, and the timing loop.  Header-only. */
+ * tensor map's storage, the bulk-copy group and proxy-fence wrappers, 2-D
+ * box loads, stores and reduce-adds, mbarriers, a main loop's stand-in,
+ * and the timing loop.  Header-only. */
 #pragma once
 #include <cuda_runtime.h>
 #include <algorithm>
@@ -23,6 +24,40 @@ __device__ __forceinline__ unsigned smem_u32(const void *p)
 __device__ __forceinline__ void commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void wait_all0() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 __device__ __forceinline__ void wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+
+/* One 2-D box in through TMA, completing on mbarrier `bar`; out by a TMA
+ * store or an fp32 reduce-add (bulk groups). */
+__device__ __forceinline__ void load_box(const tmap *m, unsigned dst, unsigned bar, int x, int y)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4}], [%2];"
+                 :: "r"(dst), "l"(m), "r"(bar), "r"(x), "r"(y) : "memory");
+}
+__device__ __forceinline__ void store_box(const tmap *m, unsigned src, int x, int y)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
+}
+__device__ __forceinline__ void red_box(const tmap *m, unsigned src, int x, int y)
+{
+    asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
+                 :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
+}
+
+/* mbarriers in shared memory */
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra W; }" :: "r"(bar), "r"(parity) : "memory");
+}
 __device__ __forceinline__ void fence_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 /* SPIN cycles of SM clock: a main loop's stand-in between two tiles */

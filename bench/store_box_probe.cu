@@ -48,12 +48,8 @@
 template <bool ADD>
 __device__ __forceinline__ void put_box(const tmap *m, unsigned src, int x, int y)
 {
-    if (ADD)
-        asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];"
-                     :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
-    else
-        asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
-                     :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
+    if (ADD) red_box(m, src, x, y);
+    else store_box(m, src, x, y);
 }
 template <bool ADD>
 __device__ __forceinline__ void put_box3(const tmap *m, unsigned src, int x, int c, int y)

@@ -47,14 +47,6 @@ constexpr int KB_BYTES = 6 * 8192;                       /* one k-block: 6 boxes
 constexpr int STG_BYTES = 65536;                         /* one 128x256 bf16 output tile */
 constexpr int SMEM = STAGES * KB_BYTES + STG_BYTES + 1024 + 1024;   /* + alignment, barriers */
 
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned cta)
 {
     /* arrive on CTA `cta`'s barrier at this CTA's offset `bar` */
@@ -62,27 +54,11 @@ __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned cta)
                  "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [r]; }"
                  :: "r"(bar), "r"(cta) : "memory");
 }
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
-{
-    asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra W; }" :: "r"(bar), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void load_box(const tmap *m, unsigned dst, unsigned bar, int x, int y)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4}], [%2];"
-                 :: "r"(dst), "l"(m), "r"(bar), "r"(x), "r"(y) : "memory");
-}
 __device__ __forceinline__ void load_box_mc(const tmap *m, unsigned dst, unsigned bar, int x, int y)
 {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                  ".multicast::cluster [%0], [%1, {%3, %4}], [%2], %5;"
                  :: "r"(dst), "l"(m), "r"(bar), "r"(x), "r"(y), "h"((unsigned short)3) : "memory");
-}
-__device__ __forceinline__ void store_box(const tmap *m, unsigned src, int x, int y)
-{
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
-                 :: "l"(m), "r"(src), "r"(x), "r"(y) : "memory");
 }
 /* a 3-D box {64 columns, 4 chunks, 16 rows}: 16 rows of 512 contiguous
  * bytes, with the evict-first hint (kiln's dense overwrite stores) */
