@@ -205,8 +205,10 @@ int kiln_desc_parse(const char *text, kiln_kernel_desc *d, kiln_launch_desc *l, 
     while (*p) {
         while (*p == ' ') p++;
         if (!*p) break;
-        const char *end = strchr(p, ' ');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
+        /* By hand, not strchr: under the sanitizers' strict string checks
+         * each strchr scans the rest of the line (quadratic in its items). */
+        size_t n = 0;
+        while (p[n] && p[n] != ' ') n++;
         char item[256];
         if (n >= sizeof item) {
             kiln_error_set(err, KILN_ERROR_INTERNAL, "kernel description: item too long");

@@ -630,8 +630,11 @@ kiln_status kiln_tuning_table_parse(const char *text, size_t len, const char *pa
         for (const char *q = text; *q; q++) lineno += *q == '\n';
         LINE_ERR("NUL byte in the table (damaged or binary file)");
     }
+    /* memchr, not strchr: under ASan's strict string checks each strchr
+     * scans the rest of the table (quadratic; minutes in the CPU suite). */
+    const char *end_of_buf = buf + len;
     while (line && *line) {
-        char *nl = strchr(line, '\n');
+        char *nl = memchr(line, '\n', (size_t)(end_of_buf - line));
         if (nl) *nl = '\0';
         lineno++;
         size_t ll = strlen(line);
