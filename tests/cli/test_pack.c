@@ -28,14 +28,15 @@ static int setup(void **state)
     (void)state;
     g_dir = kiln_test_mkdtemp("pack");
     snprintf(g_cache, sizeof g_cache, "%s/cache", g_dir);
-    /* A kernel cache to start from (scripts/sanitize.sh gives the plain
-     * build's pack cache), copied so that the source is left as it was.
-     * Under the sanitizers NVRTC's compiles of every shipped kernel took 9
-     * of CI's minutes (ASan's allocator under NVRTC's); the pack below then
-     * reads and verifies the cached cubins instead, and compiling stays
-     * tested (test_wgmma_serial and test_expand compile under the
-     * sanitizers, and the deterministic pack below starts from an empty
-     * cache). */
+    /* A kernel cache to start from (scripts/test.sh and sanitize.sh give
+     * the plain build's pack cache, where building the bundle has just
+     * compiled every shipped spec), copied so that the source is left as
+     * it was.  Compiling them all again took 3 of CI's minutes, and 9
+     * under the sanitizers (ASan's allocator under NVRTC's); the pack
+     * below then reads and verifies the cached cubins instead.  Compiling
+     * stays tested: by the bundle's build, by test_wgmma_serial and
+     * test_expand (under the sanitizers too), and by the deterministic
+     * pack below, which starts from an empty cache. */
     const char *seed = getenv("KILN_TEST_PACK_CACHE");
     if (seed && *seed) {
         char cmd[9000], *out = NULL;
