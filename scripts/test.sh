@@ -5,9 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-# The build has just packed every shipped spec (the bundle) into this
-# cache: the pack test starts from a copy of it (tests/cli/test_pack.c).
-[ -d build/pack-cache ] && export KILN_TEST_PACK_CACHE="$PWD/build/pack-cache"
 ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 # ctest does not show a skipped test's output: say why the GPU tests skipped.
 grep -h "^SKIP:" build/Testing/Temporary/LastTest.log 2>/dev/null | sort -u | sed 's/^/gpu tests skipped: /' || true

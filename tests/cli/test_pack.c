@@ -28,16 +28,26 @@ static int setup(void **state)
     (void)state;
     g_dir = kiln_test_mkdtemp("pack");
     snprintf(g_cache, sizeof g_cache, "%s/cache", g_dir);
-    /* A kernel cache to start from (scripts/test.sh and sanitize.sh give
-     * the plain build's pack cache, where building the bundle has just
-     * compiled every shipped spec), copied so that the source is left as
-     * it was.  Compiling them all again took 3 of CI's minutes, and 9
+    /* The bundle is left in the build folder: the GPU run uses it. */
+    const char *build = getenv("KILN_TEST_BUILD_DIR");
+    snprintf(g_bundle, sizeof g_bundle, "%s/kiln-sm_90a.kbundle", build ? build : g_dir);
+    /* A kernel cache to start from, copied so that the source is left as
+     * it was: the build's own pack cache, where building the bundle has
+     * just compiled every shipped spec, or KILN_TEST_PACK_CACHE's
+     * (scripts/sanitize.sh: the plain build's; its own build packs no
+     * bundle).  Compiling them all again took 3 of CI's minutes, and 9
      * under the sanitizers (ASan's allocator under NVRTC's); the pack
      * below then reads and verifies the cached cubins instead.  Compiling
      * stays tested: by the bundle's build, by test_wgmma_serial and
      * test_expand (under the sanitizers too), and by the deterministic
      * pack below, which starts from an empty cache. */
+    char own[4200];
+    struct stat st;
     const char *seed = getenv("KILN_TEST_PACK_CACHE");
+    if ((!seed || !*seed) && build) {
+        snprintf(own, sizeof own, "%s/pack-cache", build);
+        seed = stat(own, &st) == 0 && S_ISDIR(st.st_mode) ? own : NULL;
+    }
     if (seed && *seed) {
         char cmd[9000], *out = NULL;
         snprintf(cmd, sizeof cmd, "cp -R '%s' '%s'", seed, g_cache);
@@ -45,9 +55,6 @@ static int setup(void **state)
         free(out);
         if (rc != 0) return -1;
     }
-    /* The bundle is left in the build folder: the GPU run uses it. */
-    const char *build = getenv("KILN_TEST_BUILD_DIR");
-    snprintf(g_bundle, sizeof g_bundle, "%s/kiln-sm_90a.kbundle", build ? build : g_dir);
     return 0;
 }
 
