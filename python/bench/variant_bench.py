@@ -25,7 +25,12 @@ session, docs/tuning.md), held alone by 0.3%.
     python/bench/variant_bench.py --only mixtral_fc1 --op dgrad --cache-dir C \\
         shipped= c2x1=T1.tuning [...]
 
-(NAME= with no table: the shipped tables alone.)  With --ptrs, fprop and
+(NAME= with no table: the shipped tables alone; NAME=@KERNEL: a context
+made under KILN_KERNEL=KERNEL, served by that bundled kernel alone, as a
+caller's kiln would be with the variable set.)  With --dbias (wgrad), every
+side also runs computing the bias gradient into an fp32 [G,N] buffer, as
+a side NAME+db checked against the groups' sums of dY: what db costs each
+kernel, in one process.  With --ptrs, fprop and
 dgrad also run with the weights as G separate tensors through a pointer
 table (as kiln.nn.GroupedLinear passes per-expert weights), on the
 shipped tables: issue 15's pointer weights against contiguous ones.
@@ -74,7 +79,8 @@ def pointer_weights(op, w):
 
 def variant_tables(specs, script):
     """[(name, table or None)] of NAME=TUNING_TABLE arguments (NAME= for the
-    shipped tables alone); exits naming a malformed one."""
+    shipped tables alone, NAME=@KERNEL kept as "@KERNEL"); exits naming a
+    malformed one."""
     out = []
     for v in specs:
         name, eq, table = v.partition("=")
@@ -82,6 +88,23 @@ def variant_tables(specs, script):
             sys.exit(f"{script}: {v!r}: expected NAME=TUNING_TABLE or NAME=")
         out.append((name, table or None))
     return out
+
+
+def variant_context(dev, cache_dir, table):
+    """The kiln context of one variant: its tuning table on top of the
+    shipped ones, or for "@KERNEL" the shipped ones with only KERNEL
+    allowed (the context reads KILN_KERNEL when it is made)."""
+    if table and table.startswith("@"):
+        old = os.environ.get("KILN_KERNEL")
+        os.environ["KILN_KERNEL"] = table[1:]
+        try:
+            return _lib.Context(device=dev, cache_dir=cache_dir)
+        finally:
+            if old is None:
+                del os.environ["KILN_KERNEL"]
+            else:
+                os.environ["KILN_KERNEL"] = old
+    return _lib.Context(device=dev, cache_dir=cache_dir, tuning_tables=[table] if table else None)
 
 
 def main():
@@ -99,14 +122,17 @@ def main():
     ap.add_argument("--ptrs", action="store_true",
                     help="fprop/dgrad: one more side, the shipped tables with the weights given "
                          "as G separate tensors (a pointer table), against the contiguous ones")
+    ap.add_argument("--dbias", action="store_true",
+                    help="wgrad: each side also computing db (fp32 [G,N]), as a side NAME+db")
     ap.add_argument("variants", nargs="+", help="NAME=TUNING_TABLE, or NAME= for the shipped tables")
     a = ap.parse_args()
     only = set(a.only.split(","))
     dev = torch.cuda.current_device()
     _torch.context(dev)   # torch's primary context current, as the package makes it
-    ctxs = {name: _torch.attach(_lib.Context(device=dev, cache_dir=a.cache_dir,
-                                             tuning_tables=[table] if table else None))
+    ctxs = {name: _torch.attach(variant_context(dev, a.cache_dir, table))
             for name, table in variant_tables(a.variants, "variant_bench.py")}
+    if a.dbias and a.op != "wgrad":
+        sys.exit("variant_bench.py: --dbias is for --op wgrad")
     ptrs_ctx = _torch.attach(_lib.Context(device=dev)) if a.ptrs else None
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name()}; op {a.op}; {a.rounds} rounds of {a.reps}"
@@ -121,6 +147,12 @@ def main():
         out = torch.empty_like(ref, dtype=torch.bfloat16)
         calls = {name: (ctx, lambda: kiln.grouped_mm(mat_a, mat_b, offs, out=out))
                  for name, ctx in ctxs.items()}
+        if a.dbias:
+            db = torch.empty(G, N, device=x.device, dtype=torch.float32)
+            db_ref = torch.stack([dy[s:e].float().sum(0) for s, e in bounds])
+            for name, ctx in ctxs.items():
+                calls[name + "+db"] = (ctx, lambda: _torch.launch(mat_a, mat_b, offs, out=out,
+                                                                  dbias=db))
         if a.ptrs and a.op != "wgrad":
             pb, table = pointer_weights(a.op, w)
             calls["ptrs"] = (ptrs_ctx, lambda: _torch.launch(mat_a, pb, offs, out=out,
@@ -129,9 +161,15 @@ def main():
         for name, (ctx, call) in calls.items():
             fn = side(ctx, call)
             out.fill_(float("nan"))
+            if name.endswith("+db"):
+                db.fill_(float("nan"))
             fn()
             err = rel_err(out, ref)
+            if name.endswith("+db"):
+                err = max(err, rel_err(db, db_ref))
             served[name] = ctx.last_call()["kernel"]
+            if name.endswith("+db") and ctx.no_dbias:
+                served[name] += " (db by torch: the kernel refused it)"
             if not err < TOL:
                 print(f"  {case} {name}: WRONG, relative error {err:.2e} ({served[name]})")
                 continue
