@@ -196,7 +196,13 @@ static int inputs_16bit(const kiln_problem *p) { return kiln_dtype_size(p->a_typ
  * pick took 1.00-1.08x.  Over the held-out layers the model's choice went
  * from 1.034 to 1.018 of the best in geometric mean (1.027 to 1.007 with
  * db); on the corpus and for discrete dW no priced choice got worse (H200,
- * docs/dispatch.md, thirty-sixth session). */
+ * docs/dispatch.md, thirty-sixth session).  With 8-bit inputs, estimates
+ * that tie because both reach the call's floor (its compulsory bytes) are
+ * told apart by the tiles' own time before the tile rule: on fine-grained
+ * layers (512 groups of ~80 tokens) the tile rule's 64x128 ran 1.12-1.18x
+ * the 64x256 kernel's time; the held-out and corpus fp8 runs priced no
+ * choice worse (thirty-ninth session).  16-bit calls keep the tile rule,
+ * which the bf16 runs price better. */
 static int ranks_before(const candidate *a, const candidate *b, const kiln_problem *p)
 {
     int fa = a->k.launch ? a->k.launch->preference : 0, fb = b->k.launch ? b->k.launch->preference : 0;
@@ -207,6 +213,10 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
     const double tie = inputs_16bit(p) ? MODEL_TIE_16 : MODEL_TIE_8;
     if (a->est.us < b->est.us * (1 - tie)) return 1;
     if (b->est.us < a->est.us * (1 - tie)) return 0;
+    if (!inputs_16bit(p)) {
+        if (a->est.us_tiles < b->est.us_tiles * (1 - tie)) return 1;
+        if (b->est.us_tiles < a->est.us_tiles * (1 - tie)) return 0;
+    }
     return tile_rule(a->k.desc, b->k.desc, p);
 }
 

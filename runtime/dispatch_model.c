@@ -182,5 +182,6 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
     out->tile_efficiency = c.mma_clk * per_sm / wave;
     double clk = full * wave + (rest > 0 ? wave_clk(&c, rest, sms) : 0);
     double floor_clk = compulsory_bytes(p) / (HBM_BYTES_PER_CLK * sms);
+    out->us_tiles = clk / CLOCK_HZ * 1e6;
     out->us = dmax(clk, floor_clk) / CLOCK_HZ * 1e6;
 }

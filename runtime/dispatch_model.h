@@ -41,6 +41,7 @@
 
 typedef struct kiln_dispatch_estimate {
     double us;                   /* estimated time, microseconds */
+    double us_tiles;             /* the tiles' own time, before the floor */
     long long tiles;             /* output tiles of the call */
     double waves;                /* tiles / SMs (fractional) */
     double wave_efficiency;      /* waves / ⌈waves⌉ */

@@ -459,6 +459,61 @@ static void test_192_wide_where_256_pads(void **state)
     assert_string_not_equal(c.d[ch.kernel].name, "d128x192");
 }
 
+/* 8-bit inputs: where both fp8 row-wise defaults reach the call's floor
+ * (its compulsory bytes), the model's estimates tie and the tiles' own time
+ * decides before the tile rule.  Qwen3-Next's fc2 (512 groups of ~80
+ * tokens, K 512, N 2048): the tile rule took 64x128, which ran 1.18x the
+ * 64x256 kernel's time (H200, docs/dispatch.md, thirty-ninth session).
+ * Where the tiles' times tie as well (8 groups of 16 tokens, 32768 wide)
+ * the tile rule still decides, and 16-bit inputs keep the tile rule. */
+static void test_fp8_floor_tie_by_tiles(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    kiln_kernel_desc *t128 = add(&c, "r64x128", KILN_OP_FPROP, 64, 128, "pingpong");
+    kiln_kernel_desc *t256 = add(&c, "r64x256", KILN_OP_FPROP, 64, 256, "pingpong");
+    t128->stages = 8;
+    t256->stages = 4;
+    kiln_kernel_desc *all[] = {t128, t256};
+    for (int i = 0; i < 2; i++) {
+        all[i]->a_type = all[i]->b_type = KILN_DTYPE_E4M3;
+        all[i]->tile_k = 128;
+        all[i]->fp8_recipe = KILN_FP8_ROW;
+    }
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 512, 80, 2048, 512);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    p.fp8.recipe = KILN_FP8_ROW;
+    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    kiln_dispatch_estimate e[2];
+    for (int i = 0; i < 2; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
+    assert_true(e[0].us == e[1].us);                   /* both at the floor */
+    assert_true(e[1].us_tiles < e[0].us_tiles * 0.95); /* 64x256's tiles take less */
+    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    assert_string_equal(c.d[ch.kernel].name, "r64x256");
+
+    problem(&p, KILN_OP_FPROP, 8, 16, 32768, 6144);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    p.fp8.recipe = KILN_FP8_ROW;
+    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    for (int i = 0; i < 2; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
+    assert_true(e[0].us == e[1].us && e[0].us_tiles == e[1].us_tiles);
+    ch = choose(&c, &p, NULL, 0);
+    assert_string_equal(c.d[ch.kernel].name, "r64x128");
+
+    for (int i = 0; i < 2; i++) {
+        all[i]->a_type = all[i]->b_type = KILN_DTYPE_BF16;
+        all[i]->tile_k = 64;
+        all[i]->fp8_recipe = KILN_FP8_NONE;
+    }
+    problem(&p, KILN_OP_FPROP, 512, 80, 2048, 512);
+    for (int i = 0; i < 2; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
+    assert_true(e[0].us == e[1].us && e[1].us_tiles < e[0].us_tiles * 0.95);
+    ch = choose(&c, &p, NULL, 0);
+    assert_string_equal(c.d[ch.kernel].name, "r64x128");
+}
+
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
  * chooses among the catalog's kernels; with the tables given but their
  * rules skipped, the defaults still win when one serves, and the tables'
@@ -619,6 +674,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_deeper_pipeline_breaks_ties),
     cmocka_unit_test(test_accumulate_wgrad_by_class),
     cmocka_unit_test(test_192_wide_where_256_pads),
+    cmocka_unit_test(test_fp8_floor_tie_by_tiles),
     cmocka_unit_test(test_tables_off),
     cmocka_unit_test(test_dbias_gets_its_own_entry),
     cmocka_unit_test(test_types_must_match),
