@@ -35,13 +35,14 @@
 # (session36-heldout-wgrad-overwrite-tune), both columns at LIMIT.
 #
 # The thirty-ninth session's third set (bench/unseen2.tsv less
-# kimik2_fc1_dir: every bf16 fprop/dgrad candidate, every fp8 row-wise one
-# and every plain wgrad one, defaults included, on 10 layers) is priced
+# kimik2_fc1_dir: every bf16 fprop/dgrad candidate, every fp8 row-wise and
+# block one and every plain wgrad one, defaults included, on 10 layers) is priced
 # the same way, at LIMIT, on at least MIN2 shapes (a table kernel the run
-# did not time leaves a shape out), and its fp8 row-wise
-# kinds at LIMIT_FP8: its fine-grained layers are where the 8-bit floor
-# tie-break (dispatch.c, ranks_before) was found, and without it they
-# price at 1.019-1.025 (with it 1.007-1.008).
+# did not time leaves a shape out), and its fp8 kinds at LIMIT_FP8: its
+# fine-grained layers are where the 8-bit floor tie-break (dispatch.c,
+# ranks_before) was found; without it the row-wise kinds price at
+# 1.019-1.025 (with it 1.007-1.008) and the block fprop cascade at 1.020
+# (1.012).
 #   test_dispatch_heldout.sh KILN_BENCH
 set -eu
 bench=$1
@@ -78,7 +79,8 @@ done
   --cases "$dir/shapes.tsv" > "$dir/overwrite.txt"
 cat bench/unseen2.tsv >> "$dir/shapes.tsv"
 { cat docs/results/session39-unseen2-tune-fprop-dgrad-h200-2026-11-30.csv
-  tail -n +2 docs/results/session39-unseen2-tune-wgrad-h200-2026-11-30.csv; } > "$dir/run2.csv"
+  tail -n +2 docs/results/session39-unseen2-tune-wgrad-h200-2026-11-30.csv
+  tail -n +2 docs/results/session39-unseen2-tune-fp8-block-h200-2026-11-30.csv; } > "$dir/run2.csv"
 "$bench" --dispatch-report "$dir/run2.csv" --cases "$dir/shapes.tsv" > "$dir/unseen2.txt"
 # "dispatch (tables)  KIND geomean X, ..." and "model alone (defaults)  KIND ...",
 # one line per kind (the CSVs time more than one kind each).
@@ -123,7 +125,9 @@ for want in "wgrad bf16 bf16 bf16 plain" "wgrad bf16 bf16 bf16 dbias"; do
   done
 done
 for want in "fprop bf16 bf16 bf16 plain" "dgrad bf16 bf16 bf16 plain" "wgrad bf16 bf16 bf16 plain" \
-            "fprop e4m3 e4m3 bf16 fp8_recipe=row" "dgrad e4m3 e4m3 bf16 fp8_recipe=row"; do
+            "fprop e4m3 e4m3 bf16 fp8_recipe=row" "dgrad e4m3 e4m3 bf16 fp8_recipe=row" \
+            "fprop e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate" \
+            "dgrad e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate"; do
   l=$limit
   case $want in *e4m3*) l=$limit_fp8 ;; esac
   for column in "dispatch (tables)" "model alone (defaults)"; do
