@@ -466,6 +466,14 @@ static void test_192_wide_where_256_pads(void **state)
  * 64x256 kernel's time (H200, docs/dispatch.md, thirty-ninth session).
  * Where the tiles' times tie as well (8 groups of 16 tokens, 32768 wide)
  * the tile rule still decides, and 16-bit inputs keep the tile rule. */
+static void fp8_row_problem(kiln_problem *p, int groups, int64_t tpg, int64_t n, int64_t k)
+{
+    problem(p, KILN_OP_FPROP, groups, tpg, n, k);
+    p->a_type = p->b_type = KILN_DTYPE_E4M3;
+    p->fp8.recipe = KILN_FP8_ROW;
+    p->fp8.d_scale_a = p->fp8.d_scale_b = FAKE(0x600000);
+}
+
 static void test_fp8_floor_tie_by_tiles(void **state)
 {
     (void)state;
@@ -481,10 +489,7 @@ static void test_fp8_floor_tie_by_tiles(void **state)
         all[i]->fp8_recipe = KILN_FP8_ROW;
     }
     kiln_problem p;
-    problem(&p, KILN_OP_FPROP, 512, 80, 2048, 512);
-    p.a_type = p.b_type = KILN_DTYPE_E4M3;
-    p.fp8.recipe = KILN_FP8_ROW;
-    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    fp8_row_problem(&p, 512, 80, 2048, 512);
     kiln_dispatch_estimate e[2];
     for (int i = 0; i < 2; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
     assert_true(e[0].us == e[1].us);                   /* both at the floor */
@@ -493,10 +498,7 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
     assert_string_equal(c.d[ch.kernel].name, "r64x256");
 
-    problem(&p, KILN_OP_FPROP, 8, 16, 32768, 6144);
-    p.a_type = p.b_type = KILN_DTYPE_E4M3;
-    p.fp8.recipe = KILN_FP8_ROW;
-    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    fp8_row_problem(&p, 8, 16, 32768, 6144);
     for (int i = 0; i < 2; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
     assert_true(e[0].us == e[1].us && e[0].us_tiles == e[1].us_tiles);
     ch = choose(&c, &p, NULL, 0);
