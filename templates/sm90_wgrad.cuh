@@ -42,7 +42,8 @@
  * past the capacity are zero-filled by TMA.
  *
  * The grid is persistent: cluster c walks work units c, c+clusters, ... of
- * all (split, group, n-unit, k-unit); a unit is CM x CN dW tiles of one
+ * all (split, group, n-unit, k-unit), each group's rotated when
+ * overwriting (kiln_decode), or takes the next free one (DYN); a unit is CM x CN dW tiles of one
  * group (one tile without a cluster), and its pair of CTAs runs the same
  * k-blocks.  Docs: docs/sm90_wgrad.md.
  */
@@ -138,6 +139,7 @@ struct kiln_wgrad {
     kiln_cta cta;  /* this CTA's place among the clusters */
     int items;     /* work units of all groups */
     unsigned *ctr; /* DYN: the launch's counters; 0: the static order */
+    int rot;       /* static order: group g's units start (g & rot) on (kiln_decode) */
 };
 
 struct kiln_wtile {
@@ -152,7 +154,25 @@ struct kiln_wtile {
  * raster order.  A pair's second tile may lie past N or K (P.tm / P.tk
  * odd): it loads (its peer needs its half of the shared boxes, and TMA
  * fills what lies outside the tensor with zeros) and computes, and its
- * epilogue writes nothing, as every write is bounded by N and K. */
+ * epilogue writes nothing, as every write is bounded by N and K.
+ *
+ * The static order starts group g's units (g & P.rot) places on,
+ * cyclically (so still each unit once); P.rot is the largest 2^k - 1
+ * below a group's units.  The groups of a wgrad call have the same number
+ * of units (splits aside), and the grid takes units c, c + grid, ...:
+ * where that number shares a large factor with the grid, each CTA got the
+ * same units of every group.  The few units that cost more (db's, at
+ * k0 = 0) or less (the short last column) then all fell on the same CTAs
+ * (qwen3_30b_fc1 in 128x192 tiles: 12 x 11 = 132 units a group on 132
+ * CTAs).  With the rotation the 128x192 db kernel took 0.87-0.90 of the
+ * time on three such shapes; kernels without such units, the same
+ * (0.996-1.007 in geometric mean).  A rotation by g % units instead cost
+ * those kernels 2-10% on decode-sized groups, a division per unit: hence
+ * the mask.  Accumulating kernels keep the plain order: a unit's
+ * read-modify-write of dW dwarfs db's share, they gained nothing from it
+ * (0.99-1.005 per kernel) and the discrete 128x256 one lost 1.3% (6% on
+ * balanced32).  The dynamic order hands units to whichever CTA is free
+ * (H200, docs/sm90_wgrad.md, fortieth session). */
 KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int &gcur)
 {
     kiln_wtile T;
@@ -163,6 +183,10 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
     const int nkb = (T.e - T.s + BK - 1) / BK;
     const int sp = kiln_splits(nkb);
     const int per = P.tm * P.tk;
+    if (!DYN && !ACCUMULATE) {   /* rot < per <= units: one wrap at most */
+        local += T.g & P.rot;
+        if (local >= per * sp) local -= per * sp;
+    }
     const int c = local / per;
     int um, un;
     kiln_raster(local - c * per, P.tm, P.tk, um, un);
@@ -995,6 +1019,7 @@ KILN_SM90_KERNEL
     P.tm = ((P.wn + BM - 1) / BM + CM - 1) / CM;
     P.tk = ((P.wk + BN - 1) / BN + CN - 1) / CN;
     P.cta = kiln_cluster_place();
+    P.rot = P.tm * P.tk > 0 ? (1 << (31 - __clz(P.tm * P.tk))) - 1 : 0;
     P.ctr = DYN && args.sched_slot > 0 && args.sched_slot <= KILN_SCHED_SLOTS
                 ? kiln_sched_ctr[args.sched_slot - 1] : nullptr;
 
