@@ -159,9 +159,9 @@ struct kiln_wtile {
  * The static order starts group g's units (g & P.rot) places on,
  * cyclically (so still each unit once); P.rot is the largest 2^k - 1
  * below a group's units.  The groups of a wgrad call have the same number
- * of units (splits aside), and the grid takes units c, c + grid, ...:
- * where that number shares a large factor with the grid, each CTA got the
- * same units of every group.  The few units that cost more (db's, at
+ * of units (overwriting kernels do not split), and the grid takes units
+ * c, c + grid, ...: where that number shares a large factor with the
+ * grid, each CTA got the same units of every group.  The few units that cost more (db's, at
  * k0 = 0) or less (the short last column) then all fell on the same CTAs
  * (qwen3_30b_fc1 in 128x192 tiles: 12 x 11 = 132 units a group on 132
  * CTAs).  With the rotation the 128x192 db kernel took 0.87-0.90 of the
@@ -183,9 +183,9 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
     const int nkb = (T.e - T.s + BK - 1) / BK;
     const int sp = kiln_splits(nkb);
     const int per = P.tm * P.tk;
-    if (!DYN && !ACCUMULATE) {   /* rot < per <= units: one wrap at most */
+    if (!DYN && !ACCUMULATE) {   /* rot < per, a group's units (no splits) */
         local += T.g & P.rot;
-        if (local >= per * sp) local -= per * sp;
+        if (local >= per) local -= per;
     }
     const int c = local / per;
     int um, un;
