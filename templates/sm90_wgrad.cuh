@@ -43,9 +43,9 @@
  *
  * The grid is persistent: cluster c walks work units c, c+clusters, ... of
  * all (split, group, n-unit, k-unit), each group's rotated when
- * overwriting (kiln_decode), or takes the next free one (DYN); a unit is CM x CN dW tiles of one
- * group (one tile without a cluster), and its pair of CTAs runs the same
- * k-blocks.  Docs: docs/sm90_wgrad.md.
+ * overwriting (kiln_decode), or takes the next free one (DYN); a unit is
+ * CM x CN dW tiles of one group (one tile without a cluster), and its pair
+ * of CTAs runs the same k-blocks.  Docs: docs/sm90_wgrad.md.
  */
 
 /* per warp: STG_BUFS 128B-swizzled boxes of 16 rows x 128 bytes, 1024-byte
@@ -161,10 +161,10 @@ struct kiln_wtile {
  * below a group's units.  The groups of a wgrad call have the same number
  * of units (overwriting kernels do not split), and the grid takes units
  * c, c + grid, ...: where that number shares a large factor with the
- * grid, each CTA got the same units of every group.  The few units that cost more (db's, at
- * k0 = 0) or less (the short last column) then all fell on the same CTAs
- * (qwen3_30b_fc1 in 128x192 tiles: 12 x 11 = 132 units a group on 132
- * CTAs).  With the rotation the 128x192 db kernel took 0.87-0.90 of the
+ * grid, each CTA got the same units of every group.  The few units that
+ * cost more (db's, at k0 = 0) or less (the short last column) then all
+ * fell on the same CTAs (qwen3_30b_fc1 in 128x192 tiles: 12 x 11 = 132
+ * units a group on 132 CTAs).  With the rotation the 128x192 db kernel took 0.87-0.90 of the
  * time on three such shapes; kernels without such units, the same
  * (0.996-1.007 in geometric mean).  A rotation by g % units instead cost
  * those kernels 2-10% on decode-sized groups, a division per unit: hence
