@@ -185,6 +185,13 @@ typedef struct candidate {
  * above, the nearest-class radius below): bf16 and fp16 inputs. */
 static int inputs_16bit(const kiln_problem *p) { return kiln_dtype_size(p->a_type) == 2; }
 
+/* 1 if a is less than b by more than the tie window, -1 if b is less than
+ * a, 0 within it. */
+static int outside_tie(double a, double b, double tie)
+{
+    return a < b * (1 - tie) ? 1 : b < a * (1 - tie) ? -1 : 0;
+}
+
 /* 1 if a ranks before b for p: the template's own preference (its launch
  * table's), then fewer unused epilogue terms, then the model's estimate,
  * then the tile rule.  Accumulating wgrad skips the model: its defaults
@@ -210,14 +217,11 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
     int ua = unused_features(a->k.desc, p), ub = unused_features(b->k.desc, p);
     if (ua != ub) return ua < ub;
     if (p->op == KILN_OP_WGRAD && p->accumulate) return tile_rule(a->k.desc, b->k.desc, p);
-    const double tie = inputs_16bit(p) ? MODEL_TIE_16 : MODEL_TIE_8;
-    if (a->est.us < b->est.us * (1 - tie)) return 1;
-    if (b->est.us < a->est.us * (1 - tie)) return 0;
-    if (!inputs_16bit(p)) {
-        if (a->est.us_tiles < b->est.us_tiles * (1 - tie)) return 1;
-        if (b->est.us_tiles < a->est.us_tiles * (1 - tie)) return 0;
-    }
-    return tile_rule(a->k.desc, b->k.desc, p);
+    const int wide = inputs_16bit(p);
+    const double tie = wide ? MODEL_TIE_16 : MODEL_TIE_8;
+    int by = outside_tie(a->est.us, b->est.us, tie);
+    if (!by && !wide) by = outside_tie(a->est.us_tiles, b->est.us_tiles, tie);
+    return by ? by > 0 : tile_rule(a->k.desc, b->k.desc, p);
 }
 
 /* 1 if table entry i may stand for a call: loaded (or not tried) and

@@ -459,13 +459,7 @@ static void test_192_wide_where_256_pads(void **state)
     assert_string_not_equal(c.d[ch.kernel].name, "d128x192");
 }
 
-/* 8-bit inputs: where both fp8 row-wise defaults reach the call's floor
- * (its compulsory bytes), the model's estimates tie and the tiles' own time
- * decides before the tile rule.  Qwen3-Next's fc2 (512 groups of ~80
- * tokens, K 512, N 2048): the tile rule took 64x128, which ran 1.18x the
- * 64x256 kernel's time (H200, docs/dispatch.md, thirty-ninth session).
- * Where the tiles' times tie as well (8 groups of 16 tokens, 32768 wide)
- * the tile rule still decides, and 16-bit inputs keep the tile rule. */
+/* An fp8 row-wise fprop call of groups x tpg tokens. */
 static void fp8_row_problem(kiln_problem *p, int groups, int64_t tpg, int64_t n, int64_t k)
 {
     problem(p, KILN_OP_FPROP, groups, tpg, n, k);
@@ -474,6 +468,13 @@ static void fp8_row_problem(kiln_problem *p, int groups, int64_t tpg, int64_t n,
     p->fp8.d_scale_a = p->fp8.d_scale_b = FAKE(0x600000);
 }
 
+/* 8-bit inputs: where both fp8 row-wise defaults reach the call's floor
+ * (its compulsory bytes), the model's estimates tie and the tiles' own time
+ * decides before the tile rule.  Qwen3-Next's fc2 (512 groups of ~80
+ * tokens, K 512, N 2048): the tile rule took 64x128, which ran 1.18x the
+ * 64x256 kernel's time (H200, docs/dispatch.md, thirty-ninth session).
+ * Where the tiles' times tie as well (8 groups of 16 tokens, 32768 wide)
+ * the tile rule still decides, and 16-bit inputs keep the tile rule. */
 static void test_fp8_floor_tie_by_tiles(void **state)
 {
     (void)state;
