@@ -30,9 +30,11 @@
 # on all 38 held-out layers: both columns of those kinds, the cascade's at
 # LIMIT and the model's at LIMIT_SPLIT (the model ranking the defaults by
 # its estimate rather than by the shape class gave 1.034 there).  Dense
-# overwriting wgrad, plain and with db, is priced by that session's run of
-# the kernels its entries name and the defaults on the same layers
-# (session36-heldout-wgrad-overwrite-tune), both columns at LIMIT.
+# overwriting wgrad, plain and with db, is priced by the forty-first
+# session's run of the same candidates as that session's (the kernels its
+# entries named, their twins, the defaults) on the same layers, after the
+# fortieth session rotated the static work order
+# (session41-heldout-wgrad-overwrite-tune), both columns at LIMIT.
 #
 # The thirty-ninth session's third set (bench/unseen2.tsv less
 # kimik2_fc1_dir: every bf16 fprop/dgrad candidate, every fp8 row-wise and
@@ -75,7 +77,7 @@ done
   --cases "$dir/shapes.tsv" > "$dir/split.txt"
 "$bench" --dispatch-report docs/results/session36-heldout-wgrad-acc-tune-h200-2026-11-30.csv \
   --cases "$dir/shapes.tsv" > "$dir/acc.txt"
-"$bench" --dispatch-report docs/results/session36-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv \
+"$bench" --dispatch-report docs/results/session41-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv \
   --cases "$dir/shapes.tsv" > "$dir/overwrite.txt"
 cat bench/unseen2.tsv >> "$dir/shapes.tsv"
 { cat docs/results/session39-unseen2-tune-fprop-dgrad-h200-2026-11-30.csv

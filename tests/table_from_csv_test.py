@@ -314,7 +314,10 @@ def test_shipped():
             # dense overwriting wgrad (plain and with db) over the corpus and
             # the cases, after the dynamic work order: every kernel an entry
             # named, their 4-stage and 128x192 3-stage twins, the defaults
-            "docs/results/session36-wgrad-overwrite-retune-h200-2026-11-30.csv"]
+            "docs/results/session36-wgrad-overwrite-retune-h200-2026-11-30.csv",
+            # the same candidates re-timed after the fortieth session rotated
+            # the static work order of the overwriting kernels
+            "docs/results/session41-wgrad-overwrite-retune-h200-2026-11-30.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
