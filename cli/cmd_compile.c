@@ -34,6 +34,7 @@ static void print_json(const kiln_spec_set *set, const kiln_build_result *result
             kiln_json_kint(&j, "registers", r->stats.registers);
             kiln_json_kint(&j, "spill_stores", r->stats.spill_stores);
             kiln_json_kint(&j, "spill_loads", r->stats.spill_loads);
+            kiln_json_kint(&j, "wgmma_serialized", r->stats.wgmma_serialized);
             kiln_json_kint(&j, "smem_static", r->stats.smem_static);
             kiln_json_kint(&j, "smem_dynamic", r->smem_dynamic);
             kiln_json_kint(&j, "cubin_bytes", (long long)r->cubin_size);
@@ -84,6 +85,10 @@ static void print_table(const kiln_spec_set *set, const kiln_build_result *resul
     if (set->dropped) printf(", %zu sweep points dropped by validation", set->dropped);
     printf(" in %.2fs\n", total);
     for (size_t i = 0; i < set->n_jobs; i++)
+        if (results[i].ok && results[i].stats.wgmma_serialized)
+            printf("%s (%s): ptxas serialized its wgmma pipeline (C%d)\n", set->jobs[i].spec->desc.name,
+                   set->jobs[i].arch, results[i].stats.wgmma_serialized);
+    for (size_t i = 0; i < set->n_jobs; i++)
         if (!results[i].ok) fprintf(stderr, "%s\n", results[i].error);
 }
 
@@ -118,8 +123,9 @@ const kiln_cli_command kiln_cmd_compile = {
     "Expands every kernel of the specs (files, or directories searched for *.yaml)\n"
     "and compiles it with NVRTC into the cache, or takes it from there.  Prints a\n"
     "table (kernel, arch, origin, NVRTC seconds, registers, spills, shared memory,\n"
-    "cubin bytes), or with --json the same per kernel plus every sweep point that\n"
-    "validation dropped and why.\n"
+    "cubin bytes) and a line for each kernel whose wgmma pipeline ptxas serialized\n"
+    "(its C75xx remark), or with --json the same per kernel plus every sweep point\n"
+    "that validation dropped and why.\n"
     "\n"
     "  --arch LIST       comma-separated archs instead of each spec's own\n"
     "  -j N              parallel compiles (default: the number of cores)\n"

@@ -197,7 +197,7 @@ static const char *state_name(kiln_tune_state s)
 }
 
 typedef struct summary {
-    size_t variants, usable, compile_failed, spilled, other_arch, dropped;
+    size_t variants, usable, compile_failed, spilled, serialized, other_arch, dropped;
     size_t measured_now, from_journal, failed_cells;
     const char *table_path, *journal_path, *plot_path;
     const char *timer_id, *timer_device;
@@ -222,6 +222,7 @@ static void json_counts(kiln_json *j, const summary *sm, const kiln_tuning_table
     kiln_json_kint(j, "usable", (long long)sm->usable);
     kiln_json_kint(j, "compile_failed", (long long)sm->compile_failed);
     kiln_json_kint(j, "spilled", (long long)sm->spilled);
+    kiln_json_kint(j, "wgmma_serialized", (long long)sm->serialized);
     kiln_json_kint(j, "other_arch", (long long)sm->other_arch);
     kiln_json_kint(j, "dropped", (long long)sm->dropped);
     kiln_json_kint(j, "measured", (long long)sm->measured_now);
@@ -406,9 +407,10 @@ static void print_text(const run *r, const kiln_tuning_table *table, const summa
 {
     printf("timer: %s on %s\n", sm->timer_id, sm->timer_device);
     if (sm->devices > 1) printf("timed on %d devices, one worker each\n", sm->devices);
-    printf("%zu variants: %zu timed, %zu failed to compile, %zu spill registers, %zu for "
-           "another arch; %zu sweep points dropped by validation\n",
-           sm->variants, sm->usable, sm->compile_failed, sm->spilled, sm->other_arch,
+    printf("%zu variants: %zu timed, %zu failed to compile, %zu spill registers, ", sm->variants,
+           sm->usable, sm->compile_failed, sm->spilled);
+    if (sm->serialized) printf("%zu with serialized wgmma, ", sm->serialized);
+    printf("%zu for another arch; %zu sweep points dropped by validation\n", sm->other_arch,
            sm->dropped);
     size_t shown = 0;
     for (size_t i = 0; i < set->n_lists; i++)
@@ -581,6 +583,11 @@ static void classify(tune *t, kiln_tune_entry *e, const kiln_job *j, const kiln_
         snprintf(e->status, sizeof e->status, "spills (%d B stores, %d B loads, %d registers)",
                  b->stats.spill_stores, b->stats.spill_loads, b->stats.registers);
         sm->spilled++;
+    } else if (b->stats.wgmma_serialized) {
+        /* correct but slow on every k-block (store/nvrtc.c) */
+        snprintf(e->status, sizeof e->status, "ptxas serialized its wgmma pipeline (C%d)",
+                 b->stats.wgmma_serialized);
+        sm->serialized++;
     } else if (timer_arch[0] && strcmp(timer_arch, j->arch)) {
         snprintf(e->status, sizeof e->status, "built for %s; the GPU is %s", j->arch, timer_arch);
         sm->other_arch++;

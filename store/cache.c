@@ -20,7 +20,8 @@
  *   104  8   u64 cubin length
  *   112  8   f64 compile seconds (IEEE-754 bits)
  *   120  20  i32 registers, spill stores, spill loads, smem static, stack frame
- *   140  4   reserved (0)
+ *   140  4   i32 ptxas's wgmma-serialization remark number (0: none; entries
+ *            written before it have 0 here, the reserved zeros)
  *   144  64  SHA-256 of the generated source, hex (bundles index by it)
  *   208      desc bytes, then cubin bytes
  *   end-32   SHA-256 of every byte before it
@@ -256,6 +257,7 @@ kiln_status kiln_cache_entry_encode(const kiln_cache_entry *e, kiln_strbuf *out)
     put_le(h + 128, (uint32_t)e->stats.spill_loads, 4);
     put_le(h + 132, (uint32_t)e->stats.smem_static, 4);
     put_le(h + 136, (uint32_t)e->stats.stack_frame, 4);
+    put_le(h + 140, (uint32_t)e->stats.wgmma_serialized, 4);
     memcpy(h + 144, e->source_sha256, strnlen(e->source_sha256, 64));
     size_t start = out->len;
     kiln_strbuf_append(out, (const char *)h, sizeof h);
@@ -333,6 +335,7 @@ kiln_status kiln_cache_entry_decode(const void *data, size_t len, kiln_cache_ent
     out->stats.spill_loads = (int)(int32_t)get_le(b + 128, 4);
     out->stats.smem_static = (int)(int32_t)get_le(b + 132, 4);
     out->stats.stack_frame = (int)(int32_t)get_le(b + 136, 4);
+    out->stats.wgmma_serialized = (int)(int32_t)get_le(b + 140, 4);
     memcpy(out->source_sha256, b + 144, 64);
     out->source_sha256[64] = '\0';
     return KILN_OK;

@@ -17,6 +17,15 @@
  * record there (.nv.shared.<fn> includes the 1 KiB the system reserves on
  * sm_90), so they stay 0 in that case.
  *
+ * The same log carries ptxas's remarks where it serialized the wgmma
+ * pipeline: it waits for every wgmma before the next one or injects
+ * warpgroup waits and arrives (C7511 insufficient registers, C7514
+ * accumulators read while a wgmma is in flight, C7517 an injected wait, ...).
+ * The kernel still runs right, but about 20% slower on every k-block
+ * (docs/sm90_wgrad.md, forty-first session), so the first such remark's
+ * number is kept in the stats (wgmma_serialized) and `kiln tune` does not
+ * time the kernel.
+ *
  * `-lineinfo` is left out on purpose: it embeds the PTX text in the cubin
  * (about 3x larger), which matters for shipped bundles.
  */
@@ -215,13 +224,27 @@ static void parse_line(const char *s, const char *end, kiln_compile_stats *st)
     }
 }
 
+/* A ptxas remark "(C75nn) ..." about the wgmma pipeline: its number nn + 7500,
+ * else 0. */
+static int wgmma_remark(const char *line, const char *end)
+{
+    const char *c = memmem(line, (size_t)(end - line), "(C75", 4);
+    size_t n = (size_t)(end - line);
+    if (!c || !(memmem(line, n, "wgmma", 5) || memmem(line, n, "warpgroup", 9))) return 0;
+    int v = 0, digits = 0;
+    for (const char *p = c + 2; p < end && isdigit((unsigned char)*p) && digits < 5; p++, digits++)
+        v = v * 10 + (*p - '0');
+    return digits == 4 ? v : 0;
+}
+
 /* Several functions in one log (several kernels, or callees with their own
- * frames): each field is the maximum over them, i.e. the worst kernel. */
+ * frames): each field is the maximum over them, i.e. the worst kernel;
+ * wgmma_serialized is the first remark's. */
 void kiln_nvrtc_parse_ptxas(const char *log, kiln_compile_stats *stats)
 {
     double seconds = stats->seconds;
     stats->registers = stats->spill_stores = stats->spill_loads = 0;
-    stats->smem_static = stats->stack_frame = 0;
+    stats->smem_static = stats->stack_frame = stats->wgmma_serialized = 0;
     stats->seconds = seconds;
     if (!log) return;
     const char *line = log;
@@ -234,6 +257,7 @@ void kiln_nvrtc_parse_ptxas(const char *log, kiln_compile_stats *stats)
         while (t < end && (*t == ' ' || *t == '\t')) t++;
         int ours = strncmp(line, "ptxas", 5) == 0 || (t > line && isdigit((unsigned char)*t));
         if (ours && !memmem(line, (size_t)(end - line), "gmem", 4)) parse_line(line, end, stats);
+        if (ours && !stats->wgmma_serialized) stats->wgmma_serialized = wgmma_remark(line, end);
         line = *end ? end + 1 : end;
     }
 }

@@ -18,6 +18,8 @@ typedef struct kiln_compile_stats {
     int spill_stores, spill_loads;  /* bytes */
     int smem_static;             /* bytes of static shared memory */
     int stack_frame;             /* bytes */
+    int wgmma_serialized;        /* ptxas's remark number (7517 for C7517) where it
+                                    serialized the kernel's wgmma pipeline; 0: none */
 } kiln_compile_stats;
 
 typedef struct kiln_compile_result {

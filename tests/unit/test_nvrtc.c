@@ -216,6 +216,38 @@ static void test_parse_empty_and_noise(void **state)
     assert_int_equal(s.spill_stores, 0);
 }
 
+/* ptxas's remarks where it serialized the wgmma pipeline: the first one's
+ * number; other C75xx remarks and other lines leave it 0. */
+static void test_parse_wgmma_serialized(void **state)
+{
+    (void)state;
+    kiln_compile_stats s;
+    memset(&s, 0, sizeof s);
+    kiln_nvrtc_parse_ptxas(
+        "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are "
+        "serialized due to insufficient register resources for the wgmma pipeline in the function 'k'\n"
+        "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are "
+        "serialized due to non wgmma instructions reading accumulator registers of  a wgmma between "
+        "start and end of the pipeline stage in the function 'k'\n"
+        "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+        "ptxas info    : Used 168 registers, used 16 barriers\n",
+        &s);
+    assert_int_equal(s.wgmma_serialized, 7511);
+    assert_int_equal(s.registers, 168);
+    kiln_nvrtc_parse_ptxas("ptxas info    : (C7517) warpgroup.wait is injected in around line 194 by "
+                           "compiler to allow use of registers defined by GMMA in function 'k'\n",
+                           &s);
+    assert_int_equal(s.wgmma_serialized, 7517);
+    /* not about wgmma; and a clean log resets it */
+    kiln_nvrtc_parse_ptxas("ptxas info    : (C7508) Potential Performance Loss: 'setmaxnreg' ignored; "
+                           "unable to determine register count at entry\n",
+                           &s);
+    assert_int_equal(s.wgmma_serialized, 0);
+    s.wgmma_serialized = 7511;
+    kiln_nvrtc_parse_ptxas("ptxas info    : Used 32 registers\n", &s);
+    assert_int_equal(s.wgmma_serialized, 0);
+}
+
 static void test_cubin_stats_rejects_garbage(void **state)
 {
     (void)state;
@@ -263,5 +295,6 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_parse_cuda13),
     cmocka_unit_test(test_parse_old_format_and_multi),
     cmocka_unit_test(test_parse_empty_and_noise),
+    cmocka_unit_test(test_parse_wgmma_serialized),
     cmocka_unit_test(test_cubin_stats_rejects_garbage),
     cmocka_unit_test(test_spilling_kernel))
