@@ -6,13 +6,19 @@
  * kernel 4-9% (the commit placed after the branches of a k-block's
  * sequences; docs/sm90_wgrad.md).  Every sm_90a kernel of specs/default is
  * expanded and compiled with NVRTC; none may have a C75xx line in its
- * ptxas log.  No GPU needed. */
+ * ptxas log.  And every kernel the bundle's build compiled (every shipped
+ * spec, sweeps included, so every kernel the tuning table names) is
+ * checked in that build's kernel cache, whose entries keep ptxas's
+ * wgmma-serialization remark (store/nvrtc.c): none may carry one.  No GPU
+ * needed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "testutil.h"
 #include "shipped_specs.h"
+#include "cache.h"
 #include "nvrtc.h"
 
 static void test_no_serialised_wgmma(void **state)
@@ -48,8 +54,62 @@ static void test_no_serialised_wgmma(void **state)
     kiln_spec_set_free(&set);
 }
 
+typedef struct pack_scan {
+    int entries, damaged;
+    char bad[512];
+} pack_scan;
+
+static void pack_visit(void *user, const char *key, const kiln_cache_entry *e, int ok,
+                       const char *problem)
+{
+    (void)key;
+    (void)problem;
+    pack_scan *p = user;
+    if (!ok) {
+        p->damaged++;
+        return;
+    }
+    p->entries++;
+    if (e->stats.wgmma_serialized && !p->bad[0]) {
+        const char *name = e->desc ? strstr(e->desc, "name=") : NULL;
+        snprintf(p->bad, sizeof p->bad, "%.*s (%s): C%d", name ? (int)strcspn(name + 5, " ") : 1,
+                 name ? name + 5 : "?", e->arch, e->stats.wgmma_serialized);
+    }
+}
+
+/* The build's pack cache (KILN_TEST_PACK_CACHE: the sanitizers' run, whose
+ * own build packs nothing).  Entries written before the remark was kept
+ * read 0; a kernel whose source changes since is compiled again, and so
+ * checked; CI builds from a clean clone, where every entry is new. */
+static void test_pack_cache_not_serialised(void **state)
+{
+    (void)state;
+    char dir[4200];
+    const char *seed = getenv("KILN_TEST_PACK_CACHE");
+    const char *build = getenv("KILN_TEST_BUILD_DIR");
+    if (seed && *seed) snprintf(dir, sizeof dir, "%s", seed);
+    else if (build) snprintf(dir, sizeof dir, "%s/pack-cache", build);
+    else dir[0] = '\0';
+    struct stat st;
+    if (!dir[0] || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        printf("no pack cache (%s): the bundle was not built here\n", dir[0] ? dir : "unset");
+        skip();
+    }
+    kiln_cache *c = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_cache_open(dir, &c, &err) != KILN_OK) fail_msg("%s: %s", dir, err.msg);
+    pack_scan p = {0};
+    if (kiln_cache_foreach(c, pack_visit, &p, &err) != KILN_OK) fail_msg("%s: %s", dir, err.msg);
+    kiln_cache_close(c);
+    if (p.bad[0]) fail_msg("ptxas serialized the wgmma of a shipped kernel: %s", p.bad);
+    printf("%d kernels in %s, none with a wgmma-serialization remark\n", p.entries, dir);
+    assert_true(p.entries >= 100);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_serialised_wgmma)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_no_serialised_wgmma),
+                                       cmocka_unit_test(test_pack_cache_not_serialised)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
