@@ -228,8 +228,8 @@ static void parse_line(const char *s, const char *end, kiln_compile_stats *st)
  * else 0. */
 static int wgmma_remark(const char *line, const char *end)
 {
-    const char *c = memmem(line, (size_t)(end - line), "(C75", 4);
-    size_t n = (size_t)(end - line);
+    const size_t n = (size_t)(end - line);
+    const char *c = memmem(line, n, "(C75", 4);
     if (!c || !(memmem(line, n, "wgmma", 5) || memmem(line, n, "warpgroup", 9))) return 0;
     int v = 0, digits = 0;
     for (const char *p = c + 2; p < end && isdigit((unsigned char)*p) && digits < 5; p++, digits++)

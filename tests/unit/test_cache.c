@@ -33,10 +33,10 @@ static void make_entry(kiln_cache_entry *e, const char *source, const char *desc
     e->stats.seconds = 0.25;
     e->stats.registers = 168;
     e->stats.spill_stores = 4;
-    e->stats.wgmma_serialized = 7514;
     e->stats.spill_loads = 8;
     e->stats.smem_static = 1024;
     e->stats.stack_frame = 16;
+    e->stats.wgmma_serialized = 7514;
 }
 
 static void assert_entries_equal(const kiln_cache_entry *a, const kiln_cache_entry *b)
@@ -50,10 +50,10 @@ static void assert_entries_equal(const kiln_cache_entry *a, const kiln_cache_ent
     assert_true(a->stats.seconds == b->stats.seconds);
     assert_int_equal(a->stats.registers, b->stats.registers);
     assert_int_equal(a->stats.spill_stores, b->stats.spill_stores);
-    assert_int_equal(a->stats.wgmma_serialized, b->stats.wgmma_serialized);
     assert_int_equal(a->stats.spill_loads, b->stats.spill_loads);
     assert_int_equal(a->stats.smem_static, b->stats.smem_static);
     assert_int_equal(a->stats.stack_frame, b->stats.stack_frame);
+    assert_int_equal(a->stats.wgmma_serialized, b->stats.wgmma_serialized);
 }
 
 static kiln_cache *open_cache(const char *dir)
