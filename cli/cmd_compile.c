@@ -86,8 +86,9 @@ static void print_table(const kiln_spec_set *set, const kiln_build_result *resul
     printf(" in %.2fs\n", total);
     for (size_t i = 0; i < set->n_jobs; i++)
         if (results[i].ok && results[i].stats.wgmma_serialized)
-            printf("%s (%s): ptxas serialized its wgmma pipeline (C%d)\n", set->jobs[i].spec->desc.name,
-                   set->jobs[i].arch, results[i].stats.wgmma_serialized);
+            printf("%s (%s): ptxas serialized its wgmma pipeline (C%d)\n",
+                   set->jobs[i].spec->desc.name, set->jobs[i].arch,
+                   results[i].stats.wgmma_serialized);
     for (size_t i = 0; i < set->n_jobs; i++)
         if (!results[i].ok) fprintf(stderr, "%s\n", results[i].error);
 }

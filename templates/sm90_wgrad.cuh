@@ -164,9 +164,9 @@ struct kiln_wtile {
  * grid, each CTA got the same units of every group.  The few units that
  * cost more (db's, at k0 = 0) or less (the short last column) then all
  * fell on the same CTAs (qwen3_30b_fc1 in 128x192 tiles: 12 x 11 = 132
- * units a group on 132 CTAs).  With the rotation the 128x192 db kernel took 0.87-0.90 of the
- * time on three such shapes; kernels without such units, the same
- * (0.996-1.007 in geometric mean).  A rotation by g % units instead cost
+ * units a group on 132 CTAs).  With the rotation the 128x192 db kernel
+ * took 0.87-0.90 of the time on three such shapes; kernels without such
+ * units, the same (0.996-1.007 in geometric mean).  A rotation by g % units instead cost
  * those kernels 2-10% on decode-sized groups, a division per unit: hence
  * the mask.  Accumulating kernels keep the plain order: a unit's
  * read-modify-write of dW dwarfs db's share, they gained nothing from it
