@@ -140,6 +140,7 @@ struct kiln_wgrad {
     int items;     /* work units of all groups */
     unsigned *ctr; /* DYN: the launch's counters; 0: the static order */
     int rot;       /* static order: group g's units start (g & rot) on (kiln_decode) */
+    bool dregs;    /* discrete dW written from registers (kiln_store_regs) */
 };
 
 struct kiln_wtile {
@@ -928,6 +929,109 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
     }
 }
 
+/* Discrete dW from registers (P.dregs).  Where a CTA sees few tiles of
+ * a group (a group's tiles at most twice the grid), a warp's tiles change
+ * group at nearly every tile, and the bulk-store path then re-points its
+ * copy of the dW map each time (kiln_dmap_select: a wait for the warp's
+ * earlier stores, the copy, the proxy fences).  These epilogues write dW
+ * from the accumulators instead: no map, no shared memory.  Same call,
+ * every cell checked, 17 shapes (docs/sm90_wgrad.md, forty-second
+ * session): overwriting, 0.76-0.96 of the time per kernel in geometric
+ * mean over the shapes where the rule holds (decode, irregular,
+ * Dirichlet, Qwen3-Next), accumulating 0.96-0.99.  Where it does not,
+ * and for dense dW at all sizes, the bulk stores stay: from registers
+ * dense overwriting took 1.08-1.17x their time (decode up to 1.6x), the
+ * discrete kernels 1.02-1.09x on the large shapes. */
+
+/* Lane q of a quad holds word q of 4 n8 blocks' rows (columns 2q, 2q+1 of
+ * each); after this 4x4 transpose (two xor-shuffle rounds) it holds all 4
+ * words of block q, in column order. */
+KDEV void kiln_quad_transpose(kiln_u32 (&x)[4], int q)
+{
+    const bool hi = q & 2, od = q & 1;
+    kiln_u32 s0 = hi ? x[0] : x[2], s1 = hi ? x[1] : x[3];
+    s0 = __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+    if (hi) { x[0] = s0; x[1] = s1; } else { x[2] = s0; x[3] = s1; }
+    s0 = od ? x[0] : x[1];
+    s1 = od ? x[2] : x[3];
+    s0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+    s1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+    if (od) { x[0] = s0; x[2] = s1; } else { x[1] = s0; x[3] = s1; }
+}
+
+/* Overwriting 16-bit dW from registers: this warp's 16 rows of each m64
+ * sub-tile, each lane 8 columns of a row with one 16-byte store after the
+ * quad transpose (64 contiguous bytes a row per quad).  Rows past N and
+ * 16-byte pieces past K are not written (K % 8 == 0: a piece is wholly
+ * inside or outside). */
+KDEV void kiln_store_regs(const kiln_kernel_args &args, const kiln_wgrad &P,
+                          const kiln_wtile &T, const float (&acc)[MI][ACC_N], char *dg, int wrow0)
+{
+    const int lane = threadIdx.x & 31, q = lane & 3;
+    /* one-k-block tiles: evict-first, as the bulk stores (EPI_EVICT_FIRST) */
+    const bool ef = EPI_EVICT_FIRST && T.kb1 - T.kb0 <= 1;
+    const kiln_u64 pol = kiln_policy_evict_first();
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+        const int wrow = wrow0 + mi * 64;
+        if (wrow >= P.wn) continue;   /* warp-uniform: the shuffles need every lane */
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = wrow + (lane >> 2) + 8 * h;
+            char *drow = dg + ((long long)row * args.ldd + T.k0) * OSZ;
+#pragma unroll
+            for (int c = 0; c < BN / 32; ++c) {
+                kiln_u32 x[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float *a = &acc[mi][(4 * c + j) * 4 + 2 * h];
+                    x[j] = kiln_pack2(a[0], a[1]);
+                }
+                kiln_quad_transpose(x, q);
+                const int col = 32 * c + 8 * q;
+                if (row < P.wn && T.k0 + col < P.wk) {
+                    if (ef)
+                        asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;"
+                                     :: "l"(drow + col * OSZ), "r"(x[0]), "r"(x[1]), "r"(x[2]),
+                                        "r"(x[3]), "l"(pol) : "memory");
+                    else
+                        asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};"
+                                     :: "l"(drow + col * OSZ), "r"(x[0]), "r"(x[1]), "r"(x[2]),
+                                        "r"(x[3]) : "memory");
+                }
+            }
+        }
+    }
+}
+
+/* Accumulating into fp32 dW from registers: lane q of a quad adds its 2
+ * sums of each n8 block (columns 2q, 2q + 1) with one red.global.v2, so a
+ * quad's adds to a row fill one 32-byte sector; no transpose. */
+KDEV void kiln_red_regs(const kiln_kernel_args &args, const kiln_wgrad &P,
+                        const kiln_wtile &T, const float (&acc)[MI][ACC_N], char *dg, int wrow0)
+{
+    const int lane = threadIdx.x & 31, q = lane & 3;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+        const int wrow = wrow0 + mi * 64;
+        if (wrow >= P.wn) continue;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = wrow + (lane >> 2) + 8 * h;
+            float *drow = (float *)dg + (long long)row * args.ldd + T.k0;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                const int col = 8 * j + 2 * q;
+                if (row < P.wn && T.k0 + col < P.wk)
+                    asm volatile("red.global.v2.f32.add [%0], {%1, %2};"
+                                 :: "l"(drow + col), "f"(acc[mi][4 * j + 2 * h]),
+                                    "f"(acc[mi][4 * j + 2 * h + 1]) : "memory");
+            }
+        }
+    }
+}
+
 KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const kiln_smem &m,
                        int cw, const kiln_tmap *tmap_d)
 {
@@ -996,6 +1100,11 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             continue;
         }
         kiln_fence_acc(acc);
+        if (P.dregs) {
+            if (ACCUMULATE) kiln_red_regs(args, P, T, acc, dg, wrow0);
+            else kiln_store_regs(args, P, T, acc, dg, wrow0);
+            continue;
+        }
         const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, cw * 4 + wq, lane);
         if (ACCUMULATE)
             kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
@@ -1022,6 +1131,8 @@ KILN_SM90_KERNEL
     P.rot = P.tm * P.tk > 0 ? (1 << (31 - __clz(P.tm * P.tk))) - 1 : 0;
     P.ctr = DYN && args.sched_slot > 0 && args.sched_slot <= KILN_SCHED_SLOTS
                 ? kiln_sched_ctr[args.sched_slot - 1] : nullptr;
+    P.dregs = DISCRETE && (ACCUMULATE || OSZ == 2) && P.wk % 8 == 0 &&
+              P.tm * P.tk <= 2 * P.cta.ncl;
 
     if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {

@@ -1044,15 +1044,14 @@ static void test_wgrad_per_thread_streams(void **state)
 }
 
 /* Discrete dW (a buffer per expert, as TransformerEngine and Megatron keep
- * them) on sm90: each consumer warp re-points a per-SM copy of the dW map
- * at each group's buffer, and stores or reduce-adds through it.  Every
- * bf16-input sm90 discrete kernel of the catalog (the defaults: overwrite,
- * accumulate, with and without dbias), forced over the four mixes: 40 and
- * 130 groups make every warp change groups many times (more changes than
- * map slots), each group's buffer is its own allocation with poisoned
- * padding, N = 328 and 200 leave a 16-row box half past a group's N
- * (written by hand), empty groups (zeros, or untouched when accumulating).
- * Finding none fails. */
+ * them) on sm90, where a group has few tiles: written from the registers
+ * (sm90_wgrad.cuh, P.dregs).  Every bf16-input sm90 discrete kernel of the
+ * catalog (the defaults: overwrite, accumulate, with and without dbias),
+ * forced over the four mixes: 40 and 130 groups, each group's buffer its
+ * own allocation with poisoned padding, N = 328 and 200 leave 8 rows of a
+ * 16-row band past a group's N, K = 328 and 264 a partial column tile,
+ * empty groups (zeros, or untouched when accumulating).  Finding none
+ * fails. */
 static void test_wgrad_discrete(void **state)
 {
     (void)state;
@@ -1070,6 +1069,53 @@ static void test_wgrad_discrete(void **state)
                          strstr(d, " accumulate=1") != NULL, strstr(d, " dbias=1") != NULL, 1, nk, 7);
     }
     if (!kernels) CASE_FAIL("the catalog carries no sm90 discrete wgrad kernel");
+    assert_int_equal(g_failures, failures_before);
+}
+
+/* Discrete dW where a group has more tiles than twice the grid (N 4360,
+ * K 4352: 289 tiles a group or more for every sm90 tile, more than twice
+ * the SMs of any Hopper): there each consumer warp re-points a per-SM copy
+ * of the dW map at each group's buffer and stores or reduce-adds through
+ * it.  Every bf16-input sm90 discrete kernel of the catalog without dbias
+ * (its epilogue is the same), forced: 5 groups of 0..12 tokens, so that a
+ * warp's tiles change group more often than there are map slots; N % 16 ==
+ * 8 leaves 8 rows of a 16-row box past each group's N (written by hand);
+ * poisoned padding; every element checked.  Finding none fails. */
+static void test_wgrad_discrete_many_tiles(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    int kernels = 0;
+    int32_t m[5] = {5, 0, 9, 3, 12};
+    char label[192];
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        const char *d = ce->desc;
+        if (!strstr(d, "op=wgrad") || !strstr(d, " family=sm90 ") || !strstr(d, " a=bf16 ") ||
+            !strstr(d, " wgrad_output=discrete") || !strstr(d, " dbias=0"))
+            continue;
+        kiln_context *ctx = forced_context(ce->name, NULL);
+        if (!ctx) continue;
+        kernels++;
+        gcase c = {0};
+        c.op = KILN_OP_WGRAD;
+        c.in = KILN_DTYPE_BF16;
+        c.out = strstr(d, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+        c.accumulate = strstr(d, " accumulate=1") != NULL;
+        c.discrete = 1;
+        c.ldd_pad = 8;
+        c.groups = 5;
+        c.counts = m;
+        c.n = 4360;
+        c.k = 4352;
+        c.capacity = sum_counts(m, 5) + 7;
+        c.want_kernel = ce->name;
+        snprintf(label, sizeof label, "%s: 5 groups of 0..12 tokens, N=4360 K=4352", ce->name);
+        c.label = label;
+        run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+        kiln_context_destroy(ctx);
+    }
+    if (!kernels) CASE_FAIL("the catalog carries no sm90 discrete wgrad kernel without dbias");
     assert_int_equal(g_failures, failures_before);
 }
 
@@ -1218,6 +1264,7 @@ int main(void)
         cmocka_unit_test(test_wgrad_streams),
         cmocka_unit_test(test_wgrad_per_thread_streams),
         cmocka_unit_test(test_wgrad_discrete),
+        cmocka_unit_test(test_wgrad_discrete_many_tiles),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),
