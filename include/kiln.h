@@ -252,7 +252,10 @@ typedef struct kiln_problem {
                                                  as d_b (read on the device only) */
     /* fprop: Y [cap,N]; dgrad: dX [cap,K]; wgrad: dW [G,N,K] (dense) */
     void *d_out;      int64_t ldd;            /* 0: dense rows */
-    void *const *d_out_ptrs;                  /* wgrad discrete: device array of G */
+    void *const *d_out_ptrs;                  /* wgrad discrete: device array of G
+                                                 pointers, each to an [N, ldd] matrix,
+                                                 16-byte aligned (read on the device
+                                                 only) */
     kiln_wgrad_output wgrad_output;
     int accumulate;        /* wgrad: dW += ... into fp32 (out_type must be F32) */
 
