@@ -8,7 +8,9 @@
  * with the fused bias gradient (f32 db) timed against the calls without it
  * (the extra percent is printed; bench_dbias); fprop_ptrs and dgrad_ptrs,
  * the fprop/dgrad calls with the weights given as G pointers (d_b_ptrs)
- * timed against the same calls with one contiguous tensor (bench_ptrs).
+ * timed against the same calls with one contiguous tensor (bench_ptrs);
+ * wgrad_discrete and wgrad_acc_discrete, dW into one buffer per group
+ * (d_out_ptrs) timed against the dense calls (bench_discrete).
  * For each case and op, in one process: kiln's generated kernel, cuBLASLt as
  * a per-group loop (kiln's cuBLASLt backend), and one dense cuBLASLt GEMM of
  * the same FLOPs (the same backend with one group of all the tokens).  Each
@@ -18,7 +20,8 @@
  * bench/torch_peer.py in the same call can be merged in with --peer FILE.
  *
  * usage: kiln_bench [--cases FILE] [--ops fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias,
- *                   wgrad_acc_dbias,fprop_ptrs,dgrad_ptrs] [--only a,b]
+ *                   wgrad_acc_dbias,fprop_ptrs,dgrad_ptrs,wgrad_discrete,
+ *                   wgrad_acc_discrete] [--only a,b]
  *                   [--reps N] [--json FILE] [--peer FILE] [--untuned]
  *        kiln_bench --sizes [--cases FILE]
  *        kiln_bench --dispatch-report TUNE.csv [--cases FILE] [--table FILE]
@@ -624,6 +627,88 @@ static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     CU(drv.cuMemFree(dptrs));
 }
 
+/* --ops wgrad_discrete / wgrad_acc_discrete: wgrad into one buffer per
+ * group (d_out_ptrs; bf16 dW, or dW += ... into fp32), as TransformerEngine
+ * and Megatron keep per-expert weights, against the same call into the
+ * dense [G,N,K] buffer, both as dispatched by the shipped context (tables
+ * on).  Each group's buffer is its own allocation; the discrete dW,
+ * gathered back, must match the dense one, then
+ * the two are timed against each other (time_pair, each into its own
+ * buffers).  What a caller with per-expert dW pays against a stacked one,
+ * whose call the main table times against torch. */
+static void bench_discrete(bench *b, const kiln_tune_shape *c, const case_bufs *cb, int acc)
+{
+    const char *name = acc ? "wgrad_acc_discrete" : "wgrad_discrete";
+    const int G = c->groups;
+    const size_t es = acc ? 4 : 2, slice = (size_t)c->n * c->k, n_out = (size_t)G * slice;
+    kiln_problem p;
+    kts_problem_init(&p, KILN_OP_WGRAD, G, c->n, c->k, cb->t, cb->sizes, cb->dy, cb->x, 0);
+    p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
+    if (acc) {
+        p.out_type = KILN_DTYPE_F32;
+        p.accumulate = 1;
+    }
+    p.host_sizes = cb->m;
+    CUdeviceptr *bufs = malloc((size_t)G * sizeof *bufs), dptrs;
+    if (!bufs) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    const size_t gbytes = slice * es;
+    for (int g = 0; g < G; g++) CU(drv.cuMemAlloc(&bufs[g], gbytes));
+    CU(drv.cuMemAlloc(&dptrs, (size_t)G * sizeof *bufs));
+    CU(drv.cuMemcpyHtoD(dptrs, bufs, (size_t)G * sizeof *bufs));
+    runner dense = {b->gen, p}, disc = {b->gen, p};
+    dense.p.d_out = (void *)(uintptr_t)cb->out_b;
+    disc.p.d_out = NULL;
+    disc.p.wgrad_output = KILN_WGRAD_DISCRETE;
+    disc.p.d_out_ptrs = (void *const *)(uintptr_t)dptrs;
+    /* accumulating, both start from the same random dW (copied into each
+     * group's rows); overwriting, from poison */
+    CUdeviceptr init = 0;
+    if (acc) {
+        init = random_bf16(n_out, 1.0f);
+        upload_f32_from_bf16(cb->out_b, init, n_out);
+    } else {
+        CU(drv.cuMemsetD8(cb->out_b, KTS_POISON, n_out * es));
+    }
+    for (int g = 0; g < G; g++) {
+        if (acc) CU(drv.cuMemcpyDtoD(bufs[g], cb->out_b + g * gbytes, gbytes));
+        else CU(drv.cuMemsetD8(bufs[g], KTS_POISON, gbytes));
+    }
+    if (init) CU(drv.cuMemFree(init));
+    kiln_call_report rd, rn;
+    call(&disc, b->s);
+    CU(drv.cuStreamSynchronize(b->s));
+    kiln_last_call(b->gen, &rd);
+    call(&dense, b->s);
+    CU(drv.cuStreamSynchronize(b->s));
+    kiln_last_call(b->gen, &rn);
+    /* gather the groups' [N, K] into out_a, dense, and compare */
+    for (int g = 0; g < G; g++) CU(drv.cuMemcpyDtoD(cb->out_a + g * gbytes, bufs[g], gbytes));
+    double e = rel_err(cb->out_a, cb->out_b, n_out, acc);
+    if (!(e < 1e-2)) {
+        printf("%-15s %-15s FAILED: differs from the dense call by %.3g (%s vs %s)\n", c->name,
+               name, e, rd.kernel, rn.kernel);
+    } else {
+        double ms_d, ms_n;
+        time_pair(&disc, &dense, b->s, &ms_d, &ms_n);
+        b->tl += (size_t)snprintf(b->table + b->tl, sizeof b->table - b->tl,
+                                  "%-15s %-15s discrete dW %.3f vs dense %.3f ms: %.3fx "
+                                  "(rel diff %.1e)  %s / %s\n",
+                                  c->name, name, ms_d, ms_n, ms_n / ms_d, e, rd.kernel, rn.kernel);
+        if (b->json) {
+            fprintf(b->json, "%s  {\"case\": \"%s\", \"op\": \"%s\", \"kiln_ms\": %.4f, "
+                             "\"dense_ms\": %.4f, \"kernel\": \"%s\", \"dense_kernel\": \"%s\"}",
+                    b->first_row ? "" : ",\n", c->name, name, ms_d, ms_n, rd.kernel, rn.kernel);
+            b->first_row = 0;
+        }
+    }
+    for (int g = 0; g < G; g++) CU(drv.cuMemFree(bufs[g]));
+    CU(drv.cuMemFree(dptrs));
+    free(bufs);
+}
+
 /* Every op of one case, on random data (never zeros). */
 static void bench_case(bench *b, const kiln_tune_shape *c)
 {
@@ -659,6 +744,9 @@ static void bench_case(bench *b, const kiln_tune_shape *c)
         if (has_op(b->ops, acc ? "wgrad_acc_dbias" : "wgrad_dbias")) bench_dbias(b, c, &cb, acc);
     for (int op = 0; op < 2; op++)
         if (has_op(b->ops, op ? "dgrad_ptrs" : "fprop_ptrs")) bench_ptrs(b, c, &cb, op);
+    for (int acc = 0; acc < 2; acc++)
+        if (has_op(b->ops, acc ? "wgrad_acc_discrete" : "wgrad_discrete"))
+            bench_discrete(b, c, &cb, acc);
     CUdeviceptr all[] = {cb.x, cb.w, cb.dy, cb.out_a, cb.out_b, cb.sizes, cb.dense_sizes};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CU(drv.cuMemFree(all[i]));
     free(m);
@@ -702,6 +790,9 @@ int main(int argc, char **argv)
     const char *json_path = NULL, *peer_path = NULL, *report_csv = NULL, *table_path = NULL;
     int untuned = 0, sizes_only = 0;
     static bench b = {.ops = "fprop,dgrad,wgrad,wgrad_acc", .first_row = 1};
+    /* line by line, so that a run cut short (a device call's time limit)
+     * keeps what it printed, FAILED lines included */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases_path = argv[++i];
         else if (!strcmp(argv[i], "--ops") && i + 1 < argc) b.ops = argv[++i];
