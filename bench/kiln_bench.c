@@ -95,6 +95,13 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Waits for every setup copy and memset, which run on the legacy stream:
+ * the timed calls run on a non-blocking stream (bench.s), which does not
+ * wait for it, and memsets and device-to-device copies return before they
+ * are done.  Without it a check's first call could race the poisoning of
+ * its own output (as cli/tune_gpu.c found for its fills). */
+static void settle(void) { CU(drv.cuCtxSynchronize()); }
+
 /* 1 if the comma-separated list holds exactly this name. */
 static int has_op(const char *list, const char *name)
 {
@@ -383,6 +390,7 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
         CU(drv.cuMemsetD8(cb->out_a, KTS_POISON, n_out * es));
         CU(drv.cuMemsetD8(cb->out_b, KTS_POISON, n_out * es));
     }
+    settle();
     call(&rg, b->s);
     call(&rl, b->s);
     CU(drv.cuStreamSynchronize(b->s));
@@ -530,6 +538,7 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
         CU(drv.cuMemsetD8(cb->out_b, KTS_POISON, n_out * es));
         CU(drv.cuMemsetD8(db, KTS_POISON, (size_t)G * c->n * 4));
     }
+    settle();
     call(&fused, b->s);
     call(&plain, b->s);
     CU(drv.cuStreamSynchronize(b->s));
@@ -595,6 +604,7 @@ static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     ptrs.p.d_b_ptrs = (const void *const *)(uintptr_t)dptrs;
     CU(drv.cuMemsetD8(cb->out_a, KTS_POISON, n_out * 2));
     CU(drv.cuMemsetD8(cb->out_b, KTS_POISON, n_out * 2));
+    settle();
     kiln_call_report rp, rc;
     call(&ptrs, b->s);
     CU(drv.cuStreamSynchronize(b->s));
@@ -677,6 +687,7 @@ static void bench_discrete(bench *b, const kiln_tune_shape *c, const case_bufs *
         else CU(drv.cuMemsetD8(bufs[g], KTS_POISON, gbytes));
     }
     if (init) CU(drv.cuMemFree(init));
+    settle();
     kiln_call_report rd, rn;
     call(&disc, b->s);
     CU(drv.cuStreamSynchronize(b->s));
@@ -686,6 +697,7 @@ static void bench_discrete(bench *b, const kiln_tune_shape *c, const case_bufs *
     kiln_last_call(b->gen, &rn);
     /* gather the groups' [N, K] into out_a, dense, and compare */
     for (int g = 0; g < G; g++) CU(drv.cuMemcpyDtoD(cb->out_a + g * gbytes, bufs[g], gbytes));
+    settle();
     double e = rel_err(cb->out_a, cb->out_b, n_out, acc);
     if (!(e < 1e-2)) {
         printf("%-15s %-15s FAILED: differs from the dense call by %.3g (%s vs %s)\n", c->name,
