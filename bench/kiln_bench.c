@@ -498,6 +498,21 @@ static double dbias_err(CUdeviceptr db, const kiln_tune_shape *c, const case_buf
     return e.nan ? INFINITY : kts_err_rel(&e);
 }
 
+/* Case c's wgrad call as a caller makes it: bf16 dW, or dW += ... into
+ * fp32 (acc), sizes on the host too; the outputs are the caller's to set. */
+static kiln_problem wgrad_problem(const kiln_tune_shape *c, const case_bufs *cb, int acc)
+{
+    kiln_problem p;
+    kts_problem_init(&p, KILN_OP_WGRAD, c->groups, c->n, c->k, cb->t, cb->sizes, cb->dy, cb->x, 0);
+    p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
+    if (acc) {
+        p.out_type = KILN_DTYPE_F32;
+        p.accumulate = 1;
+    }
+    p.host_sizes = cb->m;
+    return p;
+}
+
 /* --ops wgrad_dbias / wgrad_acc_dbias: wgrad (bf16 dW, or dW += ... into
  * fp32) with the fused bias gradient (f32 db, dense) against the same call
  * without it, in this process: dW of the two compared and db checked
@@ -512,14 +527,7 @@ static void bench_dbias(bench *b, const kiln_tune_shape *c, const case_bufs *cb,
     const char *name = acc ? "wgrad_acc_dbias" : "wgrad_dbias";
     const int G = c->groups;
     const size_t n_out = (size_t)G * c->n * c->k, es = acc ? 4 : 2;
-    kiln_problem p;
-    kts_problem_init(&p, KILN_OP_WGRAD, G, c->n, c->k, cb->t, cb->sizes, cb->dy, cb->x, 0);
-    p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
-    if (acc) {
-        p.out_type = KILN_DTYPE_F32;
-        p.accumulate = 1;
-    }
-    p.host_sizes = cb->m;
+    const kiln_problem p = wgrad_problem(c, cb, acc);
     CUdeviceptr db;
     CU(drv.cuMemAlloc(&db, (size_t)G * c->n * 4));
     kiln_context *ctx = make_context(KILN_ALLOW_GENERATED, 0);
@@ -651,14 +659,7 @@ static void bench_discrete(bench *b, const kiln_tune_shape *c, const case_bufs *
     const char *name = acc ? "wgrad_acc_discrete" : "wgrad_discrete";
     const int G = c->groups;
     const size_t es = acc ? 4 : 2, slice = (size_t)c->n * c->k, n_out = (size_t)G * slice;
-    kiln_problem p;
-    kts_problem_init(&p, KILN_OP_WGRAD, G, c->n, c->k, cb->t, cb->sizes, cb->dy, cb->x, 0);
-    p.a_type = p.b_type = p.out_type = KILN_DTYPE_BF16;
-    if (acc) {
-        p.out_type = KILN_DTYPE_F32;
-        p.accumulate = 1;
-    }
-    p.host_sizes = cb->m;
+    const kiln_problem p = wgrad_problem(c, cb, acc);
     CUdeviceptr *bufs = malloc((size_t)G * sizeof *bufs), dptrs;
     if (!bufs) {
         fprintf(stderr, "out of host memory\n");
