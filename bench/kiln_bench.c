@@ -137,6 +137,14 @@ static void call(runner *r, CUstream s)
     }
 }
 
+/* One call, waited for, and what kiln says served it. */
+static void call_checked(runner *r, CUstream s, kiln_call_report *rep)
+{
+    call(r, s);
+    CU(drv.cuStreamSynchronize(s));
+    kiln_last_call(r->ctx, rep);
+}
+
 /* Median milliseconds of one call. */
 static double time_call(runner *r, CUstream s)
 {
@@ -614,12 +622,8 @@ static void bench_ptrs(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     CU(drv.cuMemsetD8(cb->out_b, KTS_POISON, n_out * 2));
     settle();
     kiln_call_report rp, rc;
-    call(&ptrs, b->s);
-    CU(drv.cuStreamSynchronize(b->s));
-    kiln_last_call(b->gen, &rp);
-    call(&cont, b->s);
-    CU(drv.cuStreamSynchronize(b->s));
-    kiln_last_call(b->gen, &rc);
+    call_checked(&ptrs, b->s, &rp);
+    call_checked(&cont, b->s, &rc);
     double e = rel_err(cb->out_a, cb->out_b, n_out, 0);
     if (!(e < 1e-2)) {
         printf("%-15s %-15s FAILED: differs from the contiguous call by %.3g (%s vs %s)\n",
@@ -690,12 +694,8 @@ static void bench_discrete(bench *b, const kiln_tune_shape *c, const case_bufs *
     if (init) CU(drv.cuMemFree(init));
     settle();
     kiln_call_report rd, rn;
-    call(&disc, b->s);
-    CU(drv.cuStreamSynchronize(b->s));
-    kiln_last_call(b->gen, &rd);
-    call(&dense, b->s);
-    CU(drv.cuStreamSynchronize(b->s));
-    kiln_last_call(b->gen, &rn);
+    call_checked(&disc, b->s, &rd);
+    call_checked(&dense, b->s, &rn);
     /* gather the groups' [N, K] into out_a, dense, and compare */
     for (int g = 0; g < G; g++) CU(drv.cuMemcpyDtoD(cb->out_a + g * gbytes, bufs[g], gbytes));
     settle();
