@@ -217,20 +217,20 @@ static kiln_status encode_maps(const kiln_driver *drv, kiln_tmap_cache *cache,
         if (st) return st;
     }
     if (l->tmap[2].used) {
+        /* dW in chunks where the kernel stores (or, wgrad.rows, adds) rows
+         * of tmap.chunks boxes at once, which it does when K is a multiple
+         * of the box width (the same rule on the device: sm90_wgrad.cuh,
+         * kiln_epilogue_tma_store and kiln_epilogue_tma_red) */
+        const int chunked = l->tmap[2].chunks > 0 && p->k % l->tmap[2].box_inner == 0;
         if (p->op == KILN_OP_WGRAD && a->d_ptrs)
             /* discrete dW: one group's [N, K], which the kernel points at
              * each group's buffer on the device; the address is a stand-in,
              * never written through (d_a, for its alignment) */
-            st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2], 0, p->out_type, p->d_a, p->k,
-                            p->n, a->ldd, err);
+            st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2], chunked, p->out_type, p->d_a,
+                            p->k, p->n, a->ldd, err);
         else if (p->op == KILN_OP_WGRAD)
-            /* dense dW as one [G*N, K] matrix; in chunks where the kernel
-             * stores (or, wgrad.rows, adds) rows of tmap.chunks boxes at
-             * once, which it does when K is a multiple of the box width (the
-             * same rule on the device: sm90_wgrad.cuh,
-             * kiln_epilogue_tma_store and kiln_epilogue_tma_red) */
-            st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2],
-                            l->tmap[2].chunks > 0 && p->k % l->tmap[2].box_inner == 0, p->out_type,
+            /* dense dW as one [G*N, K] matrix */
+            st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2], chunked, p->out_type,
                             p->d_out, p->k, (int64_t)p->groups * p->n, a->ldd, err);
         else
             st = encode_map(drv, cache, &maps[2], 2, &l->tmap[2], 0, p->out_type, p->d_out,

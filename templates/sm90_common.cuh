@@ -259,6 +259,36 @@ KDEV void kiln_tmap_repoint(kiln_tmap *slot, const kiln_tmap *src, const void *c
     kiln_tma_prefetch_desc(slot);
 }
 
+/* kiln_tmap_repoint for a whole warp (every lane calls it): the copy is
+ * made in `stage` (128 free bytes of shared memory, 128-byte aligned),
+ * pointed at ptr there, and written to `slot` by tensormap.cp_fenceproxy,
+ * which makes the slot's 128 bytes strong GPU-scope stores and orders only
+ * them before the tensormap proxy; lane 0 then acquires the slot and
+ * prefetches it.  kiln_tmap_repoint's release fence compiles to MEMBAR.GPU
+ * and ERRBAR, a wait for every earlier memory operation of the thread:
+ * in the discrete wgrad kernels (whose lane 0 has just issued a tile's
+ * bulk stores) ncu put 9% of all warp samples on that ERRBAR
+ * (docs/sm90_wgrad.md, forty-third session). */
+KDEV void kiln_tmap_repoint_warp(kiln_tmap *slot, const kiln_tmap *src, const void *ptr,
+                                 unsigned char *stage, int lane)
+{
+    if (lane < 8) ((uint4 *)stage)[lane] = ((const uint4 *)src)[lane];
+    __syncwarp();
+    const kiln_u32 s = kiln_smem_addr(stage);
+    if (lane == 0)
+        asm volatile("tensormap.replace.tile.global_address.shared::cta.b1024.b64 [%0], %1;"
+                     :: "r"(s), "l"((kiln_u64)ptr) : "memory");
+    __syncwarp();
+    asm volatile("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu"
+                 ".sync.aligned [%0], [%1], 128;"
+                 :: "l"((kiln_u64)__cvta_generic_to_global(slot)), "r"(s) : "memory");
+    if (lane == 0) {
+        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
+                     :: "l"((kiln_u64)slot) : "memory");
+        kiln_tma_prefetch_desc(slot);
+    }
+}
+
 /* Programmatic dependent launch (runtime/launch.h, KILN_PDL=1).  wait:
  * blocks until the grids this one depends on have completed and their
  * writes are visible (returns at once when launched without the

@@ -16,9 +16,9 @@
  *                                 fp32) or TMA stores (overwrite) through tmap_d,
  *                                 dense: over dW as {K, G*N}; discrete: over one
  *                                 group's {K, N}, re-pointed per group (kiln_dmap)
- *   D_CHUNKS                      > 0 (dense 16-bit dW, a warp's whole share
- *                                 staged): where K % 64 == 0, tmap_d is a 3-D map
- *                                 {64, K/64, G*N} (launch.c) and a warp's 16 rows
+ *   D_CHUNKS                      > 0 (16-bit dW, a warp's whole share staged):
+ *                                 where K % 64 == 0, tmap_d is a 3-D map
+ *                                 {64, K/64, G*N} (discrete: N; launch.c) and a warp's 16 rows
  *                                 of an m64 sub-tile go out as one box of
  *                                 D_CHUNKS 128-byte chunks a row (kiln_rowbox_*)
  *   DBIAS                         1: also the bias gradient db[g,n] = sum of dY[t,n]
@@ -69,12 +69,12 @@ static_assert(kiln_wgrad_layout::OFF_STG % 1024 == 0,
  * and a box at a time (STG_BUFS < the share) from -7% to +4% (H200,
  * docs/sm90_wgrad.md, eighth session). */
 constexpr int EPI_EVICT_FIRST = !ACCUMULATE && !PINGPONG && BM * BN >= 32768 && STG_BUFS >= SHARE_BOXES;
-static_assert(D_CHUNKS == 0 || (!DISCRETE &&
-                                ((D_CHUNKS == BN / 64 && OSZ == 2 && !ACCUMULATE &&
-                                  STG_BUFS >= SHARE_BOXES) ||
-                                 (D_CHUNKS == BN / 32 && ACCUMULATE && STG_BUFS >= D_CHUNKS))),
-              "rows of D_CHUNKS boxes: dense dW, 16-bit overwrite with a warp's share staged "
-              "whole, or accumulate with a warp's 16 rows of a sub-tile");
+static_assert(D_CHUNKS == 0 || (D_CHUNKS == BN / 64 && OSZ == 2 && !ACCUMULATE &&
+                                 STG_BUFS >= SHARE_BOXES) ||
+                                (!DISCRETE && D_CHUNKS == BN / 32 && ACCUMULATE &&
+                                 STG_BUFS >= D_CHUNKS),
+              "rows of D_CHUNKS boxes: 16-bit overwrite with a warp's share staged whole, "
+              "or dense accumulate with a warp's 16 rows of a sub-tile");
 
 /* The dynamic order (DYN: cooperative 128x256 kernels, when the launch
  * names a slot of counters, args.sched_slot, which runtime/sched_slots.c
@@ -392,11 +392,13 @@ KDEV char *kiln_group_out(const kiln_kernel_args &args, const kiln_wgrad &P, int
  * dense dW does: tmap_d describes one group's [N, K] (launch.c encodes it
  * over a stand-in address), and lane 0 of each consumer warp, which issues
  * the warp's bulk stores or reduce-adds, points a copy of it at group g's
- * buffer when the warp's tiles move to another group (kiln_tmap_repoint,
- * sm90_common.cuh).  The copies live in this module's slots, DMAP_SLOTS per
- * consumer warp per SM.  Before lane 0 rewrites a slot it waits until the
- * bulk operations that used it have read their shared-memory sources; a
- * bulk tensor operation has read its map by then (the map gives the box it
+ * buffer when the warp's tiles move to another group (kiln_tmap_repoint;
+ * overwriting, the warp together: kiln_tmap_repoint_warp, through the
+ * warp's staging; sm90_common.cuh).  The copies live in this module's
+ * slots, DMAP_SLOTS per consumer warp per SM.  Before a slot is rewritten
+ * lane 0 waits until the bulk operations that used it (all the warp's, so
+ * the staging is free too) have read their shared-memory sources; a bulk
+ * tensor operation has read its map by then (the map gives the box it
  * reads), so none still reads the slot.  Before, discrete dW went through
  * an fp32 staging slot and 16-byte stores or red.global adds: the path the
  * TMA store and reduce-add replaced for dense dW (docs/sm90_wgrad.md). */
@@ -417,17 +419,31 @@ struct kiln_dmap {
  * operations were all committed before this tile, and lane 0 waits until
  * every one has read its source.  Re-pointing before the main loop
  * instead, to hide the copy and fences, spilled 88-304 bytes of the
- * consumers' registers in most kernels: not kept. */
+ * consumers' registers in most kernels (sixteenth session; the cause,
+ * found in the forty-third, was kiln_smid's trap within the main loop's
+ * reach).  Without the spills it took 0.97-1.03 of the time per kernel,
+ * and under the main loop's last wgmma up to 1.15 (forty-third): not
+ * kept.  Overwriting kernels re-point with the warp
+ * (kiln_tmap_repoint_warp): with dW in rows of a tile, 0.91-1.00 of the
+ * time per kernel in geometric mean over 9 shapes where groups change
+ * every few tiles (H200, docs/sm90_wgrad.md, forty-third session);
+ * accumulating ones took 0.99-1.025 with it and keep kiln_tmap_repoint. */
 KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kiln_wgrad &P,
-                          const kiln_tmap *tmap_d, int g, int warp, int lane)
+                          const kiln_tmap *tmap_d, int g, int warp, int lane, unsigned char *stg)
 {
     if (!DISCRETE) return g * P.wn;
     if (g == dm.g) return 0;
     kiln_tmap *slot = &kiln_dmap_slots[(kiln_smid() * DMAP_WARPS + warp) * DMAP_SLOTS +
                                        dm.turn % DMAP_SLOTS];
-    if (lane == 0) {
-        kiln_bulk_wait_read<0>();
-        kiln_tmap_repoint(slot, tmap_d, (const void *const *)args.d_ptrs, g);
+    if (ACCUMULATE) {
+        if (lane == 0) {
+            kiln_bulk_wait_read<0>();
+            kiln_tmap_repoint(slot, tmap_d, (const void *const *)args.d_ptrs, g);
+        }
+    } else {
+        if (lane == 0) kiln_bulk_wait_read<0>();
+        __syncwarp();
+        kiln_tmap_repoint_warp(slot, tmap_d, args.d_ptrs[g], stg, lane);
     }
     __syncwarp();
     dm.map = slot;
@@ -1105,7 +1121,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             else kiln_store_regs(args, P, T, acc, dg, wrow0);
             continue;
         }
-        const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, cw * 4 + wq, lane);
+        const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, cw * 4 + wq, lane, stg);
         if (ACCUMULATE)
             kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
         else

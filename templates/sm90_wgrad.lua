@@ -84,15 +84,15 @@ return function(spec, arch, mode)
     stg_bufs, smem, share = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
   end
   common.check_smem(k, smem, arch)
-  -- Dense 16-bit dW whose warp share fits the staging whole: each warp's 16
+  -- 16-bit dW whose warp share fits the staging whole: each warp's 16
   -- rows of an m64 sub-tile go out in one store of tile.n / 64 chunks of
   -- 128 bytes (a 3-D map, launch.c), so that each row's bytes are written
   -- together: 3.5% more write bandwidth than a box per 64 columns (H200,
-  -- bench/store_box_probe.cu; docs/sm90_wgrad.md, eighteenth session).
-  -- Not in pairs of CTAs: there the second epilogue path spilled (32 bytes
-  -- at 3 stages).
-  if not accumulate and out_t ~= 2 and output == "dense" and stg_bufs >= share and
-     k.cm * k.cn == 1 then
+  -- bench/store_box_probe.cu; docs/sm90_wgrad.md, eighteenth session);
+  -- discrete dW too since the forty-third session (its 128x192 kernels then
+  -- lose on tiles of one k-block as the dense ones do).  Not in pairs of
+  -- CTAs: there the second epilogue path spilled (32 bytes at 3 stages).
+  if not accumulate and out_t ~= 2 and stg_bufs >= share and k.cm * k.cn == 1 then
     d_chunks = bn // 64
   end
   if output == "discrete" then smem = common.exclusive_sm(smem, arch) end

@@ -1072,21 +1072,33 @@ static void test_wgrad_discrete(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
-/* Discrete dW where a group has more tiles than twice the grid (N 4360,
- * K 4352: 289 tiles a group or more for every sm90 tile, more than twice
- * the SMs of any Hopper): there each consumer warp re-points a per-SM copy
- * of the dW map at each group's buffer and stores or reduce-adds through
- * it.  Every bf16-input sm90 discrete kernel of the catalog without dbias
- * (its epilogue is the same), forced: 5 groups of 0..12 tokens, so that a
- * warp's tiles change group more often than there are map slots; N % 16 ==
- * 8 leaves 8 rows of a 16-row box past each group's N (written by hand);
- * poisoned padding; every element checked.  Finding none fails. */
+/* Discrete dW where a group has more tiles than twice the grid: there each
+ * consumer warp re-points a per-SM copy of the dW map at each group's
+ * buffer and stores or reduce-adds through it.  Every bf16-input sm90
+ * discrete kernel of the catalog without dbias (its epilogue is the same),
+ * forced, on two mixes, poisoned padding, every element checked:
+ * - N 4360, K 4352 (289 tiles a group or more for every sm90 tile, more
+ *   than twice the SMs of any Hopper; K a multiple of 64: 16-bit dW goes
+ *   out in rows of a tile, a 3-D map): 5 groups of 0..12 tokens;
+ * - N 2056, K 4328 (still 289 or more; K % 64 = 40: 16x64 boxes, the last
+ *   one cut by the map): 12 groups of 0..12 tokens, three of them empty,
+ *   so that a warp's tiles change group many more times than there are
+ *   map slots, across empty groups (which write zeros by hand and take no
+ *   slot where the slot is chosen before the main loop, DMAP_EARLY).
+ * N % 16 == 8 leaves 8 rows of a 16-row box past each group's N (written
+ * by hand).  Finding no kernel fails. */
 static void test_wgrad_discrete_many_tiles(void **state)
 {
     (void)state;
     int failures_before = g_failures;
     int kernels = 0;
-    int32_t m[5] = {5, 0, 9, 3, 12};
+    static int32_t m5[5] = {5, 0, 9, 3, 12};
+    static int32_t m12[12] = {3, 0, 7, 1, 0, 12, 5, 2, 9, 0, 4, 6};
+    const struct {
+        int groups;
+        int32_t *counts;
+        int64_t n, k;
+    } mixes[2] = {{5, m5, 4360, 4352}, {12, m12, 2056, 4328}};
     char label[192];
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
@@ -1097,22 +1109,25 @@ static void test_wgrad_discrete_many_tiles(void **state)
         kiln_context *ctx = forced_context(ce->name, NULL);
         if (!ctx) continue;
         kernels++;
-        gcase c = {0};
-        c.op = KILN_OP_WGRAD;
-        c.in = KILN_DTYPE_BF16;
-        c.out = strstr(d, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
-        c.accumulate = strstr(d, " accumulate=1") != NULL;
-        c.discrete = 1;
-        c.ldd_pad = 8;
-        c.groups = 5;
-        c.counts = m;
-        c.n = 4360;
-        c.k = 4352;
-        c.capacity = sum_counts(m, 5) + 7;
-        c.want_kernel = ce->name;
-        snprintf(label, sizeof label, "%s: 5 groups of 0..12 tokens, N=4360 K=4352", ce->name);
-        c.label = label;
-        run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+        for (int x = 0; x < 2; x++) {
+            gcase c = {0};
+            c.op = KILN_OP_WGRAD;
+            c.in = KILN_DTYPE_BF16;
+            c.out = strstr(d, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            c.accumulate = strstr(d, " accumulate=1") != NULL;
+            c.discrete = 1;
+            c.ldd_pad = 8;
+            c.groups = mixes[x].groups;
+            c.counts = mixes[x].counts;
+            c.n = mixes[x].n;
+            c.k = mixes[x].k;
+            c.capacity = sum_counts(mixes[x].counts, mixes[x].groups) + 7;
+            c.want_kernel = ce->name;
+            snprintf(label, sizeof label, "%s: %d groups of 0..12 tokens, N=%lld K=%lld", ce->name,
+                     c.groups, (long long)c.n, (long long)c.k);
+            c.label = label;
+            run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+        }
         kiln_context_destroy(ctx);
     }
     if (!kernels) CASE_FAIL("the catalog carries no sm90 discrete wgrad kernel without dbias");

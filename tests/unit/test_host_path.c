@@ -177,15 +177,16 @@ static void test_pointer_array_weights(void **state)
     fake_context_free(ctx);
 }
 
-/* Dense wgrad through a kernel that stores dW rows a tile wide
- * (tmap_d.chunks > 0, sm90_wgrad.lua): where K is a multiple of 64, tmap_d
- * is the 3-D map {64, K/64, G*N} (strides 128 bytes and a row), box {64,
- * chunks, 16}; otherwise the 2-D map {K, G*N} with 16x64 boxes, which the
- * kernel's other path stores through (sm90_wgrad.cuh: the same rule). */
-static void test_wgrad_dw_in_chunks(void **state)
+/* wgrad through a kernel that stores dW rows a tile wide (tmap_d.chunks >
+ * 0, sm90_wgrad.lua): where K is a multiple of 64, tmap_d is the 3-D map
+ * {64, K/64, rows} (strides 128 bytes and a row), box {64, chunks, 16};
+ * otherwise the 2-D map {K, rows} with 16x64 boxes, which the kernel's
+ * other path stores through (sm90_wgrad.cuh: the same rule).  Dense dW:
+ * rows G*N over d_out.  Discrete dW (a buffer per group): one group's N
+ * rows over a stand-in address (d_a), the kernel pointing a copy at each
+ * group's buffer (forty-third session). */
+static void check_dw_map(const char *name, int discrete)
 {
-    (void)state;
-    static const char name[] = "wgrad_sm90_bf16_plain__m128_n256_k64_s3_cooperative";
     kiln_context *ctx = context(1);
     snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "%s", name);
     for (int i = 0; i < 2; i++) {
@@ -197,7 +198,12 @@ static void test_wgrad_dw_in_chunks(void **state)
         p.capacity = 4096;
         p.d_a = FAKE(0x7f0000000000);
         p.d_b = FAKE(0x7e0000000000);
-        p.d_out = FAKE(0x7a0000000000);
+        if (discrete) {
+            p.wgrad_output = KILN_WGRAD_DISCRETE;
+            p.d_out_ptrs = FAKE(0x7a0000000000);
+        } else {
+            p.d_out = FAKE(0x7a0000000000);
+        }
         p.d_sizes = FAKE(0x7d0000000000);
         kiln_status st = kiln_gemm(ctx, &p, NULL);
         if (st) print_error("%s\n", kiln_last_error(ctx));
@@ -206,12 +212,13 @@ static void test_wgrad_dw_in_chunks(void **state)
         kiln_last_call(ctx, &rep);
         assert_string_equal(rep.kernel, name);
         const unsigned long long *o = fake_last.maps[2].opaque;
-        assert_int_equal(o[0], (uint64_t)(uintptr_t)p.d_out);
+        const uint64_t rows = discrete ? 1024 : 8 * 1024;
+        assert_int_equal(o[0], (uint64_t)(uintptr_t)(discrete ? p.d_a : p.d_out));
         if (i == 0) {
             assert_int_equal(o[1] & 0xffffffffu, 3);
             assert_int_equal(o[2], 64);
             assert_int_equal(o[3], 2048 / 64);
-            assert_int_equal(o[8], 8 * 1024);
+            assert_int_equal(o[8], rows);
             assert_int_equal(o[4], 128);
             assert_int_equal(o[9], 2048 * 2);
             assert_int_equal(o[5], (uint64_t)64 << 32 | 4);
@@ -219,12 +226,24 @@ static void test_wgrad_dw_in_chunks(void **state)
         } else {
             assert_int_equal(o[1] & 0xffffffffu, 2);
             assert_int_equal(o[2], 1000);
-            assert_int_equal(o[3], 8 * 1024);
+            assert_int_equal(o[3], rows);
             assert_int_equal(o[4], 1000 * 2);
             assert_int_equal(o[5], (uint64_t)64 << 32 | 16);
         }
     }
     fake_context_free(ctx);
+}
+
+static void test_wgrad_dw_in_chunks(void **state)
+{
+    (void)state;
+    check_dw_map("wgrad_sm90_bf16_plain__m128_n256_k64_s3_cooperative", 0);
+}
+
+static void test_wgrad_discrete_dw_in_chunks(void **state)
+{
+    (void)state;
+    check_dw_map("sm90_wgrad_bf16_bf16_discrete", 1);
 }
 
 /* The slot table alone (runtime/sched_slots.c): a slot per stream, kept;
@@ -418,6 +437,7 @@ KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_pdl),
                cmocka_unit_test(test_pointer_array_weights),
                cmocka_unit_test(test_wgrad_dw_in_chunks),
+               cmocka_unit_test(test_wgrad_discrete_dw_in_chunks),
                cmocka_unit_test(test_sched_slot_table),
                cmocka_unit_test(test_sched_slot_launch),
                cmocka_unit_test(test_sched_counters_at_load),
