@@ -1083,8 +1083,8 @@ static void test_wgrad_discrete(void **state)
  * - N 2056, K 4328 (still 289 or more; K % 64 = 40: 16x64 boxes, the last
  *   one cut by the map): 12 groups of 0..12 tokens, three of them empty,
  *   so that a warp's tiles change group many more times than there are
- *   map slots, across empty groups (which write zeros by hand and take no
- *   slot where the slot is chosen before the main loop, DMAP_EARLY).
+ *   map slots, also across empty groups (whose zeros are written by hand,
+ *   through no map).
  * N % 16 == 8 leaves 8 rows of a 16-row box past each group's N (written
  * by hand).  Finding no kernel fails. */
 static void test_wgrad_discrete_many_tiles(void **state)
