@@ -244,6 +244,16 @@ KDEV kiln_u32 kiln_smid()
     return sm;
 }
 
+/* The reader's half of a re-pointed map: orders the tensormap proxy's
+ * reads of `slot` after the writer's release, then prefetches it into the
+ * descriptor cache. */
+KDEV void kiln_tmap_acquire(const kiln_tmap *slot)
+{
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
+                 :: "l"((kiln_u64)slot) : "memory");
+    kiln_tma_prefetch_desc(slot);
+}
+
 KDEV void kiln_tmap_repoint(kiln_tmap *slot, const kiln_tmap *src, const void *const *ptrs, int g)
 {
     const uint4 *s = (const uint4 *)src;
@@ -254,9 +264,7 @@ KDEV void kiln_tmap_repoint(kiln_tmap *slot, const kiln_tmap *src, const void *c
     asm volatile("tensormap.replace.tile.global_address.global.b1024.b64 [%0], %1;"
                  :: "l"(gaddr), "l"((kiln_u64)ptrs[g]) : "memory");
     asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
-    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
-                 :: "l"((kiln_u64)slot) : "memory");
-    kiln_tma_prefetch_desc(slot);
+    kiln_tmap_acquire(slot);
 }
 
 /* kiln_tmap_repoint for a whole warp (every lane calls it): the copy is
@@ -282,11 +290,7 @@ KDEV void kiln_tmap_repoint_warp(kiln_tmap *slot, const kiln_tmap *src, const vo
     asm volatile("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu"
                  ".sync.aligned [%0], [%1], 128;"
                  :: "l"((kiln_u64)__cvta_generic_to_global(slot)), "r"(s) : "memory");
-    if (lane == 0) {
-        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;"
-                     :: "l"((kiln_u64)slot) : "memory");
-        kiln_tma_prefetch_desc(slot);
-    }
+    if (lane == 0) kiln_tmap_acquire(slot);
 }
 
 /* Programmatic dependent launch (runtime/launch.h, KILN_PDL=1).  wait:

@@ -435,13 +435,10 @@ KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kil
     if (g == dm.g) return 0;
     kiln_tmap *slot = &kiln_dmap_slots[(kiln_smid() * DMAP_WARPS + warp) * DMAP_SLOTS +
                                        dm.turn % DMAP_SLOTS];
+    if (lane == 0) kiln_bulk_wait_read<0>();
     if (ACCUMULATE) {
-        if (lane == 0) {
-            kiln_bulk_wait_read<0>();
-            kiln_tmap_repoint(slot, tmap_d, (const void *const *)args.d_ptrs, g);
-        }
+        if (lane == 0) kiln_tmap_repoint(slot, tmap_d, (const void *const *)args.d_ptrs, g);
     } else {
-        if (lane == 0) kiln_bulk_wait_read<0>();
         __syncwarp();
         kiln_tmap_repoint_warp(slot, tmap_d, args.d_ptrs[g], stg, lane);
     }
