@@ -321,7 +321,11 @@ def test_shipped():
             # discrete wgrad (overwrite and accumulate) re-timed after the
             # forty-second session wrote small groups' tiles from registers:
             # the sixteenth session's candidates
-            "docs/results/session42-wgrad-discrete-retune-h200-2026-11-30.csv"]
+            "docs/results/session42-wgrad-discrete-retune-h200-2026-11-30.csv",
+            # the same candidates re-timed after the forty-third session
+            # re-pointed the overwriting kernels' maps with the warp and
+            # stored their dW in rows of a tile
+            "docs/results/session44-wgrad-discrete-retune-h200-2026-11-30.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
