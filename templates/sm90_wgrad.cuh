@@ -62,13 +62,18 @@ constexpr int SHARE_BOXES = MI * BN * (OUT_T == 2 ? 4 : 2) / 128;
 static_assert(ACCUMULATE || STG_BUFS <= SHARE_BOXES, "more store boxes per warp than a tile has");
 static_assert(kiln_wgrad_layout::OFF_STG % 1024 == 0,
               "staging must be 1024-byte aligned for the swizzled boxes");
+/* Overwriting cooperative 128x256 and 256x128 kernels that stage a
+ * warp's whole share of a tile at once (a tile's boxes never wait for
+ * each other's stores).  Two rules act on them alone (measured elsewhere,
+ * they lost): */
+constexpr bool BIG_STAGED = !ACCUMULATE && !PINGPONG && BM * BN >= 32768 && STG_BUFS >= SHARE_BOXES;
 /* Tiles of one k-block (decode-sized groups) store with the evict-first
- * L2 hint in cooperative 128x256 and 256x128 kernels that stage a warp's
- * whole share of the tile: 5-12% faster on every decode shape measured.
- * Not elsewhere: 128x128 tiles (either schedule) ran 2-5% slower with it,
- * and a box at a time (STG_BUFS < the share) from -7% to +4% (H200,
- * docs/sm90_wgrad.md, eighth session). */
-constexpr int EPI_EVICT_FIRST = !ACCUMULATE && !PINGPONG && BM * BN >= 32768 && STG_BUFS >= SHARE_BOXES;
+ * L2 hint: 5-12% faster on every decode shape measured.  Not elsewhere:
+ * 128x128 tiles (either schedule) ran 2-5% slower with it, and a box at a
+ * time (STG_BUFS < the share) from -7% to +4% (H200, docs/sm90_wgrad.md,
+ * eighth session).  The other: discrete dW from registers
+ * (kiln_wgrad::dregs). */
+constexpr int EPI_EVICT_FIRST = BIG_STAGED;
 static_assert(D_CHUNKS == 0 || (D_CHUNKS == BN / 64 && OSZ == 2 && !ACCUMULATE &&
                                  STG_BUFS >= SHARE_BOXES) ||
                                 (!DISCRETE && D_CHUNKS == BN / 32 && ACCUMULATE &&
@@ -954,7 +959,13 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
  * Dirichlet, Qwen3-Next), accumulating 0.96-0.99.  Where it does not,
  * and for dense dW at all sizes, the bulk stores stay: from registers
  * dense overwriting took 1.08-1.17x their time (decode up to 1.6x), the
- * discrete kernels 1.02-1.09x on the large shapes. */
+ * discrete kernels 1.02-1.09x on the large shapes.  Since the forty-third
+ * session's cheaper re-pointing (kiln_tmap_repoint_warp), BIG_STAGED
+ * kernels keep the bulk stores on every shape: 0.78-0.99 of the register
+ * path's time on 8 such shapes (the 128x256 and 256x128 kernels at 3
+ * stages; the same call had the 4-stage ones, which stage a box at a
+ * time, at 1.00-1.21 with bulk stores, 128x128 and 128x192 at 0.90-1.18;
+ * H200, docs/sm90_wgrad.md, forty-fourth session). */
 
 /* Lane q of a quad holds word q of 4 n8 blocks' rows (columns 2q, 2q+1 of
  * each); after this 4x4 transpose (two xor-shuffle rounds) it holds all 4
@@ -1144,7 +1155,7 @@ KILN_SM90_KERNEL
     P.rot = P.tm * P.tk > 0 ? (1 << (31 - __clz(P.tm * P.tk))) - 1 : 0;
     P.ctr = DYN && args.sched_slot > 0 && args.sched_slot <= KILN_SCHED_SLOTS
                 ? kiln_sched_ctr[args.sched_slot - 1] : nullptr;
-    P.dregs = DISCRETE && (ACCUMULATE || OSZ == 2) && P.wk % 8 == 0 &&
+    P.dregs = DISCRETE && (ACCUMULATE || (OSZ == 2 && !BIG_STAGED)) && P.wk % 8 == 0 &&
               P.tm * P.tk <= 2 * P.cta.ncl;
 
     if (!kiln_groups_ok(P.G)) return;
