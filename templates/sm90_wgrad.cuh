@@ -144,6 +144,8 @@ struct kiln_wgrad {
     kiln_cta cta;  /* this CTA's place among the clusters */
     int items;     /* work units of all groups */
     unsigned *ctr; /* DYN: the launch's counters; 0: the static order */
+    int cmask;     /* items below t0 come in runs of cmask + 1 (kiln_next_item) */
+    int t0, runs;  /* t0 = runs * (cmask + 1), whole rounds of runs over the grid */
     int rot;       /* static order: group g's units start (g & rot) on (kiln_decode) */
     bool dregs;    /* discrete dW written from registers (kiln_store_regs) */
 };
@@ -155,6 +157,37 @@ struct kiln_wtile {
     int kb0, kb1; /* k-blocks of this work item: tokens s + [kb0, kb1) * BK */
     int split;    /* CTAs sharing this dW tile (1: sole owner) */
 };
+
+/* Items in runs.  Discrete dW re-points a warp's map at every change of
+ * group (kiln_dmap_select), and where a group has at most twice the
+ * grid's tiles, taking one item at a time put a CTA's next item in
+ * another group at nearly every tile.  Where the groups' reductions are
+ * also one k-block on average (decode-sized), that cost 7-12% of the
+ * time: there each CTA takes runs of WRUN consecutive items (of one group,
+ * mostly), up to item t0, a whole number of rounds of runs over the grid,
+ * and the items from t0 on one at a time, so that the grid's last round
+ * is as balanced as before.  Static order: CTA c takes runs c, c + grid,
+ * ..., then items t0 + c, t0 + c + grid, ...; DYN: fetch f from the
+ * counter names run f below t0, else item t0 + f - (runs below t0).
+ * Runs of 4 and 8 on every discrete shape (H200, docs/sm90_wgrad.md,
+ * forty-fifth session): the fastest kernel took 0.88-0.93 of its time on
+ * decode-sized groups of at most twice the grid's tiles, but up to 1.08
+ * on decode-sized groups of more tiles and 1.03-1.05 on long reductions
+ * (not profiled), hence the rule; where it acts, 0.88-1.00 (8 shapes). */
+constexpr int WRUN = 8;
+KDEV int kiln_fetched_item(const kiln_wgrad &P, int f)
+{
+    if (!DISCRETE) return f;   /* dense dW never walks in runs */
+    return f < P.runs ? f * (P.cmask + 1) : P.t0 + (f - P.runs);
+}
+KDEV int kiln_first_item(const kiln_wgrad &P) { return kiln_fetched_item(P, P.cta.cid); }
+KDEV int kiln_next_item(const kiln_wgrad &P, int t)
+{
+    if (!DISCRETE || t >= P.t0) return t + P.cta.ncl;
+    if ((t + 1) & P.cmask) return t + 1;
+    const int u = t + 1 + (P.cta.ncl - 1) * (P.cmask + 1);
+    return u < P.t0 ? u : P.t0 + P.cta.cid;
+}
 
 /* This CTA's tile of work unit t: split chunk slowest, then the unit in
  * raster order.  A pair's second tile may lie past N or K (P.tm / P.tk
@@ -212,7 +245,7 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
     kiln_ring r = {0, 0};
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
     kiln_q q = {0, 0};
-    int t = P.ctr ? (int)atomicAdd(P.ctr, 1u) : P.cta.cid;
+    int t = P.ctr ? kiln_fetched_item(P, (int)atomicAdd(P.ctr, 1u)) : kiln_first_item(P);
     for (;;) {
         if (P.ctr) {   /* hand t (-1: no more) to the consumers */
             kiln_mbar_wait(kiln_q_empty(m, q.i), q.ph ^ 1);
@@ -222,7 +255,9 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
         }
         if (t >= P.items) break;
         /* the next item's fetch, its value waited for only at this item's end */
-        const int tn = P.ctr ? (int)atomicAdd(P.ctr, 1u) : t + P.cta.ncl;
+        const int tn = !P.ctr ? kiln_next_item(P, t)
+                       : DISCRETE && t < P.t0 && ((t + 1) & P.cmask) ? t + 1
+                       : kiln_fetched_item(P, (int)atomicAdd(P.ctr, 1u));
         const kiln_wtile T = kiln_decode(P, m, t, gcur);
         for (int kb = T.kb0; kb < T.kb1; ++kb) {
             const kiln_u32 full = kiln_acquire(m, r);
@@ -1073,7 +1108,10 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
     kiln_q q = {0, 0};
     auto after = [&](int t) -> int {   /* the item after t (-1: none) */
-        if (!P.ctr) return t + P.cta.ncl < P.items ? t + P.cta.ncl : -1;
+        if (!P.ctr) {
+            const int u = kiln_next_item(P, t);
+            return u < P.items ? u : -1;
+        }
         kiln_mbar_wait(kiln_q_full(m, q.i), q.ph);
         const int u = *kiln_q_slot(m, q.i);
         __syncwarp();
@@ -1082,7 +1120,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
         return u;
     };
     kiln_wtile Tn;   /* DECODE_AHEAD: the next item, decoded */
-    int tn = after(P.cta.cid - P.cta.ncl);
+    int tn = P.ctr ? after(0) : kiln_first_item(P) < P.items ? kiln_first_item(P) : -1;
     if (DECODE_AHEAD && tn >= 0) Tn = kiln_decode(P, m, tn, gcur);
     for (int t = tn; t >= 0; t = tn, ++j) {
         const kiln_wtile T = DECODE_AHEAD ? Tn : kiln_decode(P, m, t, gcur);
@@ -1181,6 +1219,10 @@ KILN_SM90_KERNEL
     });
     if (CS > 1) kiln_cluster_sync();   /* peers' barriers are initialised */
     else __syncthreads();
+    P.cmask = DISCRETE && !P.dregs && P.tm * P.tk <= 2 * P.cta.ncl &&
+              min(m.row_start[P.G], P.cap) <= P.G * BK ? WRUN - 1 : 0;
+    P.runs = P.cmask ? P.items / ((P.cmask + 1) * P.cta.ncl) * P.cta.ncl : 0;
+    P.t0 = P.runs * (P.cmask + 1);
 
     const int wg = kiln_warpgroup();
     if (wg == 0) {

@@ -1134,6 +1134,72 @@ static void test_wgrad_discrete_many_tiles(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* Discrete dW where groups are decode-sized (one k-block on average) and
+ * have at most twice the grid's tiles: there the kernels that store a
+ * warp's share of a tile whole walk their items in runs of consecutive
+ * ones up to the last whole round of runs over the grid, then one at a
+ * time (sm90_wgrad.cuh, WRUN; the dynamic order's kernels through their
+ * counters, the others in the static order).  Two mixes with enough items
+ * for both phases on 132 SMs (64 x 35 and 64 x 21 tiles of 128x256), every
+ * bf16-input sm90 discrete kernel without dbias forced, poisoned padding,
+ * every element checked:
+ * - N 520, K 1600 (K % 64 == 0: rows of a tile): 64 groups of 0..20
+ *   tokens, two empty;
+ * - N 264, K 1576 (K % 64 = 40: boxes, the last cut by the map): 64
+ *   groups, every fourth of 100..119 tokens (two k-blocks), the others
+ *   0..29: 37 on average.
+ * N % 16 == 8 leaves 8 rows of a 16-row box past each group's N.
+ * Finding no kernel fails. */
+static void test_wgrad_discrete_runs(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    int kernels = 0;
+    int32_t *m64 = random_counts(64, 0, 20);
+    m64[5] = m64[6] = 0;
+    int32_t mb[64];
+    for (int g = 0; g < 64; g++) mb[g] = g % 4 == 0 ? 100 + g % 20 : g % 30;
+    const struct {
+        int groups;
+        int32_t *counts;
+        int64_t n, k;
+    } mixes[2] = {{64, m64, 520, 1600}, {64, mb, 264, 1576}};
+    char label[192];
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        const char *d = ce->desc;
+        if (!strstr(d, "op=wgrad") || !strstr(d, " family=sm90 ") || !strstr(d, " a=bf16 ") ||
+            !strstr(d, " wgrad_output=discrete") || !strstr(d, " dbias=0"))
+            continue;
+        kiln_context *ctx = forced_context(ce->name, NULL);
+        if (!ctx) continue;
+        kernels++;
+        for (int x = 0; x < 2; x++) {
+            gcase c = {0};
+            c.op = KILN_OP_WGRAD;
+            c.in = KILN_DTYPE_BF16;
+            c.out = strstr(d, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            c.accumulate = strstr(d, " accumulate=1") != NULL;
+            c.discrete = 1;
+            c.ldd_pad = 8;
+            c.groups = mixes[x].groups;
+            c.counts = mixes[x].counts;
+            c.n = mixes[x].n;
+            c.k = mixes[x].k;
+            c.capacity = sum_counts(mixes[x].counts, mixes[x].groups) + 7;
+            c.want_kernel = ce->name;
+            snprintf(label, sizeof label, "%s: %d decode-sized groups, N=%lld K=%lld", ce->name,
+                     c.groups, (long long)c.n, (long long)c.k);
+            c.label = label;
+            run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+        }
+        kiln_context_destroy(ctx);
+    }
+    free(m64);
+    if (!kernels) CASE_FAIL("the catalog carries no sm90 discrete wgrad kernel without dbias");
+    assert_int_equal(g_failures, failures_before);
+}
+
 /* Σm > capacity: rows past capacity are not computed, the flag is set. */
 static void test_overflow(void **state)
 {
@@ -1280,6 +1346,7 @@ int main(void)
         cmocka_unit_test(test_wgrad_per_thread_streams),
         cmocka_unit_test(test_wgrad_discrete),
         cmocka_unit_test(test_wgrad_discrete_many_tiles),
+        cmocka_unit_test(test_wgrad_discrete_runs),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),
