@@ -330,7 +330,13 @@ def test_shipped():
             # session timed again after the 3-stage 128x256/256x128 kernels
             # kept the bulk stores there: each kernel's cells from the build
             # whose code ships for it (docs/dispatch.md)
-            "docs/results/session44-wgrad-discrete-small-groups-kept-rule-h200-2026-11-30.csv"]
+            "docs/results/session44-wgrad-discrete-small-groups-kept-rule-h200-2026-11-30.csv",
+            # the decode-sized discrete classes whose every shape the
+            # forty-fifth session timed after the kernels that stage a
+            # warp's share whole walked decode-sized groups' items in runs:
+            # the shipped build's cells, the mean of its two runs of that
+            # A/B call (docs/dispatch.md)
+            "docs/results/session45-wgrad-discrete-runs-small-groups-h200-2026-11-30.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
