@@ -1072,33 +1072,21 @@ static void test_wgrad_discrete(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
-/* Discrete dW where a group has more tiles than twice the grid: there each
- * consumer warp re-points a per-SM copy of the dW map at each group's
- * buffer and stores or reduce-adds through it.  Every bf16-input sm90
- * discrete kernel of the catalog without dbias (its epilogue is the same),
- * forced, on two mixes, poisoned padding, every element checked:
- * - N 4360, K 4352 (289 tiles a group or more for every sm90 tile, more
- *   than twice the SMs of any Hopper; K a multiple of 64: 16-bit dW goes
- *   out in rows of a tile, a 3-D map): 5 groups of 0..12 tokens;
- * - N 2056, K 4328 (still 289 or more; K % 64 = 40: 16x64 boxes, the last
- *   one cut by the map): 12 groups of 0..12 tokens, three of them empty,
- *   so that a warp's tiles change group many more times than there are
- *   map slots, also across empty groups (whose zeros are written by hand,
- *   through no map).
- * N % 16 == 8 leaves 8 rows of a 16-row box past each group's N (written
- * by hand).  Finding no kernel fails. */
-static void test_wgrad_discrete_many_tiles(void **state)
+/* One group mix of a discrete dW test. */
+typedef struct {
+    int groups;
+    int32_t *counts;
+    int64_t n, k;
+} discrete_mix;
+
+/* Every bf16-input sm90 discrete wgrad kernel of the catalog without dbias
+ * (its epilogue is the same), forced, on each of the mixes (`what` names
+ * their groups in the labels), poisoned padding, every element checked.
+ * Finding no kernel fails. */
+static void run_discrete_mixes(const discrete_mix *mixes, int nmix, const char *what)
 {
-    (void)state;
     int failures_before = g_failures;
     int kernels = 0;
-    static int32_t m5[5] = {5, 0, 9, 3, 12};
-    static int32_t m12[12] = {3, 0, 7, 1, 0, 12, 5, 2, 9, 0, 4, 6};
-    const struct {
-        int groups;
-        int32_t *counts;
-        int64_t n, k;
-    } mixes[2] = {{5, m5, 4360, 4352}, {12, m12, 2056, 4328}};
     char label[192];
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
@@ -1109,7 +1097,7 @@ static void test_wgrad_discrete_many_tiles(void **state)
         kiln_context *ctx = forced_context(ce->name, NULL);
         if (!ctx) continue;
         kernels++;
-        for (int x = 0; x < 2; x++) {
+        for (int x = 0; x < nmix; x++) {
             gcase c = {0};
             c.op = KILN_OP_WGRAD;
             c.in = KILN_DTYPE_BF16;
@@ -1123,8 +1111,8 @@ static void test_wgrad_discrete_many_tiles(void **state)
             c.k = mixes[x].k;
             c.capacity = sum_counts(mixes[x].counts, mixes[x].groups) + 7;
             c.want_kernel = ce->name;
-            snprintf(label, sizeof label, "%s: %d groups of 0..12 tokens, N=%lld K=%lld", ce->name,
-                     c.groups, (long long)c.n, (long long)c.k);
+            snprintf(label, sizeof label, "%s: %d %s, N=%lld K=%lld", ce->name, c.groups, what,
+                     (long long)c.n, (long long)c.k);
             c.label = label;
             run_checked(&c, ctx, KILN_BACKEND_GENERATED);
         }
@@ -1134,70 +1122,53 @@ static void test_wgrad_discrete_many_tiles(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* Discrete dW where a group has more tiles than twice the grid: there each
+ * consumer warp re-points a per-SM copy of the dW map at each group's
+ * buffer and stores or reduce-adds through it.  Two mixes
+ * (run_discrete_mixes):
+ * - N 4360, K 4352 (289 tiles a group or more for every sm90 tile, more
+ *   than twice the SMs of any Hopper; K a multiple of 64: 16-bit dW goes
+ *   out in rows of a tile, a 3-D map): 5 groups of 0..12 tokens;
+ * - N 2056, K 4328 (still 289 or more; K % 64 = 40: 16x64 boxes, the last
+ *   one cut by the map): 12 groups of 0..12 tokens, three of them empty,
+ *   so that a warp's tiles change group many more times than there are
+ *   map slots, also across empty groups (whose zeros are written by hand,
+ *   through no map).
+ * N % 16 == 8 leaves 8 rows of a 16-row box past each group's N (written
+ * by hand). */
+static void test_wgrad_discrete_many_tiles(void **state)
+{
+    (void)state;
+    static int32_t m5[5] = {5, 0, 9, 3, 12};
+    static int32_t m12[12] = {3, 0, 7, 1, 0, 12, 5, 2, 9, 0, 4, 6};
+    const discrete_mix mixes[2] = {{5, m5, 4360, 4352}, {12, m12, 2056, 4328}};
+    run_discrete_mixes(mixes, 2, "groups of 0..12 tokens");
+}
+
 /* Discrete dW where groups are decode-sized (one k-block on average) and
  * have at most twice the grid's tiles: there the kernels that store a
  * warp's share of a tile whole walk their items in runs of consecutive
  * ones up to the last whole round of runs over the grid, then one at a
  * time (sm90_wgrad.cuh, WRUN; the dynamic order's kernels through their
  * counters, the others in the static order).  Two mixes with enough items
- * for both phases on 132 SMs (64 x 35 and 64 x 21 tiles of 128x256), every
- * bf16-input sm90 discrete kernel without dbias forced, poisoned padding,
- * every element checked:
+ * for both phases on 132 SMs (64 x 35 and 64 x 21 tiles of 128x256;
+ * run_discrete_mixes):
  * - N 520, K 1600 (K % 64 == 0: rows of a tile): 64 groups of 0..20
  *   tokens, two empty;
  * - N 264, K 1576 (K % 64 = 40: boxes, the last cut by the map): 64
  *   groups, every fourth of 100..119 tokens (two k-blocks), the others
  *   0..29: 37 on average.
- * N % 16 == 8 leaves 8 rows of a 16-row box past each group's N.
- * Finding no kernel fails. */
+ * N % 16 == 8 leaves 8 rows of a 16-row box past each group's N. */
 static void test_wgrad_discrete_runs(void **state)
 {
     (void)state;
-    int failures_before = g_failures;
-    int kernels = 0;
     int32_t *m64 = random_counts(64, 0, 20);
     m64[5] = m64[6] = 0;
     int32_t mb[64];
     for (int g = 0; g < 64; g++) mb[g] = g % 4 == 0 ? 100 + g % 20 : g % 30;
-    const struct {
-        int groups;
-        int32_t *counts;
-        int64_t n, k;
-    } mixes[2] = {{64, m64, 520, 1600}, {64, mb, 264, 1576}};
-    char label[192];
-    for (size_t e = 0; e < kiln_catalog_count; e++) {
-        const kiln_catalog_entry *ce = &kiln_catalog[e];
-        const char *d = ce->desc;
-        if (!strstr(d, "op=wgrad") || !strstr(d, " family=sm90 ") || !strstr(d, " a=bf16 ") ||
-            !strstr(d, " wgrad_output=discrete") || !strstr(d, " dbias=0"))
-            continue;
-        kiln_context *ctx = forced_context(ce->name, NULL);
-        if (!ctx) continue;
-        kernels++;
-        for (int x = 0; x < 2; x++) {
-            gcase c = {0};
-            c.op = KILN_OP_WGRAD;
-            c.in = KILN_DTYPE_BF16;
-            c.out = strstr(d, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
-            c.accumulate = strstr(d, " accumulate=1") != NULL;
-            c.discrete = 1;
-            c.ldd_pad = 8;
-            c.groups = mixes[x].groups;
-            c.counts = mixes[x].counts;
-            c.n = mixes[x].n;
-            c.k = mixes[x].k;
-            c.capacity = sum_counts(mixes[x].counts, mixes[x].groups) + 7;
-            c.want_kernel = ce->name;
-            snprintf(label, sizeof label, "%s: %d decode-sized groups, N=%lld K=%lld", ce->name,
-                     c.groups, (long long)c.n, (long long)c.k);
-            c.label = label;
-            run_checked(&c, ctx, KILN_BACKEND_GENERATED);
-        }
-        kiln_context_destroy(ctx);
-    }
+    const discrete_mix mixes[2] = {{64, m64, 520, 1600}, {64, mb, 264, 1576}};
+    run_discrete_mixes(mixes, 2, "decode-sized groups");
     free(m64);
-    if (!kernels) CASE_FAIL("the catalog carries no sm90 discrete wgrad kernel without dbias");
-    assert_int_equal(g_failures, failures_before);
 }
 
 /* Σm > capacity: rows past capacity are not computed, the flag is set. */
