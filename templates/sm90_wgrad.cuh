@@ -43,7 +43,9 @@
  *
  * The grid is persistent: cluster c walks work units c, c+clusters, ... of
  * all (split, group, n-unit, k-unit), each group's rotated when
- * overwriting (kiln_decode), or takes the next free one (DYN); a unit is
+ * overwriting (kiln_decode), or takes the next free one (DYN); discrete
+ * dW of decode-sized groups in runs of consecutive units (kiln_next_item,
+ * kiln_fetched_item); a unit is
  * CM x CN dW tiles of one group (one tile without a cluster), and its pair
  * of CTAs runs the same k-blocks.  Docs: docs/sm90_wgrad.md.
  */
