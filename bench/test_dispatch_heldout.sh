@@ -42,7 +42,8 @@
 # thirty-first's: each after a change to the kernels' speed), with the
 # overwriting cells of the three decode-sized layers where the forty-fifth
 # session's walk in runs acts (olmoe_fc2_dec, olmoe_fc1_dec4,
-# qwen15_fc1_dec) from that session's A/B call, the shipped build's
+# qwen15_fc1_dec) from that session's re-time of the discrete candidates
+# with the discrete raster sweep among them, the shipped build's
 # (session45-heldout-wgrad-discrete).
 #
 # The thirty-ninth session's third set (bench/unseen2.tsv less

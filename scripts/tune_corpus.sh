@@ -50,7 +50,8 @@
 # twin (wgrad_sm90_dbias{,_raster}.yaml) without pairs;
 # "wgrad_discrete" and "wgrad_discrete_acc" dW in a buffer per expert,
 # overwritten (bf16) or accumulated into (fp32)
-# (specs/sweeps/wgrad_sm90_discrete{,_acc}.yaml).
+# (specs/sweeps/wgrad_sm90_discrete{,_acc}.yaml; overwritten, also
+# wgrad_sm90_discrete_raster.yaml).
 # fp8 (e4m3, no epilogue terms): "fprop_e4m3_row", "dgrad_e4m3_row",
 # "fprop_e4m3_block", "dgrad_e4m3_block" tune the shipped sweeps
 # specs/sweeps/{fprop,dgrad}_sm90_e4m3_{row,block}.yaml as they are (20
@@ -175,6 +176,7 @@ for op in $ops; do
                              specs/default/sm90_wgrad_bf16_f32_dense_acc_rows_dbias.yaml) ;;
     # discrete dW (a buffer per expert): their sweeps and defaults
     wgrad_discrete) specs+=(specs/sweeps/wgrad_sm90_discrete.yaml
+                            specs/sweeps/wgrad_sm90_discrete_raster.yaml
                             specs/default/sm90_wgrad_bf16_bf16_discrete.yaml) ;;
     wgrad_discrete_acc) specs+=(specs/sweeps/wgrad_sm90_discrete_acc.yaml
                                 specs/default/sm90_wgrad_bf16_f32_discrete_acc.yaml

@@ -336,7 +336,11 @@ def test_shipped():
             # warp's share whole walked decode-sized groups' items in runs:
             # the shipped build's cells, the mean of its two runs of that
             # A/B call (docs/dispatch.md)
-            "docs/results/session45-wgrad-discrete-runs-small-groups-h200-2026-11-30.csv"]
+            "docs/results/session45-wgrad-discrete-runs-small-groups-h200-2026-11-30.csv",
+            # the same classes re-timed later in that session with the
+            # discrete raster sweep (128x256 and 256x128 in rasters m and n)
+            # among the candidates, two rounds of one call, their mean
+            "docs/results/session45-wgrad-discrete-raster-small-groups-h200-2026-11-30.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
