@@ -5,7 +5,7 @@ merged into a table (docs/tuning.md).
 
     scripts/table_from_csv.py --table TABLE --timer TIMER_ID [-o OUT]
                               [--descs TABLE]... [--types A/B/OUT] [--robust FRACTION]
-                              [--supersede] [--check] CSV...
+                              [--robust-for CSV=FRACTION]... [--supersede] [--check] CSV...
     scripts/table_from_csv.py --table TABLE --entries NEW_TABLE [-o OUT] [--check]
 
 From CSVs: one entry per key (arch, op, types, epilogue, shape class) with
@@ -26,6 +26,13 @@ the fastest of the others (kiln tune's winner, where the two differ).  The
 shipped table is built with it (docs/dispatch.md): an entry also serves
 shapes and cards it was not measured on, and there a kernel near the best
 everywhere does better than one that won its class by a hair.
+
+--robust-for CSV=FRACTION: that CSV's classes are chosen with FRACTION
+instead of --robust.  Where a kind's candidates differ much between shapes
+of one class (discrete dW: 256x128 against 128x256 on skewed long
+reductions), a wider band trades a little of the measured classes for the
+shapes their entries serve unmeasured (docs/dispatch.md, forty-sixth
+session).
 
 --entries: the entries of a table kiln tune wrote (scripts/tune_corpus.sh).
 
@@ -285,10 +292,12 @@ def risks(cells):
     return {k: math.exp(sum(x) / len(x)) for k, x in logs.items()}
 
 
-def entries_from_csvs(csvs, types, known, skip_untimed, robust=None, supersede=False):
+def entries_from_csvs(csvs, types, known, skip_untimed, robust=None, supersede=False,
+                      robust_for=None):
     chosen_by, sources, missing = {}, [], []
     for path in csvs:
-        for key, pick in choose(read_csv(path), types, skip_untimed, robust, known).items():
+        band = (robust_for or {}).get(path, robust)
+        for key, pick in choose(read_csv(path), types, skip_untimed, band, known).items():
             # Keys are chosen within one CSV (one call's timings): a re-tune
             # of some classes replaces their entries whole, never mixes rows.
             if key in chosen_by and not supersede:
@@ -348,6 +357,8 @@ def main(argv):
     p.add_argument("--robust", type=float, metavar="FRACTION",
                    help="of the variants within FRACTION of the winner on every shape of a "
                         "class, take the one of least risk (see --help)")
+    p.add_argument("--robust-for", action="append", default=[], metavar="CSV=FRACTION",
+                   help="choose that CSV's classes with FRACTION instead of --robust")
     p.add_argument("--supersede", action="store_true",
                    help="a later CSV's entry replaces an earlier CSV's of the same key (a "
                         "re-tune of some classes) instead of being refused")
@@ -370,12 +381,26 @@ def main(argv):
             known = kernel_index([(a.table, old)] + [(d, read_table(d)[1]) for d in a.descs])
             if a.robust is not None and not 0 <= a.robust < 1:
                 raise Bad("--robust %g: want a fraction in [0, 1)" % a.robust)
+            robust_for = {}
+            for spec in a.robust_for:
+                path, _, frac = spec.rpartition("=")
+                try:
+                    f = float(frac)
+                except ValueError:
+                    f = -1
+                if not path or not 0 <= f < 1:
+                    raise Bad("--robust-for '%s': want CSV=FRACTION, a fraction in [0, 1)" % spec)
+                if path not in a.csv:
+                    raise Bad("--robust-for '%s': %s is not one of the CSVs" % (spec, path))
+                robust_for[path] = f
             new, parts = entries_from_csvs(a.csv, types, known, a.skip_untimed_shapes, a.robust,
-                                            a.supersede)
+                                            a.supersede, robust_for)
             rule = ("kiln tune's rule, less the shapes no variant was timed on"
                     if a.skip_untimed_shapes else "kiln tune's rule")
             if a.robust is not None:
                 rule += ", the least risk within %g of its winner on every shape" % a.robust
+            for path, f in sorted(robust_for.items()):
+                rule += " (%g for %s)" % (f, os.path.basename(path))
             # "# written by kiln tune ...; timer T" is where kiln reads the timer
             # (kiln_tuning_text_timer; kiln pack refuses fake timings).
             head = [MAGIC, "# written by kiln tune (its --csv measurements; entries by "

@@ -9,7 +9,8 @@
    entry from the other shape with --skip-untimed-shapes); the merged table
    must parse in kiln (kiln_bench loads it) and keep every other entry;
    and one for --robust: the least risk among the variants near the winner
-   on every shape of the class, not one near it on average only; and two
+   on every shape of the class, not one near it on average only (and a
+   CSV's own band with --robust-for, bad ones refused); and two
    CSVs giving one key (refused, or the later one's entry with --supersede);
 2. `kiln tune --timer fake` on two shapes of one class and one of another:
    the script's entries from its CSV are kiln tune's own table's;
@@ -231,6 +232,17 @@ def test_robust(d):
           "--robust: the header names the rule")
     rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", "--robust", "1.5", path)
     check(rc == 2 and "--robust" in text, "--robust 1.5 refused: " + text.strip())
+    # --robust-for: the CSV's own band in place of --robust (with a band of 0
+    # only KA is within it of KA: kiln tune's winner again)
+    rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", "--robust", "0.02",
+                   "--robust-for", path + "=0", path)
+    got = entries(out)[("fprop", x)] if rc == 0 else None
+    check(got and got[0] == KA and "(0 for robust.csv)" in open(out).read().splitlines()[1],
+          "--robust-for CSV=0 overrides --robust 0.02 for that CSV: KA, and the header says so "
+          "(%s)" % (got[:6] if got else text.strip()))
+    for bad in (path + "=1.5", "other.csv=0.04", "0.04"):
+        rc, text = run("--table", IDS, "-o", out, "--timer", "gpu:TEST", "--robust-for", bad, path)
+        check(rc == 2 and "--robust-for" in text, "--robust-for %s refused: %s" % (bad, text.strip()))
 
 
 def test_supersede(d):
