@@ -35,16 +35,15 @@
 # entries named, their twins, the defaults) on the same layers, after the
 # fortieth session rotated the static work order
 # (session41-heldout-wgrad-overwrite-tune), both columns at LIMIT.
-# Discrete wgrad (overwrite and accumulate) by the forty-fourth session's
-# run of the discrete sweeps and defaults on the same layers, after the
-# forty-third session re-pointed the overwriting kernels' maps with the
-# warp (it replaced the forty-second session's run, which had replaced the
-# thirty-first's: each after a change to the kernels' speed), with the
-# overwriting cells of the three decode-sized layers where the forty-fifth
-# session's walk in runs acts (olmoe_fc2_dec, olmoe_fc1_dec4,
-# qwen15_fc1_dec) from that session's re-time of the discrete candidates
-# with the discrete raster sweep among them, the shipped build's
-# (session45-heldout-wgrad-discrete).
+# Discrete wgrad: accumulating by the forty-fourth session's run of the
+# discrete sweeps and defaults on the same layers, after the forty-third
+# session re-pointed the overwriting kernels' maps with the warp (it
+# replaced the forty-second session's run, which had replaced the
+# thirty-first's: each after a change to the kernels' speed); overwriting
+# by the forty-sixth session's re-time of every discrete candidate (the
+# discrete raster sweep among them) on the same layers with the shipped
+# build, the mean of two rounds of its calls 1 and 2
+# (session46-heldout-wgrad-discrete holds both kinds).
 #
 # The thirty-ninth session's third set (bench/unseen2.tsv less
 # kimik2_fc1_dir: every bf16 fprop/dgrad candidate, every fp8 row-wise and
@@ -72,7 +71,7 @@ sm90_fprop_bf16_128x192=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperati
 sm90_dgrad_bf16_128x192=dgrad_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperative"
 for csv in docs/results/session29-unseen-tune-h200-2026-11-29.csv \
            docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv \
-           docs/results/session45-heldout-wgrad-discrete-h200-2026-11-30.csv; do
+           docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv; do
   # every twin's row again under its default's name, unless the run timed
   # the default itself
   awk -F, -v twins="$TWINS" '
