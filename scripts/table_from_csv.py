@@ -342,6 +342,11 @@ def merged_text(head, new, old, note):
     return "".join(l + "\n" for l in lines), len(new), len(kept)
 
 
+def is_fraction(f):
+    """A band for --robust and --robust-for: in [0, 1)."""
+    return 0 <= f < 1
+
+
 def main(argv):
     p = argparse.ArgumentParser(prog="table_from_csv.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -379,7 +384,7 @@ def main(argv):
             if len(types) != 3 or any(t not in DTYPES for t in types):
                 raise Bad("--types '%s': want A/B/OUT of %s" % (a.types, ", ".join(DTYPES)))
             known = kernel_index([(a.table, old)] + [(d, read_table(d)[1]) for d in a.descs])
-            if a.robust is not None and not 0 <= a.robust < 1:
+            if a.robust is not None and not is_fraction(a.robust):
                 raise Bad("--robust %g: want a fraction in [0, 1)" % a.robust)
             robust_for = {}
             for spec in a.robust_for:
@@ -388,7 +393,7 @@ def main(argv):
                     f = float(frac)
                 except ValueError:
                     f = -1
-                if not path or not 0 <= f < 1:
+                if not path or not is_fraction(f):
                     raise Bad("--robust-for '%s': want CSV=FRACTION, a fraction in [0, 1)" % spec)
                 if path not in a.csv:
                     raise Bad("--robust-for '%s': %s is not one of the CSVs" % (spec, path))
