@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kiln_cli.h"
 #include "testutil.h"
 #include "common.h"
 
@@ -66,6 +67,15 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Files a and b hold the same bytes (cmp); `what` names them in a miss. */
+static void expect_same_bytes(const char *a, const char *b, const char *what)
+{
+    char cmd[9000], *out = NULL;
+    snprintf(cmd, sizeof cmd, "cmp %s %s", a, b);
+    if (kiln_test_run(cmd, &out) != 0) fail_msg("%s differ: %s", what, out);
+    free(out);
+}
+
 static void test_pack_all_shipped_specs(void **state)
 {
     (void)state;
@@ -75,9 +85,7 @@ static void test_pack_all_shipped_specs(void **state)
     size_t n = kernels_in(out);
     assert_true(n >= 20);
     free(out);
-    assert_int_equal(kiln_test_kiln(&out, "bundle verify %s", g_bundle), 0);
-    assert_non_null(strstr(out, "all checksums good"));
-    free(out);
+    kiln_test_kiln_expect(0, "all checksums good", "bundle verify %s", g_bundle);
     assert_int_equal(kiln_test_kiln(&out, "bundle ls %s", g_bundle), 0);
     kiln_test_has(out, "simple_fprop_bf16_bf16", "sm_90a");
     free(out);
@@ -109,10 +117,7 @@ static void test_pack_is_deterministic(void **state)
     rc = kiln_test_kiln(&out, "pack %s --arch sm_80,sm_90a -o %s --cache-dir %s", specs, again, cache2);
     if (rc != 0) fail_msg("pack from an empty cache failed (%d):\n%s", rc, out);
     free(out);
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "cmp %s %s", warm, again);
-    if (kiln_test_run(cmd, &out) != 0) fail_msg("two packs of the same specs differ: %s", out);
-    free(out);
+    expect_same_bytes(warm, again, "two packs of the same specs");
 }
 
 /* Several archs: the specs that do not fit one (sm90 on sm_80) are skipped
@@ -274,11 +279,8 @@ static void test_damaged_bundles_refused(void **state)
         /* Importing it writes nothing into a cache. */
         char cache[4300];
         snprintf(cache, sizeof cache, "%s/import-%s", g_dir, cases[i].name);
-        assert_int_equal(kiln_test_kiln(&out, "cache import %s --cache-dir %s", path, cache), 2);
-        free(out);
-        assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", cache), 0);
-        assert_non_null(strstr(out, " 0 entries"));
-        free(out);
+        kiln_test_kiln_expect(2, NULL, "cache import %s --cache-dir %s", path, cache);
+        kiln_test_kiln_expect(0, " 0 entries", "cache verify --cache-dir %s", cache);
     }
 }
 
@@ -292,20 +294,15 @@ static void test_paths_do_not_change_keys(void **state)
     snprintf(rel, sizeof rel, "%s/rel.kbundle", g_dir);
     snprintf(abs_, sizeof abs_, "%s/abs.kbundle", g_dir);
     assert_non_null(getcwd(cwd, sizeof cwd));
-    assert_int_equal(kiln_test_kiln(&out, "pack specs/default --arch sm_90a -o %s --cache-dir %s", rel,
-                          g_cache), 0);
-    free(out);
+    kiln_test_kiln_expect(0, NULL, "pack specs/default --arch sm_90a -o %s --cache-dir %s", rel,
+                          g_cache);
     assert_int_equal(kiln_test_kiln(&out, "compile %s/specs/default --arch sm_90a --cache-dir %s", cwd,
                           g_cache), 0);
     if (!strstr(out, " 0 compiled,")) fail_msg("absolute spec paths missed the cache:\n%s", out);
     free(out);
-    assert_int_equal(kiln_test_kiln(&out, "pack %s/specs/default --arch sm_90a -o %s --cache-dir %s", cwd,
-                          abs_, g_cache), 0);
-    free(out);
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "cmp %s %s", rel, abs_);
-    assert_int_equal(kiln_test_run(cmd, &out), 0);
-    free(out);
+    kiln_test_kiln_expect(0, NULL, "pack %s/specs/default --arch sm_90a -o %s --cache-dir %s", cwd,
+                          abs_, g_cache);
+    expect_same_bytes(rel, abs_, "the packs through relative and absolute spec paths");
 }
 
 static void test_import_export(void **state)
@@ -317,24 +314,16 @@ static void test_import_export(void **state)
     assert_int_equal(kiln_test_kiln(&out, "bundle ls %s", g_bundle), 0);
     size_t n = kernels_in(out);
     free(out);
-    assert_int_equal(kiln_test_kiln(&out, "cache import %s --cache-dir %s", g_bundle, cache), 0);
-    free(out);
-    assert_int_equal(kiln_test_kiln(&out, "cache verify --cache-dir %s", cache), 0);
+    kiln_test_kiln_expect(0, NULL, "cache import %s --cache-dir %s", g_bundle, cache);
     char want[64];
     snprintf(want, sizeof want, "%zu entries, 0 damaged", n);
-    if (!strstr(out, want)) fail_msg("expected '%s' in:\n%s", want, out);
-    free(out);
+    kiln_test_kiln_expect(0, want, "cache verify --cache-dir %s", cache);
     /* An imported cache serves compiles: all hits, no NVRTC. */
-    assert_int_equal(kiln_test_kiln(&out, "compile specs/default --arch sm_90a --cache-dir %s", cache), 0);
-    assert_non_null(strstr(out, " 0 compiled,"));
-    free(out);
+    kiln_test_kiln_expect(0, " 0 compiled,", "compile specs/default --arch sm_90a --cache-dir %s",
+                          cache);
     /* Export it again: the same kernels, the same bytes. */
-    assert_int_equal(kiln_test_kiln(&out, "cache export %s %s", cache, back), 0);
-    free(out);
-    char cmd[9000];
-    snprintf(cmd, sizeof cmd, "cmp %s %s", g_bundle, back);
-    assert_int_equal(kiln_test_run(cmd, &out), 0);
-    free(out);
+    kiln_test_kiln_expect(0, NULL, "cache export %s %s", cache, back);
+    expect_same_bytes(g_bundle, back, "the bundle and its imported cache's export");
 }
 
 /* Issue 13, finding 1: the reader refuses the hostile bundle outright (bad

@@ -90,13 +90,19 @@ static void add_entry(kiln_tuning_table *t, const kiln_problem *p, const kiln_ke
     kiln_strbuf_free(&sb);
 }
 
-/* A table of one entry: desc measured on p's class. */
-static kiln_tuning_table *one_entry_table(const kiln_problem *p, const kiln_kernel_desc *d,
-                                          const kiln_launch_desc *l)
+static kiln_tuning_table *empty_table(void)
 {
     kiln_tuning_table *t;
     kiln_error err;
     if (kiln_tuning_table_create(&t, &err) != KILN_OK) fail_msg("create: %s", err.msg);
+    return t;
+}
+
+/* A table of one entry: desc measured on p's class. */
+static kiln_tuning_table *one_entry_table(const kiln_problem *p, const kiln_kernel_desc *d,
+                                          const kiln_launch_desc *l)
+{
+    kiln_tuning_table *t = empty_table();
     add_entry(t, p, d, l, 0.5);
     return t;
 }
@@ -123,6 +129,32 @@ static const char *chosen(const catalog *c, const kiln_tuning_table *t, const ki
     return c->d[ch->kernel].name;
 }
 
+/* Any rule, for expect_chosen. */
+#define ANY_RULE (-1)
+
+/* Dispatches p (table t, the rules in `skip` skipped): `name` must serve
+ * it, chosen by `rule` unless that is ANY_RULE; a miss names both and the
+ * reason.  The choice comes back for further checks. */
+static kiln_dispatch_choice expect_chosen(const catalog *c, const kiln_problem *p,
+                                          const kiln_tuning_table *t, unsigned skip, int rule,
+                                          const char *name)
+{
+    kiln_dispatch_choice ch = choose(c, p, t, skip);
+    const char *got = chosen(c, t, &ch);
+    if (strcmp(got, name) || (rule != ANY_RULE && (int)ch.rule != rule))
+        fail_msg("expected %s (rule %d), got %s (rule %d): %s", name, rule, got, (int)ch.rule,
+                 ch.reason);
+    return ch;
+}
+
+/* The model's estimate for c's kernel i on p, on 132 SMs (an H100's). */
+static kiln_dispatch_estimate estimate(const catalog *c, size_t i, const kiln_problem *p)
+{
+    kiln_dispatch_estimate e;
+    kiln_dispatch_model_estimate(&c->d[i], &c->l[i], p, 132, &e);
+    return e;
+}
+
 /* The issue's cliff: 32 groups of 1024 tokens have a tuned kernel; 1025
  * tokens a group (class tmax, not in the table) must keep it, as the
  * nearest measured class, and say so. */
@@ -142,27 +174,21 @@ static void test_nearest_class_no_cliff(void **state)
     assert_non_null(strstr(ch.reason, "exact table"));
 
     p.capacity = 32 * 1025; /* one row a group past the bucket edge */
-    ch = choose(&c, &p, t, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_NEAREST);
+    ch = expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_NEAREST, "tuned_128x256");
     assert_int_equal(ch.tuned, 0);
-    assert_string_equal(chosen(&c, t, &ch), "tuned_128x256");
-    if (!strstr(ch.reason, "nearest class t1024.g32.n4096.k4096") ||
-        !strstr(ch.reason, "no tmax.g32.n4096.k4096"))
-        fail_msg("reason: %s", ch.reason);
+    kiln_test_has(ch.reason, "nearest class t1024.g32.n4096.k4096", "no tmax.g32.n4096.k4096");
     /* Every capacity from 1 to 3 rows a group past the edge, and an N a
      * little off the class's: the same kernel, never a default. */
     for (int extra = 1; extra <= 3 * 32; extra++) {
         p.capacity = 32 * 1024 + extra;
         p.n = 4096 + 8 * (extra % 3);
-        ch = choose(&c, &p, t, 0);
-        assert_string_equal(chosen(&c, t, &ch), "tuned_128x256");
+        expect_chosen(&c, &p, t, 0, ANY_RULE, "tuned_128x256");
     }
     /* A decode call lies octaves away: the model decides, and says why. */
     problem(&p, KILN_OP_FPROP, 32, 8, 4096, 4096);
     ch = choose(&c, &p, t, 0);
     assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    if (!strstr(ch.reason, "model score") || !strstr(ch.reason, "octaves away"))
-        fail_msg("reason: %s", ch.reason);
+    kiln_test_has(ch.reason, "model score", "octaves away");
     /* The rule can be skipped (the benchmark's model-alone report). */
     problem(&p, KILN_OP_FPROP, 32, 1025, 4096, 4096);
     ch = choose(&c, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST);
@@ -178,9 +204,7 @@ static void test_nearest_class_no_cliff(void **state)
 static void test_nearest_radius_by_call(void **state)
 {
     (void)state;
-    kiln_tuning_table *t;
-    kiln_error err;
-    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_tuning_table *t = empty_table();
     catalog c = {0}, w = {0};
     add(&c, "default_fprop", KILN_OP_FPROP, 128, 128, "pingpong");
     add(&c, "default_wgrad", KILN_OP_WGRAD, 128, 256, "cooperative");
@@ -196,18 +220,13 @@ static void test_nearest_radius_by_call(void **state)
     assert_true(kiln_dispatch_nearest_max(&p) == KILN_DISPATCH_NEAREST_MAX_FWD16);
     kiln_dispatch_choice ch = choose(&c, &p, t, 0);
     assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    if (!strstr(ch.reason, "nearest measured class 1.00 octaves away"))
-        fail_msg("reason: %s", ch.reason);
+    kiln_test_has(ch.reason, "nearest measured class 1.00 octaves away");
     p.capacity = 32 * 1024 + 32 * 300;   /* 0.4 octaves: the class still stands */
-    ch = choose(&c, &p, t, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_NEAREST);
-    assert_string_equal(chosen(&c, t, &ch), "tuned_fprop");
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_NEAREST, "tuned_fprop");
 
     problem(&p, KILN_OP_WGRAD, 32, 2048, 4096, 4096);
     assert_true(kiln_dispatch_nearest_max(&p) == KILN_DISPATCH_NEAREST_MAX);
-    ch = choose(&c, &p, t, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_NEAREST);
-    assert_string_equal(chosen(&c, t, &ch), "tuned_wgrad");
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_NEAREST, "tuned_wgrad");
 
     problem(&p, KILN_OP_FPROP, 32, 2048, 4096, 4096);
     p.a_type = p.b_type = KILN_DTYPE_E4M3;
@@ -234,12 +253,9 @@ static void test_nearest_overruled_by_model(void **state)
     assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
 
     p.capacity = 32 * 1200;
-    ch = choose(&c, &p, t, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    ch = expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_MODEL, "default_128x256");
     assert_int_equal(ch.tuned, -1);
-    assert_string_equal(chosen(&c, t, &ch), "default_128x256");
-    if (!strstr(ch.reason, "overrules the nearest class, 0.23 octaves off"))
-        fail_msg("reason: %s", ch.reason);
+    kiln_test_has(ch.reason, "overrules the nearest class, 0.23 octaves off");
     /* Both estimates, as the rule compares them. */
     kiln_dispatch_estimate mine, theirs;
     kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 0, &mine);
@@ -261,12 +277,9 @@ static void test_model_tie_prefers_the_bigger_tile(void **state)
     add(&c, "t128x256", KILN_OP_FPROP, 128, 256, "cooperative");
     kiln_problem p;
     problem(&p, KILN_OP_FPROP, 16, 4096, 4096, 1408);
-    kiln_dispatch_estimate e128, e256;
-    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 132, &e128);
-    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e256);
+    kiln_dispatch_estimate e128 = estimate(&c, 0, &p), e256 = estimate(&c, 1, &p);
     assert_true(e128.us < e256.us * 0.99 && e128.us > e256.us * 0.95);  /* a tie only at 5% */
-    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-    assert_string_equal(c.d[ch.kernel].name, "t128x256");
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "t128x256");
 }
 
 /* Shapes where the answer is clear: a decode call (8 tokens a group) takes
@@ -284,20 +297,17 @@ static void test_model_clear_choices(void **state)
     add(&c, "t256x128", KILN_OP_FPROP, 256, 128, "cooperative");
     kiln_problem p;
     problem(&p, KILN_OP_FPROP, 256, 8, 1024, 2048);
-    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    assert_string_equal(c.d[ch.kernel].name, "t64x256");
-    if (!strstr(ch.reason, "no tuning table")) fail_msg("reason: %s", ch.reason);
-    kiln_dispatch_estimate e;
-    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
+    kiln_dispatch_choice ch = expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "t64x256");
+    kiln_test_has(ch.reason, "no tuning table");
+    kiln_dispatch_estimate e = estimate(&c, 1, &p);
     assert_int_equal(e.tiles, 256 * 4);
     assert_true(e.padding > 0.87 && e.padding < 0.88); /* 1 - 8/64 */
     assert_true(e.waves > 7.75 && e.waves < 7.76);
 
     problem(&p, KILN_OP_FPROP, 8, 4096, 14336, 4096);
-    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
+    e = estimate(&c, 1, &p);
     assert_true(e.tile_efficiency > 0.85); /* 64x256: L2 keeps up */
-    kiln_dispatch_model_estimate(&c.d[2], &c.l[2], &p, 132, &e);
+    e = estimate(&c, 2, &p);
     /* its epilogue: 128 rows x 256 columns x 2 bytes at 128 B/clk (TMA
      * stores) and the tile overhead, 512 + 200 clocks past ~76600 of MMA:
      * 0.991 (no epilogue term 0.997; the staged epilogue's 16 B/clk 0.946) */
@@ -308,12 +318,11 @@ static void test_model_clear_choices(void **state)
      * (128x256) or serialise (256x128: 16 tiles on 132 SMs); the tile rule
      * alone would take them. */
     problem(&p, KILN_OP_FPROP, 4, 1024, 128, 4096);
-    ch = choose(&c, &p, NULL, 0);
-    assert_string_equal(c.d[ch.kernel].name, "t128x128");
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "t128x128");
 
     /* dgrad's output columns are K, its reduction N. */
     problem(&p, KILN_OP_DGRAD, 8, 128, 4096, 128);
-    kiln_dispatch_model_estimate(&c.d[2], &c.l[2], &p, 132, &e);
+    e = estimate(&c, 2, &p);
     assert_int_equal(e.tiles, 12); /* 8 groups x 1.5 m tiles (routing slack) x 1 n tile (K 128 < 256) */
 }
 
@@ -330,17 +339,14 @@ static void test_memory_bound_tail_wave(void **state)
     add(&c, "t64x256", KILN_OP_DGRAD, 64, 256, "pingpong");
     kiln_problem p;
     problem(&p, KILN_OP_DGRAD, 16, 8, 16384, 5120);
-    kiln_dispatch_estimate e64, e128;
-    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e64);
-    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 132, &e128);
+    kiln_dispatch_estimate e64 = estimate(&c, 1, &p), e128 = estimate(&c, 0, &p);
     assert_true(e64.waves > 2.42 && e64.waves < 2.43);
     assert_true(e64.wave_efficiency < 0.81);
     /* The weights (16 x 5120 x 16384 bf16, 2.7 GB) at the model's 4.3 TB/s:
      * 624 us; the tail adds no more than a few percent. */
     assert_true(e64.us > 600 && e64.us < 660);
     assert_true(e64.us <= e128.us);
-    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-    assert_string_equal(c.d[ch.kernel].name, "t64x256");
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "t64x256");
 }
 
 /* Routed group sizes are never all equal, so the model counts half an m
@@ -356,17 +362,15 @@ static void test_routing_slack(void **state)
     add(&c, "t128x128", KILN_OP_DGRAD, 128, 128, "pingpong");
     kiln_problem p;
     problem(&p, KILN_OP_DGRAD, 32, 1024, 4096, 4096);
-    kiln_dispatch_estimate e;
-    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 132, &e);
+    kiln_dispatch_estimate e = estimate(&c, 0, &p);
     assert_true(e.padding > 0.110 && e.padding < 0.112); /* 1 - 1024/1152 */
-    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
+    e = estimate(&c, 1, &p);
     assert_true(e.padding > 0.058 && e.padding < 0.060); /* 1 - 1024/1088 */
-    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-    assert_string_equal(c.d[ch.kernel].name, "t128x128");
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "t128x128");
     /* Exactly a tile's worth past a bucket (1025 tokens): the balanced
      * count, 9 tiles of 128, is the larger. */
     problem(&p, KILN_OP_DGRAD, 32, 1025, 4096, 4096);
-    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, &e);
+    e = estimate(&c, 1, &p);
     assert_int_equal(e.tiles, 32 * 9 * 32);
 }
 
@@ -385,8 +389,7 @@ static void test_deeper_pipeline_breaks_ties(void **state)
         kiln_problem p;
         problem(&p, KILN_OP_WGRAD, 8, 4096, 14336, 4096);
         p.out_type = KILN_DTYPE_BF16;
-        kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-        assert_string_equal(c.d[ch.kernel].name, "s4");
+        expect_chosen(&c, &p, NULL, 0, ANY_RULE, "s4");
     }
 }
 
@@ -408,18 +411,13 @@ static void test_accumulate_wgrad_by_class(void **state)
     problem(&p, KILN_OP_WGRAD, 40, 1638, 1536, 512);
     p.out_type = KILN_DTYPE_F32;
     p.accumulate = 1;
-    kiln_dispatch_estimate e128, e256;
-    kiln_dispatch_model_estimate(small, &c.l[0], &p, 132, &e128);
-    kiln_dispatch_model_estimate(big, &c.l[1], &p, 132, &e256);
+    kiln_dispatch_estimate e128 = estimate(&c, 0, &p), e256 = estimate(&c, 1, &p);
     assert_true(e128.us < e256.us * 0.95);   /* past the model's tie */
-    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    assert_string_equal(c.d[ch.kernel].name, "acc128x256");
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "acc128x256");
     problem(&p, KILN_OP_WGRAD, 64, 16, 2048, 4096);
     p.out_type = KILN_DTYPE_F32;
     p.accumulate = 1;
-    ch = choose(&c, &p, NULL, 0);
-    assert_string_equal(c.d[ch.kernel].name, "acc128x128");
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "acc128x128");
 }
 
 /* A 192-wide default is ranked only where 192 divides the output's width
@@ -439,24 +437,23 @@ static void test_192_wide_where_256_pads(void **state)
     add(&c, "d64x256", KILN_OP_DGRAD, 64, 256, "pingpong");
     kiln_problem p;
     problem(&p, KILN_OP_DGRAD, 128, 128, 2880, 2880);
-    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    assert_string_equal(c.d[ch.kernel].name, "d128x192");
-    problem(&p, KILN_OP_DGRAD, 8, 1024, 5632, 2048);
-    kiln_dispatch_estimate e[4];
-    for (int i = 0; i < 4; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d128x192");
     /* 128x192 within the model's tie of the best: the tile rule, which
-     * prefers the larger tile, would take it */
-    for (int i = 0; i < 4; i++) assert_true(e[2].us * 0.95 < e[i].us);
-    ch = choose(&c, &p, NULL, 0);
-    assert_string_not_equal(c.d[ch.kernel].name, "d128x192");
-    /* the same width in fprop is N */
-    problem(&p, KILN_OP_FPROP, 8, 1024, 2048, 5632);
-    for (size_t i = 0; i < c.n; i++) c.d[i].op = KILN_OP_FPROP;
-    for (int i = 0; i < 4; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
-    for (int i = 0; i < 4; i++) assert_true(e[2].us * 0.95 < e[i].us);
-    ch = choose(&c, &p, NULL, 0);
-    assert_string_not_equal(c.d[ch.kernel].name, "d128x192");
+     * prefers the larger tile, would take it; the model does not.  Then
+     * the same width in fprop, where it is N. */
+    problem(&p, KILN_OP_DGRAD, 8, 1024, 5632, 2048);
+    for (int fprop = 0; fprop < 2; fprop++) {
+        if (fprop) {
+            problem(&p, KILN_OP_FPROP, 8, 1024, 2048, 5632);
+            for (size_t i = 0; i < c.n; i++) c.d[i].op = KILN_OP_FPROP;
+        }
+        for (size_t i = 0; i < 4; i++)
+            if (!(estimate(&c, 2, &p).us * 0.95 < estimate(&c, i, &p).us))
+                fail_msg("%s: d128x192 is not within the tie of %s", fprop ? "fprop" : "dgrad",
+                         c.d[i].name);
+        kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
+        assert_string_not_equal(c.d[ch.kernel].name, "d128x192");
+    }
 }
 
 /* An fp8 row-wise fprop call of groups x tpg tokens. */
@@ -491,19 +488,16 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     }
     kiln_problem p;
     fp8_row_problem(&p, 512, 80, 2048, 512);
-    kiln_dispatch_estimate e[2];
-    for (int i = 0; i < 2; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
+    kiln_dispatch_estimate e[2] = {estimate(&c, 0, &p), estimate(&c, 1, &p)};
     assert_true(e[0].us == e[1].us);                   /* both at the floor */
     assert_true(e[1].us_tiles < e[0].us_tiles * 0.95); /* 64x256's tiles take less */
-    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    assert_string_equal(c.d[ch.kernel].name, "r64x256");
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "r64x256");
 
     fp8_row_problem(&p, 8, 16, 32768, 6144);
-    for (int i = 0; i < 2; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
+    e[0] = estimate(&c, 0, &p);
+    e[1] = estimate(&c, 1, &p);
     assert_true(e[0].us == e[1].us && e[0].us_tiles == e[1].us_tiles);
-    ch = choose(&c, &p, NULL, 0);
-    assert_string_equal(c.d[ch.kernel].name, "r64x128");
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x128");
 
     for (int i = 0; i < 2; i++) {
         all[i]->a_type = all[i]->b_type = KILN_DTYPE_BF16;
@@ -511,10 +505,10 @@ static void test_fp8_floor_tie_by_tiles(void **state)
         all[i]->fp8_recipe = KILN_FP8_NONE;
     }
     problem(&p, KILN_OP_FPROP, 512, 80, 2048, 512);
-    for (int i = 0; i < 2; i++) kiln_dispatch_model_estimate(&c.d[i], &c.l[i], &p, 132, &e[i]);
+    e[0] = estimate(&c, 0, &p);
+    e[1] = estimate(&c, 1, &p);
     assert_true(e[0].us == e[1].us && e[1].us_tiles < e[0].us_tiles * 0.95);
-    ch = choose(&c, &p, NULL, 0);
-    assert_string_equal(c.d[ch.kernel].name, "r64x128");
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x128");
 }
 
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
@@ -528,27 +522,21 @@ static void test_tables_off(void **state)
     add(&c, "d64x128", KILN_OP_FPROP, 64, 128, "pingpong");
     catalog w = {0};
     kiln_kernel_desc *tuned = add(&w, "w128x256", KILN_OP_FPROP, 128, 256, "cooperative");
-    kiln_tuning_table *t;
-    kiln_error err;
-    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_tuning_table *t = empty_table();
     kiln_problem p;
     problem(&p, KILN_OP_FPROP, 8, 16, 2048, 2048);
     add_entry(t, &p, tuned, &w.l[0], 0.01); /* measured on a small shape */
 
     problem(&p, KILN_OP_FPROP, 8, 4096, 14336, 4096);
-    kiln_dispatch_choice ch = choose(&c, &p, NULL, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    assert_string_equal(chosen(&c, NULL, &ch), "d64x128");
-    ch = choose(&c, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    assert_string_equal(chosen(&c, NULL, &ch), "d64x128");
+    const unsigned skip = KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST;
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
+    kiln_dispatch_choice ch = expect_chosen(&c, &p, t, skip, KILN_DISPATCH_BY_MODEL, "d64x128");
+    assert_int_equal(ch.tuned, -1);
     catalog none = {0};
     add(&none, "wgrad_only", KILN_OP_WGRAD, 128, 128, "cooperative");
-    ch = choose(&none, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
+    ch = expect_chosen(&none, &p, t, skip, KILN_DISPATCH_BY_MODEL, "w128x256");
     assert_int_equal(ch.kernel, -1);
-    assert_string_equal(chosen(&none, t, &ch), "w128x256");
-    if (!strstr(ch.reason, "tables skipped")) fail_msg("reason: %s", ch.reason);
+    kiln_test_has(ch.reason, "tables skipped");
     kiln_tuning_table_destroy(t);
 }
 
@@ -566,28 +554,21 @@ static void test_dbias_gets_its_own_entry(void **state)
     kiln_kernel_desc *plain_t = add(&w, "tuned_plain", KILN_OP_WGRAD, 128, 256, "cooperative");
     kiln_kernel_desc *dbias_t = add(&w, "tuned_dbias", KILN_OP_WGRAD, 128, 256, "cooperative");
     dbias_t->dbias = 1;
-    kiln_tuning_table *t;
-    kiln_error err;
-    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_tuning_table *t = empty_table();
     kiln_problem p;
     problem(&p, KILN_OP_WGRAD, 32, 1024, 4096, 4096);
     p.out_type = KILN_DTYPE_BF16;
     add_entry(t, &p, plain_t, &w.l[0], 0.5);
 
     p.d_dbias = FAKE(0x500000);
-    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    assert_string_equal(chosen(&c, t, &ch), "wgrad_dbias");
-    if (!strstr(ch.reason, "no measured class of this kind")) fail_msg("reason: %s", ch.reason);
+    kiln_dispatch_choice ch = expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_MODEL, "wgrad_dbias");
+    kiln_test_has(ch.reason, "no measured class of this kind");
 
     add_entry(t, &p, dbias_t, &w.l[1], 0.55);
-    ch = choose(&c, &p, t, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
-    assert_string_equal(chosen(&c, t, &ch), "tuned_dbias");
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_EXACT, "tuned_dbias");
     /* The plain call keeps its own entry. */
     p.d_dbias = NULL;
-    ch = choose(&c, &p, t, 0);
-    assert_string_equal(chosen(&c, t, &ch), "tuned_plain");
+    expect_chosen(&c, &p, t, 0, ANY_RULE, "tuned_plain");
     kiln_tuning_table_destroy(t);
 }
 
@@ -600,20 +581,16 @@ static void test_types_must_match(void **state)
     add(&c, "bf16_64x128", KILN_OP_FPROP, 64, 128, "pingpong");
     kiln_kernel_desc *f8 = add(&c, "e4m3_128x256", KILN_OP_FPROP, 128, 256, "cooperative");
     f8->a_type = f8->b_type = KILN_DTYPE_E4M3;
-    kiln_tuning_table *t;
-    kiln_error err;
-    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_tuning_table *t = empty_table();
     kiln_problem p;
     problem(&p, KILN_OP_FPROP, 8, 4096, 14336, 4096);
     p.a_type = p.b_type = KILN_DTYPE_E4M3;
     add_entry(t, &p, f8, &c.l[1], 0.2);
     p.a_type = p.b_type = KILN_DTYPE_BF16;
-    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
-    assert_string_equal(chosen(&c, t, &ch), "bf16_64x128");
+    expect_chosen(&c, &p, t, 0, ANY_RULE, "bf16_64x128");
     /* And the fp8 call gets the fp8 kernel. */
     p.a_type = p.b_type = KILN_DTYPE_E4M3;
-    ch = choose(&c, &p, t, 0);
-    assert_string_equal(chosen(&c, t, &ch), "e4m3_128x256");
+    expect_chosen(&c, &p, t, 0, ANY_RULE, "e4m3_128x256");
     kiln_tuning_table_destroy(t);
 }
 
@@ -640,9 +617,7 @@ static void test_fp8_recipes_own_entries(void **state)
         all[i]->fp8_recipe = recipes[i];
         all[i]->fp8_promote = i == 1 || i == 4;
     }
-    kiln_tuning_table *t;
-    kiln_error err;
-    assert_int_equal(kiln_tuning_table_create(&t, &err), KILN_OK);
+    kiln_tuning_table *t = empty_table();
     kiln_problem p;
     problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 7168);
     p.a_type = p.b_type = KILN_DTYPE_E4M3;
@@ -654,15 +629,11 @@ static void test_fp8_recipes_own_entries(void **state)
     assert_int_equal(kiln_tuning_table_count(t), 3);
     for (int i = 2; i < 5; i++) {
         p.fp8.recipe = recipes[i];
-        kiln_dispatch_choice ch = choose(&c, &p, t, 0);
-        assert_int_equal(ch.rule, KILN_DISPATCH_BY_EXACT);
-        assert_string_equal(chosen(&c, t, &ch), all[i]->name);
+        expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_EXACT, all[i]->name);
     }
     p.fp8.recipe = KILN_FP8_ROW;
     p.fp8.promote = 1;
-    kiln_dispatch_choice ch = choose(&c, &p, t, 0);
-    assert_int_equal(ch.rule, KILN_DISPATCH_BY_MODEL);
-    assert_string_equal(chosen(&c, t, &ch), "row_promote_default");
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_MODEL, "row_promote_default");
     kiln_tuning_table_destroy(t);
 }
 

@@ -259,13 +259,8 @@ static void test_public_call(void **state)
     kiln_context_destroy(ctx);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_init),
-        cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_bad_fields),
-        cmocka_unit_test(test_public_call),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_init),
+    cmocka_unit_test(test_valid),
+    cmocka_unit_test(test_bad_fields),
+    cmocka_unit_test(test_public_call))

@@ -125,13 +125,22 @@ static void quantize(kiln_context *ctx, const kiln_quant *q)
     if (st != KILN_OK) fail_msg("kiln_quantize: %s", kiln_last_error(ctx));
 }
 
-static kiln_quant base(kiln_quant_kind kind)
+/* The shape of a call: groups (0: kiln_quant_init's), rows and columns. */
+static void set_shape(kiln_quant *q, int groups, int64_t rows, int64_t cols)
+{
+    q->groups = groups;
+    q->rows = rows;
+    q->cols = cols;
+}
+
+static kiln_quant base(kiln_quant_kind kind, int groups, int64_t rows, int64_t cols)
 {
     kiln_quant q;
     kiln_quant_init(&q, kind);
     q.d_in = FAKE(0x100000);
     q.d_out = FAKE(0x200000);
     q.d_scale = FAKE(0x300000);
+    set_shape(&q, groups, rows, cols);
     return q;
 }
 
@@ -143,14 +152,19 @@ static void expect_op(int i, const char *what, unsigned grid)
     if (strcmp(what, "memset")) assert_int_equal(ops[i].threads, 256);
 }
 
+/* Op i zeroes `bytes` bytes at `mem` (the amax slots). */
+static void expect_memset(int i, uintptr_t mem, size_t bytes)
+{
+    expect_op(i, "memset", 0);
+    assert_int_equal(ops[i].mem, mem);
+    assert_int_equal(ops[i].bytes, bytes);
+}
+
 static void test_rows_kinds(void **state)
 {
     (void)state;
     kiln_context *ctx = quant_context(0);
-    kiln_quant q = base(KILN_QUANT_ROWS);
-    q.groups = 32;
-    q.rows = 32768;
-    q.cols = 7168;
+    kiln_quant q = base(KILN_QUANT_ROWS, 32, 32768, 7168);
     q.d_sizes = FAKE(0x400000);
     quantize(ctx, &q);
     assert_int_equal(module_loads, 1);
@@ -188,9 +202,7 @@ static void test_rows_kinds(void **state)
 
     /* 1x128: a CTA per tile of 32 rows x 512 columns (4 k-blocks), at most
      * one wave; ld_scale 0 is the capacity. */
-    q = base(KILN_QUANT_ROWS_1X128);
-    q.rows = 300;
-    q.cols = 272;
+    q = base(KILN_QUANT_ROWS_1X128, 0, 300, 272);
     quantize(ctx, &q);
     expect_op(0, "kiln_quant_rows_1x128_bf16_e4m3", 10); /* 10 row blocks x 1 */
     assert_int_equal(ops[0].args.ld_scale, 300);
@@ -225,10 +237,7 @@ static void test_weights_kinds(void **state)
     (void)state;
     module_loads = 0;
     kiln_context *ctx = quant_context(0);
-    kiln_quant q = base(KILN_QUANT_WEIGHTS_128X128);
-    q.groups = 32;
-    q.rows = 4096;
-    q.cols = 7168;
+    kiln_quant q = base(KILN_QUANT_WEIGHTS_128X128, 32, 4096, 7168);
     q.d_out_t = FAKE(0x500000);
     q.d_scale_t = FAKE(0x600000);
     quantize(ctx, &q);
@@ -237,9 +246,7 @@ static void test_weights_kinds(void **state)
     assert_ptr_equal(ops[0].args.out_t, q.d_out_t);
     assert_ptr_equal(ops[0].args.scale_t, q.d_scale_t);
     assert_int_equal(ops[0].args.reverse, 0);
-    q.groups = 2;
-    q.rows = 200;
-    q.cols = 400; /* 2 x 2 x 4 tiles */
+    set_shape(&q, 2, 200, 400); /* 2 x 2 x 4 tiles */
     q.d_out_t = NULL;
     q.d_scale_t = NULL;
     quantize(ctx, &q);
@@ -247,19 +254,14 @@ static void test_weights_kinds(void **state)
 
     /* Per tensor: zero the amax slots, amax, quantize (last tile first),
      * finalize. */
-    q = base(KILN_QUANT_WEIGHTS_TENSOR);
-    q.groups = 300;
-    q.rows = 208;
-    q.cols = 272;
+    q = base(KILN_QUANT_WEIGHTS_TENSOR, 300, 208, 272);
     q.in_type = KILN_DTYPE_F16;
     q.out_type = KILN_DTYPE_E5M2;
     q.d_out_t = FAKE(0x500000);
     q.d_scale_t = FAKE(0x600000);
     quantize(ctx, &q);
     assert_int_equal(n_ops, 4);
-    expect_op(0, "memset", 0);
-    assert_int_equal(ops[0].mem, 0x300000);
-    assert_int_equal(ops[0].bytes, 300 * 4);
+    expect_memset(0, 0x300000, 300 * 4);
     expect_op(1, "kiln_quant_amax_fp16", 132 * 4); /* 62400 rows / 64 a CTA step */
     assert_int_equal(ops[1].args.reverse, 0);
     expect_op(2, "kiln_quant_tensor_fp16_e5m2", 132 * 2);
@@ -274,17 +276,12 @@ static void test_weights_kinds(void **state)
 
     /* Delayed: zero the amax slots, then one pass in order with the given
      * scales. */
-    q = base(KILN_QUANT_WEIGHTS_TENSOR_DELAYED);
-    q.groups = 32;
-    q.rows = 4096;
-    q.cols = 7168;
+    q = base(KILN_QUANT_WEIGHTS_TENSOR_DELAYED, 32, 4096, 7168);
     q.d_out_t = FAKE(0x500000);
     q.d_amax = FAKE(0x700000);
     quantize(ctx, &q);
     assert_int_equal(n_ops, 2);
-    expect_op(0, "memset", 0);
-    assert_int_equal(ops[0].mem, 0x700000);
-    assert_int_equal(ops[0].bytes, 32 * 4);
+    expect_memset(0, 0x700000, 32 * 4);
     expect_op(1, "kiln_quant_delayed_bf16_e4m3", 132 * 2);
     assert_ptr_equal(ops[1].args.scale, q.d_scale);
     assert_ptr_equal(ops[1].args.amax, q.d_amax);
@@ -292,14 +289,12 @@ static void test_weights_kinds(void **state)
     assert_null(ops[1].args.scale_t);
     assert_int_equal(ops[1].args.reverse, 0);
     assert_int_equal(ops[1].args.groups, 32);
-    q.groups = 2;
-    q.rows = 200;
-    q.cols = 400; /* 2 x 2 x 4 tiles */
+    set_shape(&q, 2, 200, 400); /* 2 x 2 x 4 tiles */
     q.d_out_t = NULL;
     q.in_type = KILN_DTYPE_F16;
     quantize(ctx, &q);
+    expect_memset(0, 0x700000, 2 * 4);
     expect_op(1, "kiln_quant_delayed_fp16_e4m3", 16);
-    assert_int_equal(ops[0].bytes, 2 * 4);
     assert_int_equal(module_loads, 1);
     free_context(ctx);
 
@@ -307,10 +302,7 @@ static void test_weights_kinds(void **state)
      * below the 2 the writers would take. */
     fake_regs = 168;
     ctx = quant_context(0);
-    q = base(KILN_QUANT_WEIGHTS_128X128);
-    q.groups = 32;
-    q.rows = 4096;
-    q.cols = 7168;
+    q = base(KILN_QUANT_WEIGHTS_128X128, 32, 4096, 7168);
     quantize(ctx, &q);
     expect_op(0, "kiln_quant_tiles_bf16_e4m3", 132);
     free_context(ctx);
@@ -323,9 +315,7 @@ static void test_old_device(void **state)
     (void)state;
     module_loads = 0;
     kiln_context *ctx = quant_context(6);
-    kiln_quant q = base(KILN_QUANT_ROWS);
-    q.rows = 10;
-    q.cols = 16;
+    kiln_quant q = base(KILN_QUANT_ROWS, 0, 10, 16);
     n_ops = 0;
     assert_int_equal(kiln_quantize(ctx, &q, NULL), KILN_ERROR_UNSUPPORTED);
     assert_non_null(strstr(kiln_last_error(ctx), "needs sm_89 or later"));
@@ -335,12 +325,7 @@ static void test_old_device(void **state)
     free_context(ctx);
 }
 
-int main(void)
-{
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows_kinds),
-        cmocka_unit_test(test_weights_kinds),
-        cmocka_unit_test(test_old_device),
-    };
-    return cmocka_run_group_tests(tests, NULL, NULL);
-}
+KILN_TEST_MAIN(
+    cmocka_unit_test(test_rows_kinds),
+    cmocka_unit_test(test_weights_kinds),
+    cmocka_unit_test(test_old_device))

@@ -653,6 +653,35 @@ static void gpu_timer_run(const char *sweeps, const char *dir, const char *varia
     free(gpu_table);
 }
 
+/* FP8_SHAPES's two classes as calls make them. */
+static const struct {
+    int groups;
+    int64_t tokens, k, n;
+} k_sweep_shapes[] = {{8, 200, 400, 320}, {32, 64, 1024, 512}};
+
+/* `kiln tune SWEEPS --shapes FP8_SHAPES -o TABLE --timer fake`: the output
+ * holds each string after `table`; returns the table, loaded back. */
+#define fake_sweep(sweeps, table, ...)                                                             \
+    fake_sweep_has((sweeps), (table), (const char *const[]){__VA_ARGS__, NULL})
+static kiln_tuning_table *fake_sweep_has(const char *sweeps, const char *table,
+                                         const char *const *needles)
+{
+    char *out = NULL;
+    int rc = tune(&out, NULL, "%s --shapes " FP8_SHAPES " -o '%s' --timer fake", sweeps, table);
+    if (rc != 0) fail_msg("kiln tune %s failed (%d):\n%s", sweeps, rc, out);
+    kiln_test_has_all(__FILE__, __LINE__, out, needles);
+    free(out);
+    return load_table(table);
+}
+
+/* The entry of t that serves the call p (NULL: none); its key in *k. */
+static const kiln_tuning_entry *lookup_call(const kiln_tuning_table *t, const kiln_problem *p,
+                                            kiln_tuning_key *k)
+{
+    kiln_tuning_key_from_problem(p, "sm_90a", k);
+    return kiln_tuning_lookup(t, k);
+}
+
 /* An fp8 call as a user makes it (kiln.h, kiln_fp8; tests/gpu/test_gpu_fp8.c):
  * e4m3 inputs, the recipe and its scales, dgrad's transposed weights. */
 static void fp8_call(kiln_problem *p, kiln_op op, kiln_fp8_recipe r, int promote, int groups,
@@ -687,28 +716,23 @@ static void test_fp8_sweeps(void **state)
 {
     (void)state;
     char *table = path_in("fp8", "table.txt"), *out = NULL;
-    int rc = tune(&out, NULL, FP8_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer fake", table);
-    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
     /* 20 row-wise and 16 block-scaled kernels a op (specs/sweeps), 2 shapes */
-    kiln_test_has(out, "72 variants: 72 timed, 0 failed to compile, 0 spill registers",
-                  "144 measurements: 144 now, 0 from the journal, 0 failed",
-                  "sm_90a fprop e4m3 e4m3 bf16 fp8_recipe=row t256.g8.n1024.k1024",
-                  "sm_90a dgrad e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate t64.g32.n1024.k1024");
-    free(out);
-    kiln_tuning_table *t = load_table(table);
+    kiln_tuning_table *t = fake_sweep(
+        FP8_SWEEPS, table, "72 variants: 72 timed, 0 failed to compile, 0 spill registers",
+        "144 measurements: 144 now, 0 from the journal, 0 failed",
+        "sm_90a fprop e4m3 e4m3 bf16 fp8_recipe=row t256.g8.n1024.k1024",
+        "sm_90a dgrad e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate t64.g32.n1024.k1024");
     assert_int_equal(kiln_tuning_table_count(t), 8); /* 2 ops x 2 recipes x 2 classes */
-    static const struct { int groups; int64_t tokens, k, n; } shapes[] = {{8, 200, 400, 320},
-                                                                          {32, 64, 1024, 512}};
     for (int op = KILN_OP_FPROP; op <= KILN_OP_DGRAD; op++)
         for (int s = 0; s < 2; s++)
             for (int r = KILN_FP8_TENSOR; r <= KILN_FP8_BLOCK; r++)
                 for (int promote = 0; promote < 2; promote++) {
                     kiln_problem p;
-                    fp8_call(&p, (kiln_op)op, (kiln_fp8_recipe)r, promote, shapes[s].groups,
-                             shapes[s].tokens, shapes[s].n, shapes[s].k);
+                    fp8_call(&p, (kiln_op)op, (kiln_fp8_recipe)r, promote,
+                             k_sweep_shapes[s].groups, k_sweep_shapes[s].tokens,
+                             k_sweep_shapes[s].n, k_sweep_shapes[s].k);
                     kiln_tuning_key k;
-                    kiln_tuning_key_from_problem(&p, "sm_90a", &k);
-                    const kiln_tuning_entry *e = kiln_tuning_lookup(t, &k);
+                    const kiln_tuning_entry *e = lookup_call(t, &p, &k);
                     int tuned = r == KILN_FP8_BLOCK || (r == KILN_FP8_ROW && !promote);
                     if (!tuned) {
                         if (e) fail_msg("recipe %d promote %d: entry %s", r, promote, e->kernel);
@@ -727,7 +751,7 @@ static void test_fp8_sweeps(void **state)
     kiln_tuning_table_destroy(t);
 
     /* The CSV names the recipe in each variant's signature, the types last. */
-    rc = tune(&out, NULL, FP8_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer fake --csv", table);
+    int rc = tune(&out, NULL, FP8_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer fake --csv", table);
     if (rc != 0) fail_msg("kiln tune --csv failed (%d):\n%s", rc, out);
     kiln_test_has(out, ",sm_90a,dgrad,fp8_recipe=row,odd,8,200,400,320,random,t256.g8.n1024.k1024,timed,",
                   ",sm_90a,fprop,fp8_recipe=block+fp8_accumulate,skewed,",
@@ -767,28 +791,22 @@ static void wgrad_call(kiln_problem *p, int accumulate, int dbias, int groups, i
 static void test_dbias_sweeps(void **state)
 {
     (void)state;
-    char *table = path_in("dbias", "table.txt"), *out = NULL;
-    int rc = tune(&out, NULL, DBIAS_SWEEPS " --shapes " FP8_SHAPES " -o '%s' --timer fake", table);
-    if (rc != 0) fail_msg("kiln tune failed (%d):\n%s", rc, out);
+    char *table = path_in("dbias", "table.txt");
     /* 12 overwrite and 6 accumulate points (specs/sweeps), 2 shapes */
-    kiln_test_has(out, "18 variants: 18 timed, 0 failed to compile, 0 spill registers",
-                  "36 measurements: 36 now, 0 from the journal, 0 failed",
-                  "sm_90a wgrad bf16 bf16 bf16 dbias t256.g8.n1024.k1024",
-                  "sm_90a wgrad bf16 bf16 f32 accumulate+dbias t64.g32.n1024.k1024");
-    free(out);
-    kiln_tuning_table *t = load_table(table);
+    kiln_tuning_table *t = fake_sweep(
+        DBIAS_SWEEPS, table, "18 variants: 18 timed, 0 failed to compile, 0 spill registers",
+        "36 measurements: 36 now, 0 from the journal, 0 failed",
+        "sm_90a wgrad bf16 bf16 bf16 dbias t256.g8.n1024.k1024",
+        "sm_90a wgrad bf16 bf16 f32 accumulate+dbias t64.g32.n1024.k1024");
     assert_int_equal(kiln_tuning_table_count(t), 4); /* 2 modes x 2 classes */
-    static const struct { int groups; int64_t tokens, k, n; } shapes[] = {{8, 200, 400, 320},
-                                                                          {32, 64, 1024, 512}};
     for (int s = 0; s < 2; s++)
         for (int acc = 0; acc < 2; acc++)
             for (int dbias = 0; dbias < 2; dbias++) {
                 kiln_problem p;
-                wgrad_call(&p, acc, dbias, shapes[s].groups, shapes[s].tokens, shapes[s].n,
-                           shapes[s].k);
+                wgrad_call(&p, acc, dbias, k_sweep_shapes[s].groups, k_sweep_shapes[s].tokens,
+                           k_sweep_shapes[s].n, k_sweep_shapes[s].k);
                 kiln_tuning_key k;
-                kiln_tuning_key_from_problem(&p, "sm_90a", &k);
-                const kiln_tuning_entry *e = kiln_tuning_lookup(t, &k);
+                const kiln_tuning_entry *e = lookup_call(t, &p, &k);
                 if (!dbias) {
                     if (e) fail_msg("acc %d without db: entry %s", acc, e->kernel);
                     continue;
