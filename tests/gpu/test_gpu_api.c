@@ -47,12 +47,8 @@ static void fx_init(fx *f, int G, int64_t N, int64_t K, int64_t cap, const int32
 
 static void fx_free(fx *f)
 {
-    free(f->X);
-    free(f->W);
-    dev_free(f->dX);
-    dev_free(f->dW);
-    dev_free(f->dY);
-    dev_free(f->dsz);
+    FREE_ALL(f->X, f->W);
+    DEV_FREE_ALL(f->dX, f->dW, f->dY, f->dsz);
 }
 
 /* bf16 outputs: within 1e-2 of the reference. */
@@ -186,20 +182,15 @@ static void test_graph_replay(void **state)
 
     CU(g_drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
     kiln_status st = kiln_gemm(ctx, &f.p, stream);
-    CUgraph graph;
-    CU(g_drv.cuStreamEndCapture(stream, &graph));
-    if (st != KILN_OK) fail_msg("kiln_gemm under capture: %s", kiln_last_error(ctx));
     CUgraphExec exec;
-    CU(g_drv.cuGraphInstantiateWithFlags(&exec, graph, 0));
-    CU(g_drv.cuGraphLaunch(exec, stream));
-    CU(g_drv.cuStreamSynchronize(stream));
+    CUgraph graph = graph_end_capture(stream, st, ctx, "kiln_gemm", &exec);
+    graph_replay(exec, stream);
     fx_check(&f, s1, "graph replay, sizes 10,50,0,100");
 
     upload(f.dsz, s2, sizeof s2); /* the sizes change in place */
     poison(f.dY, f.ybytes);
     CU(g_drv.cuCtxSynchronize());
-    CU(g_drv.cuGraphLaunch(exec, stream));
-    CU(g_drv.cuStreamSynchronize(stream));
+    graph_replay(exec, stream);
     fx_check(&f, s2, "graph replay, sizes changed to 70,0,120,30");
 
     /* cuBLASLt is refused under capture (it reads host sizes). */
@@ -215,9 +206,7 @@ static void test_graph_replay(void **state)
     assert_non_null(strstr(kiln_last_error(lt), "capturing"));
     kiln_context_destroy(lt);
 
-    g_drv.cuGraphExecDestroy(exec);
-    g_drv.cuGraphDestroy(graph);
-    g_drv.cuStreamDestroy(stream);
+    graph_destroy(exec, graph, stream);
     fx_free(&f);
     kiln_context_destroy(ctx);
 }
@@ -279,35 +268,22 @@ static void test_graph_replay_wgrad(void **state)
 
     CU(g_drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
     kiln_status st = kiln_gemm(ctx, &p, stream);
-    CUgraph graph;
-    CU(g_drv.cuStreamEndCapture(stream, &graph));
-    if (st != KILN_OK) fail_msg("kiln_gemm under capture: %s", kiln_last_error(ctx));
     CUgraphExec exec;
-    CU(g_drv.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CUgraph graph = graph_end_capture(stream, st, ctx, "kiln_gemm", &exec);
     poison(ddw, G * N * K * 2);
     CU(g_drv.cuCtxSynchronize());
-    CU(g_drv.cuGraphLaunch(exec, stream));
-    CU(g_drv.cuStreamSynchronize(stream));
+    graph_replay(exec, stream);
     check_wgrad(dy, x, ddw, s1, G, N, K, "wgrad graph replay, sizes 10,50,0,100");
 
     upload(dsz, s2, sizeof s2);
     poison(ddw, G * N * K * 2);
     CU(g_drv.cuCtxSynchronize());
-    CU(g_drv.cuGraphLaunch(exec, stream));
-    CU(g_drv.cuStreamSynchronize(stream));
+    graph_replay(exec, stream);
     check_wgrad(dy, x, ddw, s2, G, N, K, "wgrad graph replay, sizes changed to 70,0,120,30");
 
-    g_drv.cuGraphExecDestroy(exec);
-    g_drv.cuGraphDestroy(graph);
-    g_drv.cuStreamDestroy(stream);
-    free(dy);
-    free(x);
-    free(edy);
-    free(ex);
-    dev_free(ddy);
-    dev_free(dx);
-    dev_free(ddw);
-    dev_free(dsz);
+    graph_destroy(exec, graph, stream);
+    FREE_ALL(dy, x, edy, ex);
+    DEV_FREE_ALL(ddy, dx, ddw, dsz);
     kiln_context_destroy(ctx);
 }
 

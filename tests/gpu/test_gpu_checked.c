@@ -32,13 +32,7 @@ static void fx_init(fx *f)
     kts_problem_init(&f->p, KILN_OP_FPROP, G, N, K, CAP, f->dsz, f->dX, f->dW, f->dY);
 }
 
-static void fx_free(fx *f)
-{
-    dev_free(f->dX);
-    dev_free(f->dW);
-    dev_free(f->dY);
-    dev_free(f->dsz);
-}
+static void fx_free(fx *f) { DEV_FREE_ALL(f->dX, f->dW, f->dY, f->dsz); }
 
 static kiln_context *make_ctx(int checked)
 {
@@ -50,6 +44,33 @@ static kiln_context *make_ctx(int checked)
         fail_msg("kiln_context_create: %s", kiln_last_error(ctx));
     return ctx;
 }
+
+/* Each test's checked context and fixture: made before it (env_setup),
+ * freed after it (env_teardown). */
+typedef struct env {
+    kiln_context *ctx;
+    fx f;
+} env;
+
+static int env_setup(void **state)
+{
+    env *e = xmalloc(sizeof *e);
+    *state = e;
+    e->ctx = make_ctx(1);
+    fx_init(&e->f);
+    return 0;
+}
+
+static int env_teardown(void **state)
+{
+    env *e = *state;
+    fx_free(&e->f);
+    kiln_context_destroy(e->ctx);
+    free(e);
+    return 0;
+}
+
+#define checked_test(f) cmocka_unit_test_setup_teardown(f, env_setup, env_teardown)
 
 /* A refused call: the status, the message naming `arg`, no launch, Y poison. */
 static void expect_refused(kiln_context *ctx, const fx *f, const kiln_problem *p, const char *arg)
@@ -73,10 +94,9 @@ static void expect_refused(kiln_context *ctx, const fx *f, const kiln_problem *p
 
 static void test_host_pointer_refused(void **state)
 {
-    (void)state;
-    kiln_context *ctx = make_ctx(1);
-    fx f;
-    fx_init(&f);
+    env *e = *state;
+    kiln_context *ctx = e->ctx;
+    const fx f = e->f;
     void *host = NULL;
     assert_int_equal(posix_memalign(&host, 256, (size_t)CAP * K * 2), 0);
     memset(host, 0, (size_t)CAP * K * 2);
@@ -96,16 +116,13 @@ static void test_host_pointer_refused(void **state)
     expect_refused(env_ctx, &f, &p, "problem->d_out");
     free(h2);
     kiln_context_destroy(env_ctx);
-    fx_free(&f);
-    kiln_context_destroy(ctx);
 }
 
 static void test_too_small_refused(void **state)
 {
-    (void)state;
-    kiln_context *ctx = make_ctx(1);
-    fx f;
-    fx_init(&f);
+    env *e = *state;
+    kiln_context *ctx = e->ctx;
+    const fx f = e->f;
     /* Weights for half the groups only. */
     CUdeviceptr half_w = dev_alloc((size_t)G / 2 * N * K * 2);
     kiln_problem p = f.p;
@@ -122,16 +139,13 @@ static void test_too_small_refused(void **state)
     expect_refused(ctx, &f, &p, "problem->d_a");
     dev_free(half_w);
     dev_free(half_x);
-    fx_free(&f);
-    kiln_context_destroy(ctx);
 }
 
 static void test_good_call_passes(void **state)
 {
-    (void)state;
-    kiln_context *ctx = make_ctx(1);
-    fx f;
-    fx_init(&f);
+    env *e = *state;
+    kiln_context *ctx = e->ctx;
+    const fx f = e->f;
     kiln_status st = kiln_gemm(ctx, &f.p, NULL);
     if (st != KILN_OK) fail_msg("checked good call: %s", kiln_last_error(ctx));
     CU(g_drv.cuCtxSynchronize());
@@ -144,16 +158,14 @@ static void test_good_call_passes(void **state)
     for (size_t i = 0; i < (size_t)220 * N; i++)
         if (y[i] != 0) fail_msg("Y element %zu is 0x%04x, expected 0", i, y[i]);
     free(y);
-    fx_free(&f);
-    kiln_context_destroy(ctx);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_host_pointer_refused),
-        cmocka_unit_test(test_too_small_refused),
-        cmocka_unit_test(test_good_call_passes),
+        checked_test(test_host_pointer_refused),
+        checked_test(test_too_small_refused),
+        checked_test(test_good_call_passes),
     };
     return gpu_run_group_tests(tests);
 }

@@ -86,13 +86,7 @@ static void f8data_make(f8data *d, const f8variant *v, int G, int64_t cap, int64
     for (size_t i = 0; i < d->sb_n; i++) d->sb[i] = rand_scale();
 }
 
-static void f8data_free(f8data *d)
-{
-    free(d->a);
-    free(d->b);
-    free(d->sa);
-    free(d->sb);
-}
+static void f8data_free(f8data *d) { FREE_ALL(d->a, d->b, d->sa, d->sb); }
 
 /* The exact product of the dequantized operands at row r (of group g),
  * column c; *mag gets the sum of the magnitudes of its terms. */
@@ -155,15 +149,7 @@ static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_pr
     if (dgrad) p->fp8.d_bt = (const void *)(uintptr_t)x->b;
 }
 
-static void f8dev_free(f8dev *x)
-{
-    dev_free(x->a);
-    dev_free(x->b);
-    dev_free(x->sa);
-    dev_free(x->sb);
-    dev_free(x->out);
-    dev_free(x->sizes);
-}
+static void f8dev_free(f8dev *x) { DEV_FREE_ALL(x->a, x->b, x->sa, x->sb, x->out, x->sizes); }
 
 /* Checks the output in x against d for counts: every valid element within
  * the tolerance, every row past Σm still poison. */
@@ -215,13 +201,8 @@ static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t c
     f8dev x;
     kiln_problem p;
     f8dev_make(&x, &d, counts, &p, v);
-    kiln_status st = kiln_gemm(g_ctx, &p, NULL);
-    if (st != KILN_OK) {
-        FAIL_CASE("%s: kiln_gemm: %s: %s", label, kiln_status_name(st), kiln_last_error(g_ctx));
-    } else {
-        CU(g_drv.cuCtxSynchronize());
-        kiln_call_report rep;
-        assert_int_equal(kiln_last_call(g_ctx, &rep), KILN_OK);
+    kiln_call_report rep;
+    if (gpu_gemm_case(g_ctx, &p, label, &g_failures, &rep)) {
         if (!strstr(rep.kernel, v->kernel))
             FAIL_CASE("%s: ran %s, wanted a %s kernel", label, rep.kernel, v->kernel);
         f8check(&d, &x, v, counts, label);
@@ -401,42 +382,22 @@ static void test_graph_replay(void **state)
     assert_int_equal(kiln_prepare(g_ctx, &p), KILN_OK);
     CU(g_drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
     kiln_status st = kiln_gemm(g_ctx, &p, stream);
-    CUgraph graph;
-    CU(g_drv.cuStreamEndCapture(stream, &graph));
-    if (st != KILN_OK) fail_msg("kiln_gemm under capture: %s", kiln_last_error(g_ctx));
     CUgraphExec exec;
-    CU(g_drv.cuGraphInstantiateWithFlags(&exec, graph, 0));
-    CU(g_drv.cuGraphLaunch(exec, stream));
-    CU(g_drv.cuStreamSynchronize(stream));
+    CUgraph graph = graph_end_capture(stream, st, g_ctx, "kiln_gemm", &exec);
+    graph_replay(exec, stream);
     f8check(&d, &x, v, c1, "fprop block: graph replay, counts 10,50,0,100");
     upload(x.sizes, c2, sizeof c2);
     poison(x.out, x.obytes);
     CU(g_drv.cuCtxSynchronize());
-    CU(g_drv.cuGraphLaunch(exec, stream));
-    CU(g_drv.cuStreamSynchronize(stream));
+    graph_replay(exec, stream);
     f8check(&d, &x, v, c2, "fprop block: graph replay, counts changed to 70,0,120,30");
-    g_drv.cuGraphExecDestroy(exec);
-    g_drv.cuGraphDestroy(graph);
-    g_drv.cuStreamDestroy(stream);
+    graph_destroy(exec, graph, stream);
     f8dev_free(&x);
     f8data_free(&d);
     assert_int_equal(g_failures, before);
 }
 
-int main(void)
-{
-    int rc = gpu_setup_context(KILN_ALLOW_GENERATED, &g_ctx);
-    if (rc) return rc;
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_recipes),
-        cmocka_unit_test(test_group_shapes),
-        cmocka_unit_test(test_kblock_counts),
-        cmocka_unit_test(test_half_width_promotion),
-        cmocka_unit_test(test_every_default),
-        cmocka_unit_test(test_graph_replay),
-    };
-    kiln_test_filter();
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    kiln_context_destroy(g_ctx);
-    return rc;
-}
+GPU_CONTEXT_MAIN(KILN_ALLOW_GENERATED, &g_ctx, cmocka_unit_test(test_recipes),
+                 cmocka_unit_test(test_group_shapes), cmocka_unit_test(test_kblock_counts),
+                 cmocka_unit_test(test_half_width_promotion), cmocka_unit_test(test_every_default),
+                 cmocka_unit_test(test_graph_replay))

@@ -147,9 +147,8 @@ static void lhost_make(lhost *h, const lcase *c)
 
 static void lhost_free(lhost *h)
 {
-    void *all[] = {h->start, h->rows, h->sizes, h->qa, h->qb, h->sb, h->fa, h->fb, h->abs_a,
-                   h->abs_b, h->alphas, h->row_scale, h->bias, h->c, h->ebias, h->ec};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    FREE_ALL(h->start, h->rows, h->sizes, h->qa, h->qb, h->sb, h->fa, h->fb, h->abs_a, h->abs_b,
+             h->alphas, h->row_scale, h->bias, h->c, h->ebias, h->ec);
 }
 
 /* Device copies; the problem that points at them. */
@@ -157,13 +156,6 @@ typedef struct ldev {
     CUdeviceptr a, b, sa, sb, out, sizes, alphas, row_scale, bias, c;
     size_t obytes;
 } ldev;
-
-static CUdeviceptr dev_copy(const void *host, size_t bytes)
-{
-    CUdeviceptr d = dev_alloc(bytes);
-    upload(d, host, bytes);
-    return d;
-}
 
 static void ldev_make(ldev *x, const lhost *h, const lcase *c, kiln_problem *p)
 {
@@ -208,9 +200,8 @@ static void ldev_make(ldev *x, const lhost *h, const lcase *c, kiln_problem *p)
 
 static void ldev_free(ldev *x)
 {
-    CUdeviceptr all[] = {x->a, x->b, x->sa, x->sb, x->out, x->sizes, x->alphas, x->row_scale,
-                         x->bias, x->c};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dev_free(all[i]);
+    DEV_FREE_ALL(x->a, x->b, x->sa, x->sb, x->out, x->sizes, x->alphas, x->row_scale, x->bias,
+                 x->c);
 }
 
 /* Every valid element against the reference; every other element of the
@@ -259,13 +250,8 @@ static void run_case(const lcase *c)
     ldev x;
     kiln_problem p;
     ldev_make(&x, &h, c, &p);
-    kiln_status st = kiln_gemm(g_ctx, &p, NULL);
-    if (st != KILN_OK) {
-        FAIL_CASE("%s: kiln_gemm: %s: %s", c->label, kiln_status_name(st), kiln_last_error(g_ctx));
-    } else {
-        CU(g_drv.cuCtxSynchronize());
-        kiln_call_report rep;
-        assert_int_equal(kiln_last_call(g_ctx, &rep), KILN_OK);
+    kiln_call_report rep;
+    if (gpu_gemm_case(g_ctx, &p, c->label, &g_failures, &rep)) {
         if (rep.backend != KILN_BACKEND_CUBLASLT || strcmp(rep.kernel, "cublasLt") ||
             !strstr(rep.reason, "cuBLASLt"))
             FAIL_CASE("%s: served by %s (%s), wanted cuBLASLt", c->label, rep.kernel, rep.reason);
@@ -275,6 +261,14 @@ static void run_case(const lcase *c)
     lhost_free(&h);
 }
 
+/* run_case on each of the n cases; asserts that none failed. */
+static void run_cases(const lcase *cases, size_t n)
+{
+    const int before = g_failures;
+    for (size_t i = 0; i < n; i++) run_case(&cases[i]);
+    assert_int_equal(g_failures, before);
+}
+
 static const int32_t counts5[5] = {0, 1, 77, 300, 133}; /* Σ 511 of 600 */
 static const int32_t counts7[7] = {5, 0, 0, 129, 1, 0, 63}; /* Σ 198 of 256 */
 
@@ -282,7 +276,6 @@ static const int32_t counts7[7] = {5, 0, 0, 129, 1, 0, 63}; /* Σ 198 of 256 */
 static void test_fprop(void **state)
 {
     (void)state;
-    const int before = g_failures;
     const lcase cases[] = {
         {.label = "fprop e4m3: scalar alpha 0.5, bias", .op = KILN_OP_FPROP,
          .a = KILN_DTYPE_E4M3, .b = KILN_DTYPE_E4M3, .groups = 5, .counts = counts5, .cap = 600,
@@ -297,15 +290,13 @@ static void test_fprop(void **state)
          .a = KILN_DTYPE_E4M3, .b = KILN_DTYPE_E5M2, .groups = 7, .counts = counts7,
          .offsets = 1, .cap = 256, .n_out = 144, .k_red = 272, .alpha = 1.0f},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    assert_int_equal(g_failures, before);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* dgrad reads the transposed weights (d_bt [G, K, N], ldb its pitch). */
 static void test_dgrad(void **state)
 {
     (void)state;
-    const int before = g_failures;
     const lcase cases[] = {
         {.label = "dgrad e4m3: alpha per group, bias, padded d_bt rows", .op = KILN_OP_DGRAD,
          .a = KILN_DTYPE_E4M3, .b = KILN_DTYPE_E4M3, .groups = 7, .counts = counts7,
@@ -320,8 +311,7 @@ static void test_dgrad(void **state)
          .cap = 256, .n_out = 208, .k_red = 144, .promote = 1, .alpha = 1.0f,
          .row_scale = 1},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    assert_int_equal(g_failures, before);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* What cuBLASLt cannot run is refused with its reason (no kernel may
@@ -354,17 +344,5 @@ static void test_refusals(void **state)
     lhost_free(&h);
 }
 
-int main(void)
-{
-    int rc = gpu_setup_context(KILN_ALLOW_CUBLASLT, &g_ctx);
-    if (rc) return rc;
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fprop),
-        cmocka_unit_test(test_dgrad),
-        cmocka_unit_test(test_refusals),
-    };
-    kiln_test_filter();
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    kiln_context_destroy(g_ctx);
-    return rc;
-}
+GPU_CONTEXT_MAIN(KILN_ALLOW_CUBLASLT, &g_ctx, cmocka_unit_test(test_fprop),
+                 cmocka_unit_test(test_dgrad), cmocka_unit_test(test_refusals))

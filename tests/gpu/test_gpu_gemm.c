@@ -92,14 +92,6 @@ static CUdeviceptr *dev_slices(const void *host, int G, size_t each, CUdeviceptr
     return bufs;
 }
 
-/* A device copy of host. */
-static CUdeviceptr dev_copy(const void *host, size_t bytes)
-{
-    CUdeviceptr d = dev_alloc(bytes);
-    upload(d, host, bytes);
-    return d;
-}
-
 /* Group rows, A and B (contiguous or one buffer per group). */
 static void case_inputs(const gcase *c, gbuf *b)
 {
@@ -334,22 +326,25 @@ static void case_check_dbias(const gcase *c, gbuf *b, const kiln_call_report *re
 
 static void case_free(const gcase *c, gbuf *b)
 {
-    void *host[] = {b->A, b->B, b->ea, b->eb, b->bias, b->ebias, b->scale, b->alphas, b->C, b->ec,
-                    b->init, b->before, b->after, b->start, b->rows, b->dsizes};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    FREE_ALL(b->A, b->B, b->ea, b->eb, b->bias, b->ebias, b->scale, b->alphas, b->C, b->ec, b->init,
+             b->before, b->after, b->start, b->rows, b->dsizes);
     for (int g = 0; b->wbufs && g < c->groups; g++) dev_free(b->wbufs[g]);
     for (int g = 0; b->obufs && g < c->groups; g++) dev_free(b->obufs[g]);
     for (int g = 0; b->dbbufs && g < c->groups; g++) dev_free(b->dbbufs[g]);
-    free(b->wbufs);
-    free(b->obufs);
-    free(b->dbbufs);
-    free(b->db_before);
-    free(b->db_after);
-    dev_free(b->ddb);
-    dev_free(b->ddbptrs);
-    CUdeviceptr dev[] = {b->dA, b->dB, b->dBptrs, b->dD, b->dDptrs, b->dbias, b->dscale,
-                         b->dalpha, b->dC, b->dsz, b->dovf};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dev_free(dev[i]);
+    FREE_ALL(b->wbufs, b->obufs, b->dbbufs, b->db_before, b->db_after);
+    DEV_FREE_ALL(b->ddb, b->ddbptrs, b->dA, b->dB, b->dBptrs, b->dD, b->dDptrs, b->dbias, b->dscale,
+                 b->dalpha, b->dC, b->dsz, b->dovf);
+}
+
+/* A zeroed b holding c's buffers, and the problem p that points at them. */
+static void case_setup(const gcase *c, gbuf *b, kiln_problem *p)
+{
+    memset(b, 0, sizeof *b);
+    case_inputs(c, b);
+    case_outputs(c, b);
+    case_epilogue(c, b);
+    case_dbias(c, b);
+    case_problem(c, b, p);
 }
 
 /* Runs c on ctx; checks the backend, written/untouched bytes and (unless
@@ -357,23 +352,13 @@ static void case_free(const gcase *c, gbuf *b)
 static void run_case(const gcase *c, kiln_context *ctx, kiln_backend want, int no_ref, gresult *r)
 {
     gbuf b;
-    memset(&b, 0, sizeof b);
-    case_inputs(c, &b);
-    case_outputs(c, &b);
-    case_epilogue(c, &b);
-    case_dbias(c, &b);
     kiln_problem p;
-    case_problem(c, &b, &p);
+    case_setup(c, &b, &p);
     r->out = NULL;
     r->n_out = 0;
     r->rel_err = -1;
-    kiln_status st = kiln_gemm(ctx, &p, NULL);
-    if (st != KILN_OK) {
-        CASE_FAIL("%s: kiln_gemm: %s: %s", c->label, kiln_status_name(st), kiln_last_error(ctx));
-    } else {
-        CU(g_drv.cuCtxSynchronize());
-        kiln_call_report rep;
-        assert_int_equal(kiln_last_call(ctx, &rep), KILN_OK);
+    kiln_call_report rep;
+    if (gpu_gemm_case(ctx, &p, c->label, &g_failures, &rep)) {
         if (rep.backend != want)
             CASE_FAIL("%s: ran on %s (%s), wanted %s", c->label, backend_name(rep.backend),
                       rep.kernel, backend_name(want));
@@ -392,42 +377,29 @@ static void run_checked(const gcase *c, kiln_context *ctx, kiln_backend want)
     free(r.out);
 }
 
+/* run_case (the valid outputs dropped) on c under the label that fmt and
+ * what follows it make. */
+static void run_named(gcase *c, kiln_context *ctx, kiln_backend want, int no_ref, const char *fmt,
+                      ...) __attribute__((format(printf, 5, 6)));
+static void run_named(gcase *c, kiln_context *ctx, kiln_backend want, int no_ref, const char *fmt,
+                      ...)
+{
+    char label[192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(label, sizeof label, fmt, ap);
+    va_end(ap);
+    c->label = label;
+    gresult r;
+    run_case(c, ctx, want, no_ref, &r);
+    free(r.out);
+    c->label = NULL;
+}
+
 static int32_t *random_counts(int G, int lo, int hi)
 {
     int32_t *m = xmalloc(sizeof(int32_t) * (size_t)G);
     for (int g = 0; g < G; g++) m[g] = rng_int(lo, hi);
-    return m;
-}
-
-/* The four group mixes the forced-kernel tests run, into c->groups and
- * the returned counts (the caller frees them); *what names the mix. */
-enum { MIX_RAGGED, MIX_LARGE, MIX_DECODE, MIX_TAILS, MIXES };
-static int32_t *group_mix(int mix, gcase *c, const char **what)
-{
-    int32_t *m;
-    if (mix == MIX_RAGGED) {
-        c->groups = 40;
-        m = random_counts(40, 0, 300);
-        m[3] = m[17] = 0;
-        *what = "40 groups of 0..300 (2 empty)";
-    } else if (mix == MIX_LARGE) {
-        c->groups = 3;
-        m = random_counts(3, 500, 700);
-        *what = "3 groups of 500..700";
-    } else if (mix == MIX_DECODE) {
-        c->groups = 130;
-        m = random_counts(130, 0, 9);
-        *what = "130 decode groups of 0..9";
-    } else {
-        /* every length of a group's last 64-token block, 1..64, half of
-         * them after a whole block: each tail wgrad masks, and each partial
-         * last row tile of fprop/dgrad */
-        c->groups = 64;
-        m = xmalloc(sizeof(int32_t) * 64);
-        for (int g = 0; g < 64; g++) m[g] = g + 1 + (g & 1) * 64;
-        *what = "64 groups of 1..128 (every last-block length)";
-    }
-    c->counts = m;
     return m;
 }
 
@@ -438,6 +410,46 @@ static int64_t sum_counts(const int32_t *m, int G)
     return s;
 }
 
+/* A case of op, in -> out, on `groups` groups of the host counts, N n and
+ * K k, with room for spare rows past Σcounts; every option off. */
+static gcase make_case(kiln_op op, kiln_dtype in, kiln_dtype out, int groups, int64_t n, int64_t k,
+                       const int32_t *counts, int64_t spare)
+{
+    return (gcase){.op = op, .in = in, .out = out, .groups = groups, .n = n, .k = k,
+                   .counts = counts, .capacity = sum_counts(counts, groups) + spare};
+}
+
+/* The four group mixes the forced-kernel tests run, into *groups and the
+ * returned counts (the caller frees them); *what names the mix. */
+enum { MIX_RAGGED, MIX_LARGE, MIX_DECODE, MIX_TAILS, MIXES };
+static int32_t *group_mix(int mix, int *groups, const char **what)
+{
+    int32_t *m;
+    if (mix == MIX_RAGGED) {
+        *groups = 40;
+        m = random_counts(40, 0, 300);
+        m[3] = m[17] = 0;
+        *what = "40 groups of 0..300 (2 empty)";
+    } else if (mix == MIX_LARGE) {
+        *groups = 3;
+        m = random_counts(3, 500, 700);
+        *what = "3 groups of 500..700";
+    } else if (mix == MIX_DECODE) {
+        *groups = 130;
+        m = random_counts(130, 0, 9);
+        *what = "130 decode groups of 0..9";
+    } else {
+        /* every length of a group's last 64-token block, 1..64, half of
+         * them after a whole block: each tail wgrad masks, and each partial
+         * last row tile of fprop/dgrad */
+        *groups = 64;
+        m = xmalloc(sizeof(int32_t) * 64);
+        for (int g = 0; g < 64; g++) m[g] = g + 1 + (g & 1) * 64;
+        *what = "64 groups of 1..128 (every last-block length)";
+    }
+    return m;
+}
+
 static const kiln_dtype in_types[2] = {KILN_DTYPE_BF16, KILN_DTYPE_F16};
 
 /* fprop and dgrad: every type combination × weight layout × epilogue term. */
@@ -445,22 +457,13 @@ static void test_fprop_dgrad_matrix(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    char label[128];
     for (int op = 0; op < 2; op++)
         for (int ti = 0; ti < 2; ti++)
             for (int oi = 0; oi < 2; oi++) {
                 kiln_dtype in = in_types[ti], out = oi ? KILN_DTYPE_F32 : in;
                 for (int v = 0; v < 9; v++) {
                     int32_t *m = random_counts(8, 0, 70);
-                    gcase c = {0};
-                    c.op = (kiln_op)op;
-                    c.in = in;
-                    c.out = out;
-                    c.groups = 8;
-                    c.n = 96;
-                    c.k = 80;
-                    c.counts = m;
-                    c.capacity = sum_counts(m, 8) + 17;
+                    gcase c = make_case((kiln_op)op, in, out, 8, 96, 80, m, 17);
                     const char *what = "plain";
                     switch (v) {
                     case 1: c.ptr_weights = 1; what = "pointer-array weights"; break;
@@ -477,10 +480,8 @@ static void test_fprop_dgrad_matrix(void **state)
                         what = "everything, padded lda/ldd";
                         break;
                     }
-                    snprintf(label, sizeof label, "%s %s->%s %s", kiln_op_name(c.op),
-                             kiln_dtype_name(in), kiln_dtype_name(out), what);
-                    c.label = label;
-                    run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
+                    run_named(&c, g_gen, KILN_BACKEND_GENERATED, 0, "%s %s->%s %s",
+                              kiln_op_name(c.op), kiln_dtype_name(in), kiln_dtype_name(out), what);
                     free(m);
                 }
             }
@@ -492,7 +493,6 @@ static void test_wgrad_matrix(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    char label[128];
     for (int ti = 0; ti < 2; ti++)
         for (int oi = 0; oi < 2; oi++)
             for (int disc = 0; disc < 2; disc++)
@@ -501,22 +501,13 @@ static void test_wgrad_matrix(void **state)
                     if (acc && out != KILN_DTYPE_F32) continue;
                     int32_t *m = random_counts(6, 0, 90);
                     m[2] = 0; /* an empty group: zeros, or untouched when accumulating */
-                    gcase c = {0};
-                    c.op = KILN_OP_WGRAD;
-                    c.in = in;
-                    c.out = out;
-                    c.groups = 6;
-                    c.n = 72;
-                    c.k = 88;
-                    c.counts = m;
-                    c.capacity = sum_counts(m, 6) + 5;
+                    gcase c = make_case(KILN_OP_WGRAD, in, out, 6, 72, 88, m, 5);
                     c.discrete = disc;
                     c.accumulate = acc;
                     c.ldd_pad = disc ? 8 : 0;
-                    snprintf(label, sizeof label, "wgrad %s->%s %s%s", kiln_dtype_name(in),
-                             kiln_dtype_name(out), disc ? "discrete" : "dense", acc ? " accumulate" : "");
-                    c.label = label;
-                    run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
+                    run_named(&c, g_gen, KILN_BACKEND_GENERATED, 0, "wgrad %s->%s %s%s",
+                              kiln_dtype_name(in), kiln_dtype_name(out), disc ? "discrete" : "dense",
+                              acc ? " accumulate" : "");
                     free(m);
                 }
     assert_int_equal(g_failures, failures_before);
@@ -538,7 +529,6 @@ static void test_wgrad_dbias_matrix(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    char label[160];
     for (int ti = 0; ti < 2; ti++)
         for (int oi = 0; oi < 2; oi++)
             for (int disc = 0; disc < 2; disc++)
@@ -552,15 +542,7 @@ static void test_wgrad_dbias_matrix(void **state)
                             int32_t *m = random_counts(6, 0, 90);
                             m[2] = 0; /* empty: zeros, or untouched when accumulating */
                             m[4] = 1;
-                            gcase c = {0};
-                            c.op = KILN_OP_WGRAD;
-                            c.in = in;
-                            c.out = out;
-                            c.groups = 6;
-                            c.n = 200;
-                            c.k = 88;
-                            c.counts = m;
-                            c.capacity = sum_counts(m, 6) + 5;
+                            gcase c = make_case(KILN_OP_WGRAD, in, out, 6, 200, 88, m, 5);
                             c.discrete = disc;
                             c.accumulate = acc;
                             c.ldd_pad = disc ? 8 : 0;
@@ -569,12 +551,11 @@ static void test_wgrad_dbias_matrix(void **state)
                             c.dbias_ptrs = ptrs;
                             c.dbias_pad = ptrs ? 3 : 24;
                             c.want_kernel = dbias_family(in, out, acc);
-                            snprintf(label, sizeof label, "wgrad+dbias %s->%s %s%s, db %s %s",
-                                     kiln_dtype_name(in), kiln_dtype_name(out),
-                                     disc ? "discrete" : "dense", acc ? " acc" : "",
-                                     kiln_dtype_name(dbt), ptrs ? "ptrs" : "dense ld+24");
-                            c.label = label;
-                            run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
+                            run_named(&c, g_gen, KILN_BACKEND_GENERATED, 0,
+                                      "wgrad+dbias %s->%s %s%s, db %s %s", kiln_dtype_name(in),
+                                      kiln_dtype_name(out), disc ? "discrete" : "dense",
+                                      acc ? " acc" : "", kiln_dtype_name(dbt),
+                                      ptrs ? "ptrs" : "dense ld+24");
                             free(m);
                         }
     assert_int_equal(g_failures, failures_before);
@@ -588,7 +569,6 @@ static void test_wgrad_dbias_patterns(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    char label[160];
     for (int pat = 0; pat < 5; pat++) {
         int G;
         int32_t *m;
@@ -618,26 +598,16 @@ static void test_wgrad_dbias_patterns(void **state)
             break;
         }
         for (int v = 0; v < 2; v++) {
-            gcase c = {0};
-            c.op = KILN_OP_WGRAD;
-            c.in = KILN_DTYPE_BF16;
-            c.out = v ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            gcase c = make_case(KILN_OP_WGRAD, KILN_DTYPE_BF16, v ? KILN_DTYPE_F32 : KILN_DTYPE_BF16,
+                                G, n, k, m, extra);
             c.accumulate = v;
-            c.groups = G;
-            c.n = n;
-            c.k = k;
-            c.counts = m;
-            c.capacity = sum_counts(m, G) + extra;
             c.dbias = 1;
             c.dbias_type = v ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
             c.dbias_ptrs = v;
             c.dbias_pad = v ? 5 : 8;
             c.want_kernel = "sm90_wgrad";
-            snprintf(label, sizeof label, "wgrad+dbias %s %s", v ? "acc f32" : "bf16", what);
-            c.label = label;
-            gresult r;
-            run_case(&c, g_gen, KILN_BACKEND_GENERATED, no_ref, &r);
-            free(r.out);
+            run_named(&c, g_gen, KILN_BACKEND_GENERATED, no_ref, "wgrad+dbias %s %s",
+                      v ? "acc f32" : "bf16", what);
         }
         free(m);
     }
@@ -649,7 +619,6 @@ static void test_group_patterns(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    char label[128];
     for (int pat = 0; pat < 9; pat++) {
         int G;
         int32_t *m;
@@ -680,21 +649,12 @@ static void test_group_patterns(void **state)
          * first and last are the sm90 defaults, the middle the simple one). */
         for (int v = 0; v < 5; v++) {
             int op = v < 3 ? v : KILN_OP_WGRAD;
-            gcase c = {0};
-            c.op = (kiln_op)op;
-            c.in = KILN_DTYPE_BF16;
-            c.out = v == 2 || v == 4 ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            gcase c = make_case((kiln_op)op, KILN_DTYPE_BF16,
+                                v == 2 || v == 4 ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, G, n, k, m, extra);
             c.accumulate = v == 4;
-            c.groups = G;
-            c.n = n;
-            c.k = k;
-            c.counts = m;
-            c.capacity = sum_counts(m, G) + extra;
             c.offsets = offsets;
-            snprintf(label, sizeof label, "%s%s %s", kiln_op_name(c.op),
-                     v == 3 ? " bf16" : v == 4 ? " acc" : "", what);
-            c.label = label;
-            run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
+            run_named(&c, g_gen, KILN_BACKEND_GENERATED, 0, "%s%s %s", kiln_op_name(c.op),
+                      v == 3 ? " bf16" : v == 4 ? " acc" : "", what);
         }
         free(m);
     }
@@ -727,27 +687,19 @@ static void run_forced_mixes(const char *name, kiln_op op, kiln_dtype out, int a
 {
     kiln_context *ctx = forced_context(name, NULL);
     if (!ctx) return;
-    char label[192];
     for (int mix = 0; mix < MIXES; mix++) {
-        gcase c = {0};
-        c.op = op;
-        c.in = KILN_DTYPE_BF16;
-        c.out = out;
+        int groups;
+        const char *what;
+        int32_t *m = group_mix(mix, &groups, &what);
+        gcase c = make_case(op, KILN_DTYPE_BF16, out, groups, nk[mix][0], nk[mix][1], m, spare);
         c.accumulate = accumulate;
         c.dbias = dbias;
         c.dbias_type = KILN_DTYPE_F32;
         c.discrete = discrete;
         c.ldd_pad = discrete ? 8 : 0;
-        const char *what;
-        int32_t *m = group_mix(mix, &c, &what);
-        c.n = nk[mix][0];
-        c.k = nk[mix][1];
-        c.capacity = sum_counts(m, c.groups) + spare;
         c.want_kernel = name;
-        snprintf(label, sizeof label, "%s: %s, N=%lld K=%lld", name, what, (long long)c.n,
-                 (long long)c.k);
-        c.label = label;
-        run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+        run_named(&c, ctx, KILN_BACKEND_GENERATED, 0, "%s: %s, N=%lld K=%lld", name, what,
+                  (long long)c.n, (long long)c.k);
         free(m);
     }
     kiln_context_destroy(ctx);
@@ -771,20 +723,10 @@ static void forced_pointer_weights(const char *name, kiln_op op)
     kiln_context *ctx = forced_context(name, NULL);
     if (!ctx) return;
     int32_t *m = random_counts(12, 0, 200);
-    gcase c = {0};
-    c.op = op;
-    c.in = c.out = KILN_DTYPE_BF16;
-    c.groups = 12;
-    c.n = 136;
-    c.k = 200;
-    c.counts = m;
-    c.capacity = sum_counts(m, 12) + 5;
+    gcase c = make_case(op, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 12, 136, 200, m, 5);
     c.ptr_weights = 1;
     c.want_kernel = name;
-    char label[160];
-    snprintf(label, sizeof label, "%s, pointer weights", name);
-    c.label = label;
-    run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+    run_named(&c, ctx, KILN_BACKEND_GENERATED, 0, "%s, pointer weights", name);
     free(m);
     kiln_context_destroy(ctx);
 }
@@ -803,28 +745,22 @@ static void test_sm90_pointer_weights(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    char label[160];
     static const int64_t nk[MIXES][2] = {{200, 136}, {256, 512}, {64, 1024}, {136, 200}};
     for (int mix = 0; mix < MIXES; mix++)
         for (int op = 0; op < 2; op++)
             for (int ti = 0; ti < 2; ti++) {
                 kiln_dtype in = in_types[ti];
-                gcase c = {0};
-                c.op = (kiln_op)op;
-                c.in = c.out = in;
+                int groups;
                 const char *what;
-                int32_t *m = group_mix(mix, &c, &what);
-                c.n = nk[mix][0];
-                c.k = nk[mix][1];
-                c.capacity = sum_counts(m, c.groups) + 11;
+                int32_t *m = group_mix(mix, &groups, &what);
+                gcase c = make_case((kiln_op)op, in, in, groups, nk[mix][0], nk[mix][1], m, 11);
                 c.ptr_weights = 1;
                 c.bias = mix == MIX_LARGE && in == KILN_DTYPE_BF16; /* the bf16 _epilogue kernels */
                 c.want_kernel = "sm90_";
-                snprintf(label, sizeof label, "sm90 pointer weights %s %s %s, N=%lld K=%lld%s",
-                         kiln_op_name(c.op), kiln_dtype_name(in), what, (long long)c.n,
-                         (long long)c.k, c.bias ? " + bias" : "");
-                c.label = label;
-                run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
+                run_named(&c, g_gen, KILN_BACKEND_GENERATED, 0,
+                          "sm90 pointer weights %s %s %s, N=%lld K=%lld%s", kiln_op_name(c.op),
+                          kiln_dtype_name(in), what, (long long)c.n, (long long)c.k,
+                          c.bias ? " + bias" : "");
                 free(m);
             }
     /* the cooperative defaults, then the table's winners (the catalog
@@ -977,23 +913,13 @@ static void wgrad_two_streams(int per_thread)
     static const char *const labels[2][2] = {{"wgrad on stream 1", "wgrad on stream 2"},
                                              {"wgrad on thread 1's stream", "wgrad on thread 2's stream"}};
     for (int i = 0; i < 2; i++) {
-        memset(&c[i], 0, sizeof c[i]);
-        memset(&b[i], 0, sizeof b[i]);
+        const int groups = i ? 40 : 64;
+        m[i] = random_counts(groups, 0, 300);
+        c[i] = make_case(KILN_OP_WGRAD, KILN_DTYPE_BF16, KILN_DTYPE_BF16, groups, i ? 640 : 512,
+                         i ? 384 : 520, m[i], 5);
         c[i].label = labels[per_thread][i];
-        c[i].op = KILN_OP_WGRAD;
-        c[i].in = c[i].out = KILN_DTYPE_BF16;
-        c[i].groups = i ? 40 : 64;
-        c[i].n = i ? 640 : 512;
-        c[i].k = i ? 384 : 520;
-        m[i] = random_counts(c[i].groups, 0, 300);
-        c[i].counts = m[i];
-        c[i].capacity = sum_counts(m[i], c[i].groups) + 5;
         c[i].want_kernel = "sm90_wgrad_bf16_bf16_dense_s3";
-        case_inputs(&c[i], &b[i]);
-        case_outputs(&c[i], &b[i]);
-        case_epilogue(&c[i], &b[i]);
-        case_dbias(&c[i], &b[i]);
-        case_problem(&c[i], &b[i], &p[i]);
+        case_setup(&c[i], &b[i], &p[i]);
         if (!per_thread) CU(g_drv.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
     }
     CU(g_drv.cuCtxSynchronize());   /* the inputs, before either launcher starts */
@@ -1087,7 +1013,6 @@ static void run_discrete_mixes(const discrete_mix *mixes, int nmix, const char *
 {
     int failures_before = g_failures;
     int kernels = 0;
-    char label[192];
     for (size_t e = 0; e < kiln_catalog_count; e++) {
         const kiln_catalog_entry *ce = &kiln_catalog[e];
         const char *d = ce->desc;
@@ -1098,23 +1023,15 @@ static void run_discrete_mixes(const discrete_mix *mixes, int nmix, const char *
         if (!ctx) continue;
         kernels++;
         for (int x = 0; x < nmix; x++) {
-            gcase c = {0};
-            c.op = KILN_OP_WGRAD;
-            c.in = KILN_DTYPE_BF16;
-            c.out = strstr(d, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
+            gcase c = make_case(KILN_OP_WGRAD, KILN_DTYPE_BF16,
+                                strstr(d, " out=f32") ? KILN_DTYPE_F32 : KILN_DTYPE_BF16,
+                                mixes[x].groups, mixes[x].n, mixes[x].k, mixes[x].counts, 7);
             c.accumulate = strstr(d, " accumulate=1") != NULL;
             c.discrete = 1;
             c.ldd_pad = 8;
-            c.groups = mixes[x].groups;
-            c.counts = mixes[x].counts;
-            c.n = mixes[x].n;
-            c.k = mixes[x].k;
-            c.capacity = sum_counts(mixes[x].counts, mixes[x].groups) + 7;
             c.want_kernel = ce->name;
-            snprintf(label, sizeof label, "%s: %d %s, N=%lld K=%lld", ce->name, c.groups, what,
-                     (long long)c.n, (long long)c.k);
-            c.label = label;
-            run_checked(&c, ctx, KILN_BACKEND_GENERATED);
+            run_named(&c, ctx, KILN_BACKEND_GENERATED, 0, "%s: %d %s, N=%lld K=%lld", ce->name,
+                      c.groups, what, (long long)c.n, (long long)c.k);
         }
         kiln_context_destroy(ctx);
     }
@@ -1178,14 +1095,8 @@ static void test_overflow(void **state)
     int failures_before = g_failures;
     int32_t m[4] = {100, 120, 90, 60}; /* 370 */
     for (int op = 0; op < 2; op++) {
-        gcase c = {0};
+        gcase c = make_case((kiln_op)op, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 4, 64, 64, m, 0);
         c.label = op ? "dgrad overflow (370 rows, capacity 256)" : "fprop overflow (370 rows, capacity 256)";
-        c.op = (kiln_op)op;
-        c.in = c.out = KILN_DTYPE_BF16;
-        c.groups = 4;
-        c.n = 64;
-        c.k = 64;
-        c.counts = m;
         c.capacity = 256;
         c.expect_overflow = 1;
         run_checked(&c, g_gen, KILN_BACKEND_GENERATED);
@@ -1198,20 +1109,12 @@ static void test_cublaslt_small(void **state)
 {
     (void)state;
     int failures_before = g_failures;
-    char label[128];
     for (int op = 0; op < 3; op++)
         for (int v = 0; v < 4; v++) {
             int32_t *m = random_counts(6, 0, 80);
             m[1] = 0;
-            gcase c = {0};
-            c.op = (kiln_op)op;
-            c.in = v & 1 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
-            c.out = v & 2 ? KILN_DTYPE_F32 : c.in;
-            c.groups = 6;
-            c.n = 64;
-            c.k = 48;
-            c.counts = m;
-            c.capacity = sum_counts(m, 6) + 3;
+            const kiln_dtype in = v & 1 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
+            gcase c = make_case((kiln_op)op, in, v & 2 ? KILN_DTYPE_F32 : in, 6, 64, 48, m, 3);
             c.host_sizes = 1;
             c.offsets = v == 3;
             const char *what = "plain";
@@ -1230,10 +1133,8 @@ static void test_cublaslt_small(void **state)
                 c.bias = 1;
                 what = "scalar alpha + bias, offsets";
             }
-            snprintf(label, sizeof label, "%s %s->%s %s", kiln_op_name(c.op), kiln_dtype_name(c.in),
-                     kiln_dtype_name(c.out), what);
-            c.label = label;
-            run_checked(&c, g_lt, KILN_BACKEND_CUBLASLT);
+            run_named(&c, g_lt, KILN_BACKEND_CUBLASLT, 0, "%s %s->%s %s", kiln_op_name(c.op),
+                      kiln_dtype_name(c.in), kiln_dtype_name(c.out), what);
             free(m);
         }
     assert_int_equal(g_failures, failures_before);
@@ -1247,15 +1148,8 @@ static void test_generated_vs_cublaslt(void **state)
     for (int op = 0; op < 3; op++) {
         int32_t *m = random_counts(8, 200, 800);
         m[5] = 0;
-        gcase c = {0};
-        c.op = (kiln_op)op;
-        c.in = KILN_DTYPE_BF16;
-        c.out = op == KILN_OP_WGRAD ? KILN_DTYPE_F32 : KILN_DTYPE_BF16;
-        c.groups = 8;
-        c.n = 1024;
-        c.k = 512;
-        c.counts = m;
-        c.capacity = sum_counts(m, 8) + 100;
+        gcase c = make_case((kiln_op)op, KILN_DTYPE_BF16,
+                            op == KILN_OP_WGRAD ? KILN_DTYPE_F32 : KILN_DTYPE_BF16, 8, 1024, 512, m, 100);
         c.host_sizes = 1;
         c.bias = op != KILN_OP_WGRAD;
         c.label = kiln_op_name(c.op);

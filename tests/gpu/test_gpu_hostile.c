@@ -100,13 +100,8 @@ static void run_hostile(const hsizes *h, const hvariant *v)
     p.accumulate = v->accumulate;
     p.d_overflow = (int32_t *)(uintptr_t)dovf;
 
-    kiln_status st = kiln_gemm(g_ctx, &p, NULL);
-    if (st != KILN_OK) {
-        FAIL_CASE("%s: kiln_gemm: %s: %s", label, kiln_status_name(st), kiln_last_error(g_ctx));
-    } else {
-        CU(g_drv.cuCtxSynchronize());
-        kiln_call_report rep;
-        assert_int_equal(kiln_last_call(g_ctx, &rep), KILN_OK);
+    kiln_call_report rep;
+    if (gpu_gemm_case(g_ctx, &p, label, &g_failures, &rep)) {
         if (!strstr(rep.kernel, v->family))
             FAIL_CASE("%s: ran %s, wanted a %s kernel", label, rep.kernel, v->family);
         download(after, dD, obytes);
@@ -139,10 +134,8 @@ static void run_hostile(const hsizes *h, const hvariant *v)
         if (!(rel <= tol)) FAIL_CASE("%s: relative error %.3e exceeds %.0e", label, rel, tol);
         if (touched) FAIL_CASE("%s: %zu elements outside the valid rows changed", label, touched);
     }
-    CUdeviceptr dev[] = {dA, dB, dD, dsz, dovf};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) dev_free(dev[i]);
-    void *host[] = {m, start, rows, ea, eb, einit, A, B, init, before, after};
-    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+    DEV_FREE_ALL(dA, dB, dD, dsz, dovf);
+    FREE_ALL(m, start, rows, ea, eb, einit, A, B, init, before, after);
 }
 
 /* Every op, on both kernel families: in the shipped catalog bf16 reaches
@@ -163,10 +156,17 @@ static void run_all(const hsizes *h)
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) run_hostile(h, &variants[i]);
 }
 
+/* run_all on each of the n size arrays; asserts that none failed. */
+static void run_cases(const hsizes *cases, size_t n)
+{
+    const int before = g_failures;
+    for (size_t i = 0; i < n; i++) run_all(&cases[i]);
+    assert_int_equal(g_failures, before);
+}
+
 static void test_counts(void **state)
 {
     (void)state;
-    const int before = g_failures;
     /* negative counts between valid ones, one past the capacity */
     static const int32_t neg[] = {-5, 40, -INT_MAX, 100, INT_MIN, 90, 7, -1};
     /* running sums pass 2^31 and 2^32: a 32-bit sum wraps negative */
@@ -178,14 +178,12 @@ static void test_counts(void **state)
         {"counts whose sums pass 2^31 and 2^32", 0, 6, wrap},
         {"every count INT_MAX", 0, 4, huge},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_all(&cases[i]);
-    assert_int_equal(g_failures, before);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_offsets(void **state)
 {
     (void)state;
-    const int before = g_failures;
     /* decreasing, negative and extreme offsets: differences overflow int32 */
     static const int32_t wild[] = {10, 5, 200, -7, INT_MAX, INT_MIN, 100, 90};
     /* a valid start, then every offset INT_MAX */
@@ -197,8 +195,7 @@ static void test_offsets(void **state)
         {"offsets jumping to INT_MAX", 1, 5, tail},
         {"decreasing offsets from past the capacity", 1, 5, down},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_all(&cases[i]);
-    assert_int_equal(g_failures, before);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* Many groups: the schedule's scan across threads and warps saturates. */
@@ -218,17 +215,5 @@ static void test_many_groups(void **state)
     assert_int_equal(g_failures, before);
 }
 
-int main(void)
-{
-    int rc = gpu_setup_context(KILN_ALLOW_GENERATED, &g_ctx);
-    if (rc) return rc;
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counts),
-        cmocka_unit_test(test_offsets),
-        cmocka_unit_test(test_many_groups),
-    };
-    kiln_test_filter();
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    kiln_context_destroy(g_ctx);
-    return rc;
-}
+GPU_CONTEXT_MAIN(KILN_ALLOW_GENERATED, &g_ctx, cmocka_unit_test(test_counts),
+                 cmocka_unit_test(test_offsets), cmocka_unit_test(test_many_groups))

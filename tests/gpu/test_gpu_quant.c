@@ -432,19 +432,8 @@ static void case_check(const qcase *c, const qbuf *b)
 
 static void case_free(qbuf *b)
 {
-    dev_free(b->d_in);
-    dev_free(b->d_out);
-    dev_free(b->d_out_t);
-    dev_free(b->d_scale);
-    dev_free(b->d_scale_t);
-    dev_free(b->d_sizes);
-    dev_free(b->d_amax);
-    free(b->amax);
-    free(b->in);
-    free(b->out);
-    free(b->out_t);
-    free(b->scale);
-    free(b->scale_t);
+    DEV_FREE_ALL(b->d_in, b->d_out, b->d_out_t, b->d_scale, b->d_scale_t, b->d_sizes, b->d_amax);
+    FREE_ALL(b->amax, b->in, b->out, b->out_t, b->scale, b->scale_t);
 }
 
 static void run_case(const qcase *c)
@@ -461,6 +450,26 @@ static void run_case(const qcase *c)
     if (st == KILN_OK) case_check(c, &b);
     printf("  %-44s %s\n", c->label, st == KILN_OK ? "ran" : "failed");
     case_free(&b);
+}
+
+/* run_case on each of the n cases; asserts that none failed. */
+static void run_cases(const qcase *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) run_case(&cases[i]);
+    assert_int_equal(g_failures, 0);
+}
+
+/* A new stream, and q captured on it into *exec (after a call outside the
+ * capture, which loads the quantizers); returns the graph. */
+static CUgraph capture_quant(const kiln_quant *q, CUstream *stream, CUgraphExec *exec)
+{
+    CU(g_drv.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
+    CU(g_drv.cuCtxSynchronize());
+    assert_int_equal(kiln_quantize(g_ctx, q, *stream), KILN_OK); /* loads outside the capture */
+    CU(g_drv.cuStreamSynchronize(*stream));
+    CU(g_drv.cuStreamBeginCapture(*stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    kiln_status st = kiln_quantize(g_ctx, q, *stream);
+    return graph_end_capture(*stream, st, g_ctx, "kiln_quantize", exec);
 }
 
 /* ---- the cases ------------------------------------------------------------ */
@@ -493,8 +502,7 @@ static void test_rows(void **state)
         {"rows bf16>e4m3 decreasing offsets", KILN_QUANT_ROWS, BF, E4, 3, 100, 2048, 0, 0, 0, k_decreasing, 1, 0},
         {"rows bf16>e4m3 9822 of 12000x512 (CTAs loop)", KILN_QUANT_ROWS, BF, E4, 5, 12000, 512, 0, 0, 0, k_many, 0, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    assert_int_equal(g_failures, 0);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_rows_1x128(void **state)
@@ -508,8 +516,7 @@ static void test_rows_1x128(void **state)
         {"1x128 fp16>e4m3 sizes past capacity", KILN_QUANT_ROWS_1X128, HF, E4, 3, 40, 7168, 0, 0, 0, k_past_cap, 0, 0},
         {"1x128 bf16>e4m3 9822 of 12000x1040, padded (CTAs loop)", KILN_QUANT_ROWS_1X128, BF, E4, 5, 12000, 1040, 8, 16, 7, k_many, 0, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    assert_int_equal(g_failures, 0);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_weights_128x128(void **state)
@@ -525,8 +532,7 @@ static void test_weights_128x128(void **state)
         {"128x128 bf16>e4m3 both layouts, 16x1024x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 16, 1024, 1040, 0, 0, 0, NULL, 0, 1},
         {"128x128 fp16>e4m3 no transpose, 6x1000x2000", KILN_QUANT_WEIGHTS_128X128, HF, E4, 6, 1000, 2000, 0, 0, 0, NULL, 0, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    assert_int_equal(g_failures, 0);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_weights_tensor(void **state)
@@ -540,8 +546,7 @@ static void test_weights_tensor(void **state)
         {"tensor fp16>e4m3 both layouts, 12x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, HF, E4, 12, 1024, 1040, 0, 0, 0, NULL, 0, 1},
         {"tensor bf16>e5m2 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, BF, E5, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    assert_int_equal(g_failures, 0);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_weights_delayed(void **state)
@@ -558,8 +563,7 @@ static void test_weights_delayed(void **state)
          * one group (its amax kept across them, recorded once) */
         {"delayed bf16>e4m3 both layouts, 3x3072x3072", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 3, 3072, 3072, 0, 0, 0, NULL, 0, 1},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-    assert_int_equal(g_failures, 0);
+    run_cases(cases, sizeof cases / sizeof cases[0]);
 }
 
 /* WEIGHTS_TENSOR_DELAYED captured once (the memset of d_amax and the
@@ -575,17 +579,8 @@ static void test_delayed_graph(void **state)
     kiln_quant q;
     case_quant(&c, &b, &q);
     CUstream stream;
-    CU(g_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    CU(g_drv.cuCtxSynchronize());
-    assert_int_equal(kiln_quantize(g_ctx, &q, stream), KILN_OK); /* loads outside the capture */
-    CU(g_drv.cuStreamSynchronize(stream));
-    CU(g_drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    kiln_status st = kiln_quantize(g_ctx, &q, stream);
-    CUgraph graph;
-    CU(g_drv.cuStreamEndCapture(stream, &graph));
-    if (st != KILN_OK) fail_msg("kiln_quantize under capture: %s", kiln_last_error(g_ctx));
     CUgraphExec exec;
-    CU(g_drv.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CUgraph graph = capture_quant(&q, &stream, &exec);
     for (int round = 0; round < 2; round++) {
         c.label = round ? "delayed graph replay 2, new weights and scales"
                         : "delayed graph replay 1, new weights and scales";
@@ -599,14 +594,11 @@ static void test_delayed_graph(void **state)
         poison(b.d_amax, (size_t)c.groups * 4);
         reference_weights(&c, &b);
         CU(g_drv.cuCtxSynchronize());
-        CU(g_drv.cuGraphLaunch(exec, stream));
-        CU(g_drv.cuStreamSynchronize(stream));
+        graph_replay(exec, stream);
         case_check(&c, &b);
         printf("  %-44s ran\n", c.label);
     }
-    g_drv.cuGraphExecDestroy(exec);
-    g_drv.cuGraphDestroy(graph);
-    g_drv.cuStreamDestroy(stream);
+    graph_destroy(exec, graph, stream);
     case_free(&b);
     assert_int_equal(g_failures, 0);
 }
@@ -624,17 +616,8 @@ static void test_graph_replay(void **state)
         kiln_quant q;
         case_quant(&c, &b, &q);
         CUstream stream;
-        CU(g_drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-        CU(g_drv.cuCtxSynchronize());
-        assert_int_equal(kiln_quantize(g_ctx, &q, stream), KILN_OK); /* loads outside the capture */
-        CU(g_drv.cuStreamSynchronize(stream));
-        CU(g_drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        kiln_status st = kiln_quantize(g_ctx, &q, stream);
-        CUgraph graph;
-        CU(g_drv.cuStreamEndCapture(stream, &graph));
-        if (st != KILN_OK) fail_msg("kiln_quantize under capture: %s", kiln_last_error(g_ctx));
         CUgraphExec exec;
-        CU(g_drv.cuGraphInstantiateWithFlags(&exec, graph, 0));
+        CUgraph graph = capture_quant(&q, &stream, &exec);
         for (int round = 0; round < 2; round++) {
             c.sizes = round ? s2 : s1;
             c.label = round ? "graph replay, counts changed to 70,0,3,30" : "graph replay, 10,50,0,61";
@@ -645,13 +628,10 @@ static void test_graph_replay(void **state)
             memset(b.scale, 0xff, b.scale_n * 4);
             reference_rows(&c, &b);
             CU(g_drv.cuCtxSynchronize());
-            CU(g_drv.cuGraphLaunch(exec, stream));
-            CU(g_drv.cuStreamSynchronize(stream));
+            graph_replay(exec, stream);
             case_check(&c, &b);
         }
-        g_drv.cuGraphExecDestroy(exec);
-        g_drv.cuGraphDestroy(graph);
-        g_drv.cuStreamDestroy(stream);
+        graph_destroy(exec, graph, stream);
         case_free(&b);
     }
     assert_int_equal(g_failures, 0);
@@ -729,8 +709,5 @@ int main(void)
         cmocka_unit_test(test_delayed_graph),
         cmocka_unit_test(test_loaded_once),
     };
-    kiln_test_filter();
-    rc = cmocka_run_group_tests(tests, NULL, NULL);
-    kiln_context_destroy(g_ctx);
-    return rc;
+    return gpu_run_tests_then_destroy(tests, &g_ctx);
 }

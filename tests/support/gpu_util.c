@@ -76,3 +76,65 @@ float *rand_matrix(int64_t rows, int64_t cols, int64_t ld, kiln_dtype t, void **
     if (!v) fail_msg("out of host memory (a %lld x %lld matrix)", (long long)rows, (long long)ld);
     return v;
 }
+
+CUdeviceptr dev_copy(const void *host, size_t bytes)
+{
+    CUdeviceptr d = dev_alloc(bytes);
+    upload(d, host, bytes);
+    return d;
+}
+
+void dev_free_n(const CUdeviceptr *bufs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dev_free(bufs[i]);
+}
+
+void free_n(void *const *ptrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(ptrs[i]);
+}
+
+int gpu_gemm_case(kiln_context *ctx, const kiln_problem *p, const char *label, int *failures,
+                  kiln_call_report *rep)
+{
+    kiln_status st = kiln_gemm(ctx, p, NULL);
+    if (st != KILN_OK) {
+        GPU_CASE_FAIL(*failures, "%s: kiln_gemm: %s: %s", label, kiln_status_name(st),
+                      kiln_last_error(ctx));
+        return 0;
+    }
+    const char *e = kts_cu_error(&g_drv, g_drv.cuCtxSynchronize());
+    if (e) fail_msg("%s: cuCtxSynchronize after kiln_gemm failed: %s", label, e);
+    st = kiln_last_call(ctx, rep);
+    if (st != KILN_OK) fail_msg("%s: kiln_last_call: %s", label, kiln_status_name(st));
+    return 1;
+}
+
+CUgraph graph_end_capture(CUstream stream, kiln_status st, kiln_context *ctx, const char *what,
+                          CUgraphExec *exec)
+{
+    CUgraph graph;
+    CU(g_drv.cuStreamEndCapture(stream, &graph));
+    if (st != KILN_OK) fail_msg("%s under capture: %s", what, kiln_last_error(ctx));
+    CU(g_drv.cuGraphInstantiateWithFlags(exec, graph, 0));
+    return graph;
+}
+
+void graph_replay(CUgraphExec exec, CUstream stream)
+{
+    CU(g_drv.cuGraphLaunch(exec, stream));
+    CU(g_drv.cuStreamSynchronize(stream));
+}
+
+void graph_destroy(CUgraphExec exec, CUgraph graph, CUstream stream)
+{
+    g_drv.cuGraphExecDestroy(exec);
+    g_drv.cuGraphDestroy(graph);
+    g_drv.cuStreamDestroy(stream);
+}
+
+int gpu_destroy_after(int rc, kiln_context **ctx)
+{
+    kiln_context_destroy(*ctx);
+    return rc;
+}

@@ -68,4 +68,60 @@ void *xmalloc(size_t n);
 /* kts_rand_matrix on g_rng; fails the test when out of memory. */
 float *rand_matrix(int64_t rows, int64_t cols, int64_t ld, kiln_dtype t, void **enc);
 
+
+/* ---- pieces several GPU tests repeated: a device copy of host bytes,
+ * freeing lists of buffers, one case's call, ending a CUDA-graph capture,
+ * and the main of a test that runs on one shared context. */
+
+/* A device buffer of `bytes` bytes holding a copy of host's. */
+CUdeviceptr dev_copy(const void *host, size_t bytes);
+
+/* dev_free of each of the n device buffers; free of each of the n host
+ * pointers (NULL and 0 are skipped as dev_free and free skip them). */
+void dev_free_n(const CUdeviceptr *bufs, size_t n);
+void free_n(void *const *ptrs, size_t n);
+/* DEV_FREE_ALL(a, b, ...) and FREE_ALL(p, q, ...): the same for a list,
+ * freed in the order given. */
+#define DEV_FREE_ALL(...)                                                                          \
+    dev_free_n((const CUdeviceptr[]){__VA_ARGS__},                                                 \
+               sizeof((const CUdeviceptr[]){__VA_ARGS__}) / sizeof(CUdeviceptr))
+#define FREE_ALL(...)                                                                              \
+    free_n((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+
+/* One case's call: kiln_gemm(ctx, p, NULL) on the legacy stream; when it
+ * returns KILN_OK, a synchronize and the call's report into *rep, and 1.
+ * Otherwise 0, the failure counted in *failures (GPU_CASE_FAIL: "<label>:
+ * kiln_gemm: <status>: <ctx's error>").  A failing synchronize or report
+ * fails the test, naming label. */
+int gpu_gemm_case(kiln_context *ctx, const kiln_problem *p, const char *label, int *failures,
+                  kiln_call_report *rep);
+
+/* Ends the capture on stream, whose captured call returned st: fails the
+ * test ("<what> under capture: <ctx's error>") unless st is KILN_OK, then
+ * instantiates the graph into *exec.  Returns the graph. */
+CUgraph graph_end_capture(CUstream stream, kiln_status st, kiln_context *ctx, const char *what,
+                          CUgraphExec *exec);
+/* Launches exec on stream and waits for the stream. */
+void graph_replay(CUgraphExec exec, CUstream stream);
+/* Destroys exec, graph and stream (their results not checked). */
+void graph_destroy(CUgraphExec exec, CUgraph graph, CUstream stream);
+
+/* Runs the tests (KILN_TEST_FILTER applies), then destroys *ctx (the
+ * context it holds after them); returns cmocka's result. */
+#define gpu_run_tests_then_destroy(tests, ctx)                                                     \
+    (kiln_test_filter(), gpu_destroy_after(cmocka_run_group_tests(tests, NULL, NULL), (ctx)))
+int gpu_destroy_after(int rc, kiln_context **ctx);
+
+/* The main of a GPU test whose tests share one context *ctx that may use
+ * the `allowed` backends (gpu_setup_context; 77 without a GPU):
+ * GPU_CONTEXT_MAIN(KILN_ALLOW_GENERATED, &g_ctx, cmocka_unit_test(a), ...). */
+#define GPU_CONTEXT_MAIN(allowed, ctx, ...)                                                        \
+    int main(void)                                                                                 \
+    {                                                                                              \
+        int rc = gpu_setup_context((allowed), (ctx));                                              \
+        if (rc) return rc;                                                                         \
+        const struct CMUnitTest tests[] = {__VA_ARGS__};                                           \
+        return gpu_run_tests_then_destroy(tests, (ctx));                                          \
+    }
+
 #endif /* KILN_GPU_UTIL_H */
