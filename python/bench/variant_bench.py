@@ -26,8 +26,9 @@ session, docs/tuning.md), held alone by 0.3%.
         shipped= c2x1=T1.tuning [...]
 
 (NAME= with no table: the shipped tables alone; NAME=@KERNEL: a context
-made under KILN_KERNEL=KERNEL, served by that bundled kernel alone, as a
-caller's kiln would be with the variable set.)  With --dbias (wgrad), every
+made under KILN_KERNEL=KERNEL, served by that kernel alone, as a caller's
+kiln would be with the variable set: a default or a kernel a table entry
+serves, not an entry's runner-up, which the bundle also holds.)  With --dbias (wgrad), every
 side also runs computing the bias gradient into an fp32 [G,N] buffer, as
 a side NAME+db checked against the groups' sums of dY: what db costs each
 kernel, in one process.  With --ptrs, fprop and
