@@ -28,10 +28,10 @@ session, docs/tuning.md), held alone by 0.3%.
 (NAME= with no table: the shipped tables alone; NAME=@KERNEL: a context
 made under KILN_KERNEL=KERNEL, served by that kernel alone, as a caller's
 kiln would be with the variable set: a default or a kernel a table entry
-serves, not an entry's runner-up, which the bundle also holds.)  With --dbias (wgrad), every
-side also runs computing the bias gradient into an fp32 [G,N] buffer, as
-a side NAME+db checked against the groups' sums of dY: what db costs each
-kernel, in one process.  With --ptrs, fprop and
+serves, not an entry's runner-up, which the bundle also holds.)  With
+--dbias (wgrad), every side also runs computing the bias gradient into an
+fp32 [G,N] buffer, as a side NAME+db checked against the groups' sums of
+dY: what db costs each kernel, in one process.  With --ptrs, fprop and
 dgrad also run with the weights as G separate tensors through a pointer
 table (as kiln.nn.GroupedLinear passes per-expert weights), on the
 shipped tables: issue 15's pointer weights against contiguous ones.

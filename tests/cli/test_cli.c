@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kiln_cli.h"
 #include "testutil.h"
 #include "common.h"
 

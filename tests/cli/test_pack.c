@@ -8,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kiln_cli.h"
 #include "testutil.h"
 #include "common.h"
 

@@ -68,7 +68,6 @@ void *xmalloc(size_t n);
 /* kts_rand_matrix on g_rng; fails the test when out of memory. */
 float *rand_matrix(int64_t rows, int64_t cols, int64_t ld, kiln_dtype t, void **enc);
 
-
 /* ---- pieces several GPU tests repeated: a device copy of host bytes,
  * freeing lists of buffers, one case's call, ending a CUDA-graph capture,
  * and the main of a test that runs on one shared context. */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* testutil.c — helpers shared by the tests. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,21 @@ int kiln_test_kiln(char **output, const char *fmt, ...)
     vsnprintf(cmd + n, sizeof cmd - (size_t)n, fmt, ap);
     va_end(ap);
     return kiln_test_run(cmd, output);
+}
+
+void kiln_test_kiln_expect(int want_rc, const char *needle, const char *fmt, ...)
+{
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *out = NULL;
+    int rc = kiln_test_kiln(&out, "%s", args);
+    if (rc != want_rc || (needle && !strstr(out, needle)))
+        fail_msg("kiln %s: exit %d (expected %d%s%s%s), output:\n%s", args, rc, want_rc,
+                 needle ? " and '" : "", needle ? needle : "", needle ? "'" : "", out);
+    free(out);
 }
 
 const char *kiln_test_filter(void)

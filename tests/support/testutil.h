@@ -37,6 +37,11 @@ const char *kiln_test_kiln_bin(void);
 /* Runs `kiln ARGS` (ARGS formatted like printf), stdout and stderr into
  * *output (malloc'd); returns the exit code. */
 int kiln_test_kiln(char **output, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same run checked: it must exit with want_rc and, unless needle is
+ * NULL, its output must hold needle; a miss names the arguments, the exit
+ * code and the output (the CLI tests' most common run). */
+void kiln_test_kiln_expect(int want_rc, const char *needle, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Asserts that text contains each of the strings after it, in any order:
  * kiln_test_has(out, "a", "b") stands for assert_non_null(strstr(out, "a"))
  * and the same for "b"; a miss names the string, the text and the caller's
