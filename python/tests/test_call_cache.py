@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from conftest import HAS_TORCH, needs_torch
+from conftest import HAS_TORCH, needs_torch, ref_dbias
 
 pytestmark = needs_torch
 
@@ -165,14 +165,6 @@ def test_checks_still_run_on_a_cached_kind(lib):
     assert e.value.status == "KILN_ERROR_UNSUPPORTED"
 
 
-def _ref_dbias(dy, counts):
-    out, r = [], 0
-    for m in counts:
-        out.append(dy[r:r + m].double().sum(0))
-        r += m
-    return torch.stack(out)
-
-
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_fused_dbias_asked_of_kiln(lib, accumulate):
     x, _, _, _ = operands()
@@ -202,7 +194,7 @@ def test_dbias_falls_back_once_when_refused(lib, accumulate):
         db = start.clone()
         out = torch.zeros(G, N, K) if accumulate else None
         kt.launch(dy.t(), x, offsets(counts), out=out, dbias=db, **kw)
-        ref = _ref_dbias(dy, counts) + (start.double() if accumulate else 0)
+        ref = ref_dbias(dy, counts) + (start.double() if accumulate else 0)
         assert torch.allclose(db.double(), ref, rtol=2e-2, atol=2e-2)
         assert not lib.gemms[-1].d_dbias
     # Asked once (refused), then prepared without it; the third call is a
@@ -222,6 +214,6 @@ def test_bias_gradients_through_the_stubbed_path(lib):
     y = kiln.grouped_mm(x, wt, offsets(COUNTS), bias=b, row_scale=s, scale_bias=True)
     dy = torch.randn(16, N).bfloat16()
     y.backward(dy)
-    ref = _ref_dbias(dy.double() * s.double()[:, None], COUNTS)
+    ref = ref_dbias(dy.double() * s.double()[:, None], COUNTS)
     assert torch.allclose(b.grad.double(), ref, rtol=3e-2, atol=3e-2)
     assert any(p.op == _lib.OP_WGRAD and not p.d_dbias for p in lib.gemms)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import HAS_GPU, needs_gpu
+from conftest import HAS_GPU, needs_gpu, ref_dbias
 
 pytestmark = needs_gpu
 
@@ -271,14 +271,6 @@ def test_wgrad_autograd():
     close(x.grad, xr.grad, 3e-2)
 
 
-def _ref_dbias(dy, counts):
-    out, r = [], 0
-    for m in counts:
-        out.append(dy[r:r + m].double().sum(0))
-        r += m
-    return torch.stack(out)
-
-
 @pytest.mark.parametrize("accumulate", [False, True])
 @pytest.mark.parametrize("padded", [False, True])
 def test_wgrad_dbias(accumulate, padded):
@@ -297,7 +289,7 @@ def test_wgrad_dbias(accumulate, padded):
     dw = kt.launch(dy.t(), x, offsets(COUNTS), out=out,
                    out_dtype=torch.float32 if accumulate else None, accumulate=accumulate,
                    dbias=db)
-    ref = _ref_dbias(dy, COUNTS) + (start.double() if accumulate else 0)
+    ref = ref_dbias(dy, COUNTS) + (start.double() if accumulate else 0)
     close(db, ref, 4e-3)  # the torch fallback rounds its sums to bf16
     for g, m in enumerate(COUNTS):
         if m == 0:
@@ -320,7 +312,7 @@ def test_fused_dbias_is_kilns():
     if ctx.no_dbias:
         pytest.skip("the library refuses a fused bias gradient (KILN_ERROR_UNSUPPORTED): "
                     "torch computes it")
-    close(db, _ref_dbias(dy, counts), 1e-3)  # kiln sums in fp32
+    close(db, ref_dbias(dy, counts), 1e-3)  # kiln sums in fp32
 
 
 def test_opcheck():

@@ -452,23 +452,21 @@ static void run_case(const qcase *c)
     case_free(&b);
 }
 
-/* run_case on each of the n cases; asserts that none failed. */
-static void run_cases(const qcase *cases, size_t n)
+/* The graph tests' start: case c set up into *b, and its kiln_quantize
+ * captured on a new stream into *exec (after a call outside the capture,
+ * which loads the quantizers); returns the graph.  The graph holds the
+ * call's launches and memsets by value, so the kiln_quant may end here. */
+static CUgraph capture_case(const qcase *c, qbuf *b, CUstream *stream, CUgraphExec *exec)
 {
-    for (size_t i = 0; i < n; i++) run_case(&cases[i]);
-    assert_int_equal(g_failures, 0);
-}
-
-/* A new stream, and q captured on it into *exec (after a call outside the
- * capture, which loads the quantizers); returns the graph. */
-static CUgraph capture_quant(const kiln_quant *q, CUstream *stream, CUgraphExec *exec)
-{
+    case_setup(c, b);
+    kiln_quant q;
+    case_quant(c, b, &q);
     CU(g_drv.cuStreamCreate(stream, CU_STREAM_NON_BLOCKING));
     CU(g_drv.cuCtxSynchronize());
-    assert_int_equal(kiln_quantize(g_ctx, q, *stream), KILN_OK); /* loads outside the capture */
+    assert_int_equal(kiln_quantize(g_ctx, &q, *stream), KILN_OK); /* loads outside the capture */
     CU(g_drv.cuStreamSynchronize(*stream));
     CU(g_drv.cuStreamBeginCapture(*stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    kiln_status st = kiln_quantize(g_ctx, q, *stream);
+    kiln_status st = kiln_quantize(g_ctx, &q, *stream);
     return graph_end_capture(*stream, st, g_ctx, "kiln_quantize", exec);
 }
 
@@ -490,81 +488,64 @@ static const int32_t k_many[] = {3000, 0, 4321, 1, 2500};
 #define E4 KILN_DTYPE_E4M3
 #define E5 KILN_DTYPE_E5M2
 
-static void test_rows(void **state)
+/* The cases of the five table tests below, one block per kind: each test
+ * runs the cases of its kind, in this order (one table, one loop). */
+static const qcase k_cases[] = {
+    {"rows bf16>e4m3 counts, padded", KILN_QUANT_ROWS, BF, E4, 5, 300, 400, 8, 16, 0, k_counts5, 0, 0},
+    {"rows fp16>e5m2 all rows", KILN_QUANT_ROWS, HF, E5, 0, 77, 4096, 0, 0, 0, NULL, 0, 0},
+    {"rows bf16>e5m2 16400 cols (second read)", KILN_QUANT_ROWS, BF, E5, 0, 6, 16400, 0, 0, 0, NULL, 0, 0},
+    {"rows fp16>e4m3 16 cols, offsets", KILN_QUANT_ROWS, HF, E4, 3, 50, 16, 0, 16, 0, k_offsets3, 1, 0},
+    {"rows bf16>e4m3 sizes past capacity", KILN_QUANT_ROWS, BF, E4, 3, 40, 7168, 0, 0, 0, k_past_cap, 0, 0},
+    {"rows bf16>e4m3 decreasing offsets", KILN_QUANT_ROWS, BF, E4, 3, 100, 2048, 0, 0, 0, k_decreasing, 1, 0},
+    {"rows bf16>e4m3 9822 of 12000x512 (CTAs loop)", KILN_QUANT_ROWS, BF, E4, 5, 12000, 512, 0, 0, 0, k_many, 0, 0},
+
+    {"1x128 bf16>e4m3 offsets, padded", KILN_QUANT_ROWS_1X128, BF, E4, 4, 128, 400, 8, 16, 5, k_offsets4, 1, 0},
+    {"1x128 fp16>e5m2 counts", KILN_QUANT_ROWS_1X128, HF, E5, 2, 200, 2048, 0, 0, 0, k_counts2, 0, 0},
+    {"1x128 bf16>e4m3 negative counts", KILN_QUANT_ROWS_1X128, BF, E4, 4, 64, 272, 0, 0, 3, k_hostile, 0, 0},
+    {"1x128 bf16>e5m2 all rows, 16 cols", KILN_QUANT_ROWS_1X128, BF, E5, 0, 33, 16, 0, 0, 0, NULL, 0, 0},
+    {"1x128 fp16>e4m3 sizes past capacity", KILN_QUANT_ROWS_1X128, HF, E4, 3, 40, 7168, 0, 0, 0, k_past_cap, 0, 0},
+    {"1x128 bf16>e4m3 9822 of 12000x1040, padded (CTAs loop)", KILN_QUANT_ROWS_1X128, BF, E4, 5, 12000, 1040, 8, 16, 7, k_many, 0, 0},
+
+    {"128x128 bf16>e4m3 both layouts, 208x272", KILN_QUANT_WEIGHTS_128X128, BF, E4, 3, 208, 272, 8, 16, 0, NULL, 0, 1},
+    {"128x128 fp16>e5m2 no transpose, 200x400", KILN_QUANT_WEIGHTS_128X128, HF, E5, 2, 200, 400, 0, 0, 0, NULL, 0, 0},
+    {"128x128 bf16>e5m2 both layouts, 256x256", KILN_QUANT_WEIGHTS_128X128, BF, E5, 2, 256, 256, 0, 0, 0, NULL, 0, 1},
+    {"128x128 fp16>e4m3 both layouts, 16x16", KILN_QUANT_WEIGHTS_128X128, HF, E4, 9, 16, 16, 0, 0, 0, NULL, 0, 1},
+    {"128x128 bf16>e4m3 both layouts, 640x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 4, 640, 1040, 0, 0, 0, NULL, 0, 1},
+    /* more tiles than a wave of CTAs: every CTA loops */
+    {"128x128 bf16>e4m3 both layouts, 16x1024x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 16, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+    {"128x128 fp16>e4m3 no transpose, 6x1000x2000", KILN_QUANT_WEIGHTS_128X128, HF, E4, 6, 1000, 2000, 0, 0, 0, NULL, 0, 0},
+
+    {"tensor bf16>e4m3 both layouts, 208x272", KILN_QUANT_WEIGHTS_TENSOR, BF, E4, 5, 208, 272, 8, 16, 0, NULL, 0, 1},
+    {"tensor fp16>e5m2 no transpose, 100x160", KILN_QUANT_WEIGHTS_TENSOR, HF, E5, 4, 100, 160, 0, 0, 0, NULL, 0, 0},
+    {"tensor bf16>e4m3 both layouts, 512x1024", KILN_QUANT_WEIGHTS_TENSOR, BF, E4, 6, 512, 1024, 0, 0, 0, NULL, 0, 1},
+    /* more tiles than a wave of CTAs: every CTA loops */
+    {"tensor fp16>e4m3 both layouts, 12x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, HF, E4, 12, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+    {"tensor bf16>e5m2 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, BF, E5, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
+
+    {"delayed bf16>e4m3 both layouts, 7x208x272", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 7, 208, 272, 8, 16, 0, NULL, 0, 1},
+    {"delayed fp16>e5m2 no transpose, 7x100x160", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E5, 7, 100, 160, 0, 0, 0, NULL, 0, 0},
+    {"delayed bf16>e5m2 both layouts, 9x512x1024", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E5, 9, 512, 1024, 0, 0, 0, NULL, 0, 1},
+    /* more tiles than a wave of CTAs: every CTA loops, over many groups */
+    {"delayed fp16>e4m3 both layouts, 14x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E4, 14, 1024, 1040, 0, 0, 0, NULL, 0, 1},
+    {"delayed bf16>e4m3 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
+    /* a group of more tiles than a wave: a CTA takes several tiles of
+     * one group (its amax kept across them, recorded once) */
+    {"delayed bf16>e4m3 both layouts, 3x3072x3072", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 3, 3072, 3072, 0, 0, 0, NULL, 0, 1},
+};
+
+/* run_case on each case of k_cases of kind k; asserts that none failed. */
+static void run_kind(kiln_quant_kind k)
 {
-    (void)state;
-    const qcase cases[] = {
-        {"rows bf16>e4m3 counts, padded", KILN_QUANT_ROWS, BF, E4, 5, 300, 400, 8, 16, 0, k_counts5, 0, 0},
-        {"rows fp16>e5m2 all rows", KILN_QUANT_ROWS, HF, E5, 0, 77, 4096, 0, 0, 0, NULL, 0, 0},
-        {"rows bf16>e5m2 16400 cols (second read)", KILN_QUANT_ROWS, BF, E5, 0, 6, 16400, 0, 0, 0, NULL, 0, 0},
-        {"rows fp16>e4m3 16 cols, offsets", KILN_QUANT_ROWS, HF, E4, 3, 50, 16, 0, 16, 0, k_offsets3, 1, 0},
-        {"rows bf16>e4m3 sizes past capacity", KILN_QUANT_ROWS, BF, E4, 3, 40, 7168, 0, 0, 0, k_past_cap, 0, 0},
-        {"rows bf16>e4m3 decreasing offsets", KILN_QUANT_ROWS, BF, E4, 3, 100, 2048, 0, 0, 0, k_decreasing, 1, 0},
-        {"rows bf16>e4m3 9822 of 12000x512 (CTAs loop)", KILN_QUANT_ROWS, BF, E4, 5, 12000, 512, 0, 0, 0, k_many, 0, 0},
-    };
-    run_cases(cases, sizeof cases / sizeof cases[0]);
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
+        if (k_cases[i].kind == k) run_case(&k_cases[i]);
+    assert_int_equal(g_failures, 0);
 }
 
-static void test_rows_1x128(void **state)
-{
-    (void)state;
-    const qcase cases[] = {
-        {"1x128 bf16>e4m3 offsets, padded", KILN_QUANT_ROWS_1X128, BF, E4, 4, 128, 400, 8, 16, 5, k_offsets4, 1, 0},
-        {"1x128 fp16>e5m2 counts", KILN_QUANT_ROWS_1X128, HF, E5, 2, 200, 2048, 0, 0, 0, k_counts2, 0, 0},
-        {"1x128 bf16>e4m3 negative counts", KILN_QUANT_ROWS_1X128, BF, E4, 4, 64, 272, 0, 0, 3, k_hostile, 0, 0},
-        {"1x128 bf16>e5m2 all rows, 16 cols", KILN_QUANT_ROWS_1X128, BF, E5, 0, 33, 16, 0, 0, 0, NULL, 0, 0},
-        {"1x128 fp16>e4m3 sizes past capacity", KILN_QUANT_ROWS_1X128, HF, E4, 3, 40, 7168, 0, 0, 0, k_past_cap, 0, 0},
-        {"1x128 bf16>e4m3 9822 of 12000x1040, padded (CTAs loop)", KILN_QUANT_ROWS_1X128, BF, E4, 5, 12000, 1040, 8, 16, 7, k_many, 0, 0},
-    };
-    run_cases(cases, sizeof cases / sizeof cases[0]);
-}
-
-static void test_weights_128x128(void **state)
-{
-    (void)state;
-    const qcase cases[] = {
-        {"128x128 bf16>e4m3 both layouts, 208x272", KILN_QUANT_WEIGHTS_128X128, BF, E4, 3, 208, 272, 8, 16, 0, NULL, 0, 1},
-        {"128x128 fp16>e5m2 no transpose, 200x400", KILN_QUANT_WEIGHTS_128X128, HF, E5, 2, 200, 400, 0, 0, 0, NULL, 0, 0},
-        {"128x128 bf16>e5m2 both layouts, 256x256", KILN_QUANT_WEIGHTS_128X128, BF, E5, 2, 256, 256, 0, 0, 0, NULL, 0, 1},
-        {"128x128 fp16>e4m3 both layouts, 16x16", KILN_QUANT_WEIGHTS_128X128, HF, E4, 9, 16, 16, 0, 0, 0, NULL, 0, 1},
-        {"128x128 bf16>e4m3 both layouts, 640x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 4, 640, 1040, 0, 0, 0, NULL, 0, 1},
-        /* more tiles than a wave of CTAs: every CTA loops */
-        {"128x128 bf16>e4m3 both layouts, 16x1024x1040", KILN_QUANT_WEIGHTS_128X128, BF, E4, 16, 1024, 1040, 0, 0, 0, NULL, 0, 1},
-        {"128x128 fp16>e4m3 no transpose, 6x1000x2000", KILN_QUANT_WEIGHTS_128X128, HF, E4, 6, 1000, 2000, 0, 0, 0, NULL, 0, 0},
-    };
-    run_cases(cases, sizeof cases / sizeof cases[0]);
-}
-
-static void test_weights_tensor(void **state)
-{
-    (void)state;
-    const qcase cases[] = {
-        {"tensor bf16>e4m3 both layouts, 208x272", KILN_QUANT_WEIGHTS_TENSOR, BF, E4, 5, 208, 272, 8, 16, 0, NULL, 0, 1},
-        {"tensor fp16>e5m2 no transpose, 100x160", KILN_QUANT_WEIGHTS_TENSOR, HF, E5, 4, 100, 160, 0, 0, 0, NULL, 0, 0},
-        {"tensor bf16>e4m3 both layouts, 512x1024", KILN_QUANT_WEIGHTS_TENSOR, BF, E4, 6, 512, 1024, 0, 0, 0, NULL, 0, 1},
-        /* more tiles than a wave of CTAs: every CTA loops */
-        {"tensor fp16>e4m3 both layouts, 12x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, HF, E4, 12, 1024, 1040, 0, 0, 0, NULL, 0, 1},
-        {"tensor bf16>e5m2 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR, BF, E5, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
-    };
-    run_cases(cases, sizeof cases / sizeof cases[0]);
-}
-
-static void test_weights_delayed(void **state)
-{
-    (void)state;
-    const qcase cases[] = {
-        {"delayed bf16>e4m3 both layouts, 7x208x272", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 7, 208, 272, 8, 16, 0, NULL, 0, 1},
-        {"delayed fp16>e5m2 no transpose, 7x100x160", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E5, 7, 100, 160, 0, 0, 0, NULL, 0, 0},
-        {"delayed bf16>e5m2 both layouts, 9x512x1024", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E5, 9, 512, 1024, 0, 0, 0, NULL, 0, 1},
-        /* more tiles than a wave of CTAs: every CTA loops, over many groups */
-        {"delayed fp16>e4m3 both layouts, 14x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, HF, E4, 14, 1024, 1040, 0, 0, 0, NULL, 0, 1},
-        {"delayed bf16>e4m3 no transpose, 8x1024x1040", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 8, 1024, 1040, 0, 0, 0, NULL, 0, 0},
-        /* a group of more tiles than a wave: a CTA takes several tiles of
-         * one group (its amax kept across them, recorded once) */
-        {"delayed bf16>e4m3 both layouts, 3x3072x3072", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 3, 3072, 3072, 0, 0, 0, NULL, 0, 1},
-    };
-    run_cases(cases, sizeof cases / sizeof cases[0]);
-}
+static void test_rows(void **state) { (void)state; run_kind(KILN_QUANT_ROWS); }
+static void test_rows_1x128(void **state) { (void)state; run_kind(KILN_QUANT_ROWS_1X128); }
+static void test_weights_128x128(void **state) { (void)state; run_kind(KILN_QUANT_WEIGHTS_128X128); }
+static void test_weights_tensor(void **state) { (void)state; run_kind(KILN_QUANT_WEIGHTS_TENSOR); }
+static void test_weights_delayed(void **state) { (void)state; run_kind(KILN_QUANT_WEIGHTS_TENSOR_DELAYED); }
 
 /* WEIGHTS_TENSOR_DELAYED captured once (the memset of d_amax and the
  * pass), replayed after new weights and new given scales were written in
@@ -575,12 +556,9 @@ static void test_delayed_graph(void **state)
     (void)state;
     qcase c = {"delayed graph", KILN_QUANT_WEIGHTS_TENSOR_DELAYED, BF, E4, 7, 256, 400, 0, 0, 0, NULL, 0, 1};
     qbuf b;
-    case_setup(&c, &b);
-    kiln_quant q;
-    case_quant(&c, &b, &q);
     CUstream stream;
     CUgraphExec exec;
-    CUgraph graph = capture_quant(&q, &stream, &exec);
+    CUgraph graph = capture_case(&c, &b, &stream, &exec);
     for (int round = 0; round < 2; round++) {
         c.label = round ? "delayed graph replay 2, new weights and scales"
                         : "delayed graph replay 1, new weights and scales";
@@ -612,12 +590,9 @@ static void test_graph_replay(void **state)
     for (int kind = KILN_QUANT_ROWS; kind <= KILN_QUANT_ROWS_1X128; kind++) {
         qcase c = {"graph", (kiln_quant_kind)kind, BF, E4, 4, 256, 400, 0, 0, 2, s1, 0, 0};
         qbuf b;
-        case_setup(&c, &b);
-        kiln_quant q;
-        case_quant(&c, &b, &q);
         CUstream stream;
         CUgraphExec exec;
-        CUgraph graph = capture_quant(&q, &stream, &exec);
+        CUgraph graph = capture_case(&c, &b, &stream, &exec);
         for (int round = 0; round < 2; round++) {
             c.sizes = round ? s2 : s1;
             c.label = round ? "graph replay, counts changed to 70,0,3,30" : "graph replay, 10,50,0,61";
