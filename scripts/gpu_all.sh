@@ -21,6 +21,7 @@
 #      torch._scaled_grouped_mm in one process);
 #  11. the bf16 benchmark at steady state (python/bench/bf16_bench.py: kiln
 #      and torch._grouped_mm in one process, alternating after a warm-up).
+# KILN_FP8_PACKAGE=1 makes part 10 call kiln through the Python package.
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
 # sweeps,python,ab,layer,fp8,steady.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
 # fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias).  A short table comes last.  Logs
@@ -187,7 +188,8 @@ if want fp8; then
   echo "== 10. fp8 benchmark: kiln vs torch._scaled_grouped_mm"
   KILN_BUILD_DIR=$build PYTHONPATH=$here/python PYTHONUNBUFFERED=1 timeout "${KILN_FP8_TIMEOUT:-200}" \
     python3 python/bench/fp8_bench.py --bench "$build/bench/kiln_bench" --cases bench/cases.tsv \
-    ${KILN_FP8_ONLY:+--only $KILN_FP8_ONLY} ${KILN_FP8_STEADY:+--steady} --json "$out/fp8.json" > "$out/fp8.log" 2>&1
+    ${KILN_FP8_ONLY:+--only $KILN_FP8_ONLY} ${KILN_FP8_STEADY:+--steady} \
+    ${KILN_FP8_PACKAGE:+--package} --json "$out/fp8.json" > "$out/fp8.log" 2>&1
   summary+=("fp8 benchmark: exit $?")
 fi
 

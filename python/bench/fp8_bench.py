@@ -28,7 +28,10 @@ rows.  --variants NAME=TABLE ... times row-wise fprop served by one-kernel
 tuning tables instead (variant_bench.py's method, for fp8), and --sample S
 then runs each side alone for S seconds under nvidia-smi sampling; with
 --alone S the table's rows are each also run alone for S seconds, and
-dgrad's time against fprop's is given from those runs.
+dgrad's time against fprop's is given from those runs.  --package makes
+every kiln call through kiln.scaled_grouped_mm (the Python package) instead
+of a prepared ctypes problem: the same kernels, plus what the package costs
+a call.
 """
 import argparse
 import ctypes
@@ -198,6 +201,27 @@ class Kiln:
 
     def kernel(self):
         return self.ctx.last_call()["kernel"]
+
+
+class Package(Kiln):
+    """The same calls through kiln.scaled_grouped_mm, the Python package (its
+    checks, call cache and ctypes call on every call): what a torch user
+    gets, against the same peer."""
+
+    def __init__(self):
+        import kiln
+        from kiln import _torch as kt
+        self.kiln, self.kt = kiln, kt
+
+    def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0):
+        if recipe == _lib.FP8_BLOCK:
+            sa = sa.view(-1, ld_sa or a.shape[0]).t()   # [T, ceil(K/128)], k-block major
+        bt, what = b.transpose(-2, -1), "fprop" if op == _lib.OP_FPROP else "dgrad"
+        return lambda: self.kiln.scaled_grouped_mm(a, bt, sa, sb, offs, out=out,
+                                                   use_fast_accum=not promote, op=what)
+
+    def kernel(self):
+        return self.kt.context(torch.device("cuda")).last_call()["kernel"]
 
 
 def ceiling(reps):
@@ -406,6 +430,9 @@ def main():
     ap.add_argument("--sample", type=float, default=0.0,
                     help="with --variants: each side alone this many seconds under nvidia-smi "
                          "sampling")
+    ap.add_argument("--package", action="store_true",
+                    help="call kiln through the Python package (kiln.scaled_grouped_mm) "
+                         "instead of its ctypes problem")
     a = ap.parse_args()
     global STEADY, ALONE
     STEADY, ALONE = a.steady, a.alone
@@ -427,7 +454,7 @@ def main():
         for name, K, N, sizes in cases:
             compare_case(kernels, name, K, N, sizes, a.reps, ceil)
         return
-    kl = Kiln()
+    kl = Package() if a.package else Kiln()
     rows = []
     for name, K, N, sizes in cases:
         run_case(kl, name, K, N, sizes, a.reps, ceil, rows)

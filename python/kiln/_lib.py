@@ -26,6 +26,7 @@ FP8_NONE, FP8_TENSOR, FP8_ROW, FP8_BLOCK = 0, 1, 2, 3
 OP_FPROP, OP_DGRAD, OP_WGRAD = 0, 1, 2
 SIZES_COUNTS, SIZES_OFFSETS = 0, 1
 WGRAD_DENSE, WGRAD_DISCRETE = 0, 1
+QUANT_ROWS, QUANT_ROWS_1X128, QUANT_WEIGHTS_128X128, QUANT_WEIGHTS_TENSOR = 0, 1, 2, 3
 BACKEND_NAMES = {0: "none", 1: "generated", 2: "cublaslt"}
 MAX_GROUPS = 65536
 
@@ -118,6 +119,29 @@ class Problem(ctypes.Structure):
     ]
 
 
+class Quant(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("kind", ctypes.c_int),
+        ("in_type", ctypes.c_int),
+        ("out_type", ctypes.c_int),
+        ("groups", ctypes.c_int32),
+        ("rows", ctypes.c_int64),
+        ("cols", ctypes.c_int64),
+        ("d_sizes", ctypes.c_void_p),
+        ("sizes_kind", ctypes.c_int),
+        ("d_in", ctypes.c_void_p),
+        ("ld_in", ctypes.c_int64),
+        ("d_out", ctypes.c_void_p),
+        ("ld_out", ctypes.c_int64),
+        ("d_scale", ctypes.c_void_p),
+        ("ld_scale", ctypes.c_int64),
+        ("d_out_t", ctypes.c_void_p),
+        ("d_scale_t", ctypes.c_void_p),
+        ("d_amax", ctypes.c_void_p),
+    ]
+
+
 class CallReport(ctypes.Structure):
     _fields_ = [("backend", ctypes.c_int), ("kernel", ctypes.c_char * 128),
                 ("reason", ctypes.c_char * 256)]
@@ -186,6 +210,8 @@ kiln_problem_init = _sig("kiln_problem_init", None, _P, ctypes.c_int)
 # struct's address (an int) on its per-call path, Context.gemm a byref.
 kiln_gemm = _sig("kiln_gemm", ctypes.c_int, _P, _P, _P)
 kiln_prepare = _sig("kiln_prepare", ctypes.c_int, _P, ctypes.POINTER(Problem))
+kiln_quant_init = _sig("kiln_quant_init", None, _P, ctypes.c_int)
+kiln_quantize = _sig("kiln_quantize", ctypes.c_int, _P, ctypes.POINTER(Quant), _P)
 kiln_last_call = _sig("kiln_last_call", ctypes.c_int, _P, ctypes.POINTER(CallReport))
 kiln_context_stats_get = _sig("kiln_context_stats_get", ctypes.c_int, _P,
                               ctypes.POINTER(ContextStats))
@@ -217,6 +243,11 @@ def new_problem(op):
     if t is None:
         t = _problem_templates[op] = _init_struct(Problem, kiln_problem_init, op)
     return Problem.from_buffer_copy(t)
+
+
+def new_quant(kind):
+    """A kiln_quant as kiln_quant_init fills it (checked as new_problem's)."""
+    return _init_struct(Quant, kiln_quant_init, kind)
 
 
 def bundle_paths_default():
@@ -285,6 +316,11 @@ class Context:
 
     def prepare(self, problem):
         self._check(kiln_prepare(self._ctx, ctypes.byref(problem)), "kiln_prepare")
+
+    def quantize(self, quant, stream=0):
+        """kiln_quantize on `stream` (a CUstream handle as an int)."""
+        self._check(kiln_quantize(self._ctx, ctypes.byref(quant), _P(stream or None)),
+                    "kiln_quantize")
 
     def last_call(self):
         r = CallReport()

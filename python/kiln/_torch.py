@@ -84,8 +84,28 @@ def _run(ctx, p, key, stream, prepare_only=False):
 
 
 # --- argument checks ----------------------------------------------------------------
+_WHO = "kiln.grouped_mm"
+
+
 def _fail(msg, exc=ValueError):
-    raise exc("kiln.grouped_mm: " + msg)
+    raise exc(f"{_WHO}: " + msg)
+
+
+def renamed(who):
+    """A decorator: the checks above, run inside the function, name `who`
+    (another public function, as kiln.scaled_grouped_mm) instead of
+    kiln.grouped_mm in their messages."""
+    def wrap(f):
+        def g(*args, **kwargs):
+            try:
+                return f(*args, **kwargs)
+            except (ValueError, TypeError) as e:
+                msg = str(e)
+                if not msg.startswith(_WHO + ": "):
+                    raise
+                raise type(e)(who + msg[len(_WHO):]) from None
+        return g
+    return wrap
 
 
 def _rows_of_16_bytes(**dims):
