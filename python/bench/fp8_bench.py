@@ -9,6 +9,8 @@ For each case of bench/cases.tsv (the group sizes come from
               use_fast_accum=True (the stronger peer); A [T,K] e4m3 with a
               scale per row, W [G,N,K] e4m3 with a scale per (group, column)
   fprop row+p kiln with fp32 promotion vs torch without fast accumulation
+  fprop row+s (--epilogue) kiln with the rows scaled in its epilogue (routing
+              weights) vs torch's product times the scale, fast accumulation
   fprop block kiln 1x128 / 128x128 block scales with promotion (DeepGEMM's
               recipe; torch has no grouped peer for it: TFLOP/s only)
   dgrad row   kiln dgrad (dY [T,N] e4m3, W transposed [G,K,N] e4m3) vs torch
@@ -131,6 +133,7 @@ rel_err = torch_peer.rel_err   # in chunks: the largest corpus shapes
 
 STEADY = False   # --steady: both sides timed by steady.alternate
 ALONE = 0.0      # --alone S: kiln's side then run alone S seconds under sampling
+EPILOGUE = False  # --epilogue: the fprop row+s rows
 
 
 def checked(fn, ref, what):
@@ -181,7 +184,8 @@ class Kiln:
             if old is not None:
                 os.environ["KILN_KERNEL"] = old
 
-    def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0):
+    def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0,
+            row_scale=None):
         p = _lib.new_problem(op)
         p.a_type = p.b_type = _lib.DTYPE_E4M3
         p.out_type = _lib.DTYPE_BF16
@@ -195,6 +199,8 @@ class Kiln:
         p.fp8.recipe, p.fp8.promote = recipe, promote
         p.fp8.d_scale_a, p.fp8.d_scale_b = sa.data_ptr(), sb.data_ptr()
         p.fp8.ld_scale_a = ld_sa
+        if row_scale is not None:
+            p.epilogue.d_row_scale = row_scale.data_ptr()
         stream = torch.cuda.current_stream().cuda_stream
         self.ctx.prepare(p)
         return lambda: self.ctx.gemm(p, stream)
@@ -213,12 +219,14 @@ class Package(Kiln):
         from kiln import _torch as kt
         self.kiln, self.kt = kiln, kt
 
-    def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0):
+    def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0,
+            row_scale=None):
         if recipe == _lib.FP8_BLOCK:
             sa = sa.view(-1, ld_sa or a.shape[0]).t()   # [T, ceil(K/128)], k-block major
         bt, what = b.transpose(-2, -1), "fprop" if op == _lib.OP_FPROP else "dgrad"
         return lambda: self.kiln.scaled_grouped_mm(a, bt, sa, sb, offs, out=out,
-                                                   use_fast_accum=not promote, op=what)
+                                                   use_fast_accum=not promote, op=what,
+                                                   row_scale=row_scale)
 
     def kernel(self):
         return self.kt.context(torch.device("cuda")).last_call()["kernel"]
@@ -273,6 +281,22 @@ def run_case(kl, name, K, N, sizes, reps, ceil, rows):
         if err > 2e-2:
             print(f"  {name} fprop {what}: kiln's relative error {err:.2e}")
         row("fprop", what, *pair_ms(fn, tfn, ref, reps, f"{name} fprop {what}"), err)
+
+    if EPILOGUE:
+        # fprop row-wise with the rows scaled (an MoE layer's routing
+        # weights): kiln fused in the epilogue, torch an elementwise pass after
+        p = torch.rand(T, device=dev) + 0.5
+        fn = kl.run(_lib.OP_FPROP, _lib.FP8_ROW, 0, xq, wq, y, xs, ws, offs, G, N, K,
+                    row_scale=p)
+        fn()
+        torch.cuda.synchronize()
+        refs = ref * p[:, None]
+        tfn = lambda: torch._scaled_grouped_mm(xq, wq.transpose(-2, -1), xs, ws, offs=offs,
+                                               out_dtype=torch.bfloat16,
+                                               use_fast_accum=True) * p[:, None].bfloat16()
+        row("fprop", "row+s", *pair_ms(fn, tfn, refs, reps, f"{name} fprop row+s"),
+            rel_err(y, refs))
+        del p, refs
 
     # each stage frees its operands: the largest corpus shapes' weights take
     # 15 GB in bf16
@@ -430,12 +454,15 @@ def main():
     ap.add_argument("--sample", type=float, default=0.0,
                     help="with --variants: each side alone this many seconds under nvidia-smi "
                          "sampling")
+    ap.add_argument("--epilogue", action="store_true",
+                    help="also fprop row-wise with a row scale (routing weights): kiln's fused "
+                         "epilogue against torch's product times the scale")
     ap.add_argument("--package", action="store_true",
                     help="call kiln through the Python package (kiln.scaled_grouped_mm) "
                          "instead of its ctypes problem")
     a = ap.parse_args()
-    global STEADY, ALONE
-    STEADY, ALONE = a.steady, a.alone
+    global STEADY, ALONE, EPILOGUE
+    STEADY, ALONE, EPILOGUE = a.steady, a.alone, a.epilogue
     only = set(filter(None, a.only.split(",")))
     torch.manual_seed(0)
     ceil = ceiling(a.reps)

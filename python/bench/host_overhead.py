@@ -12,7 +12,8 @@ the output allocation, the stream.  The current stream is a stand-in too
 costs a few microseconds more than the raw-stream call it uses now: not
 counted here).
 
-Per kiln call (kt.launch: fprop with bias and row scale, dgrad, wgrad) and
+Per kiln call (kt.launch: fprop with bias and row scale, dgrad, wgrad; the
+public grouped_mm, fp8's scaled_grouped_mm and quantize_rows) and
 per MoE MLP step (fc1 -> SwiGLU -> fc2 on GroupedLinear, forward and
 backward, as python/bench/layer_bench.py runs it), in microseconds, with
 the number of aten ops a step dispatches.
@@ -81,6 +82,7 @@ def stub_library():
     """No-op C calls, a stand-in context on 'device 0', CPU tensors let in."""
     _lib.kiln_gemm = _gemm
     _lib.kiln_prepare = _prepare
+    _lib.kiln_quantize = _noop
     _lib.kiln_last_error = lambda h: b"no kernel computes the bias gradient yet"
     _lib.kiln_context_destroy = _noop  # the stand-in context has nothing to destroy
     kt._DEVICES = ("cuda", "meta", "cpu")
@@ -141,6 +143,15 @@ def main():
         "wgrad": lambda: kt.launch(dy.t(), x, offs, out_dtype=bf),
         "grouped_mm (public)": lambda: kiln.grouped_mm(x, w.transpose(-2, -1), offs),
     }
+    if hasattr(kiln, "scaled_grouped_mm"):
+        # fp8 (a package from before it has none): the row-wise call and the
+        # activations' quantizer
+        e4 = torch.float8_e4m3fn
+        xq, wq = x.to(e4), w.to(e4)
+        sa, sb = torch.rand(T), torch.rand(G, N)
+        calls["scaled_grouped_mm (public)"] = lambda: kiln.scaled_grouped_mm(
+            xq, wq.transpose(-2, -1), sa, sb, offs, use_fast_accum=True)
+        calls["quantize_rows (public)"] = lambda: kiln.quantize_rows(x, offs)
     res = {name: per_call_us(fn, args.iters) for name, fn in calls.items()}
 
     fc1 = kiln.nn.GroupedLinear(G, K, 2 * N, device="cpu")

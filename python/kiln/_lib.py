@@ -245,9 +245,16 @@ def new_problem(op):
     return Problem.from_buffer_copy(t)
 
 
+_quant_templates = {}
+
+
 def new_quant(kind):
-    """A kiln_quant as kiln_quant_init fills it (checked as new_problem's)."""
-    return _init_struct(Quant, kiln_quant_init, kind)
+    """A kiln_quant as kiln_quant_init fills it (from a checked template, as
+    new_problem's)."""
+    t = _quant_templates.get(kind)
+    if t is None:
+        t = _quant_templates[kind] = _init_struct(Quant, kiln_quant_init, kind)
+    return Quant.from_buffer_copy(t)
 
 
 def bundle_paths_default():
