@@ -132,24 +132,8 @@ def plan(mat_a, mat_b, scale_a, scale_b, offs, out_dtype=None, bias=None, row_sc
     kt._check_device("offs", offs, device)
     _check_fp8("mat_a", mat_a)
     _check_fp8("mat_b", mat_b)
-    if offs.dtype != torch.int32:
-        _fail(f"offs is {offs.dtype}; kiln takes int32 cumulative end offsets "
-              "(torch._scaled_grouped_mm's offs)", TypeError)
-    if offs.numel() > 1 and offs.stride(0) != 1:
-        _fail(f"offs has stride {offs.stride(0)}; kiln needs it contiguous")
-    G = offs.numel()
-    if not 1 <= G <= _lib.MAX_GROUPS:
-        _fail(f"offs has {G} entries (groups); kiln takes 1 .. {_lib.MAX_GROUPS}")
-    T, red = mat_a.shape
-    Gb, redb, cols = mat_b.shape
-    if Gb != G:
-        _fail(f"mat_b has {Gb} groups (shape {tuple(mat_b.shape)}) but offs has {G}")
-    if redb != red:
-        _fail(f"mat_a is [T,K] = {tuple(mat_a.shape)} and mat_b [G,K,N] = "
-              f"{tuple(mat_b.shape)}: K differs")
-    for nm, v in (("K", red), ("N", cols)):
-        if v % 16 or v == 0:
-            _fail(f"{nm} = {v} is not a positive multiple of 16 (16-byte rows of fp8)")
+    G = kt.check_offs(offs, "torch._scaled_grouped_mm")
+    T, red, cols = kt.shapes_2d3d(mat_a, mat_b, G)
     pl = _Plan()
     pl.groups, pl.capacity = G, T
     pl.a_type, pl.b_type = _FP8_DTYPES[mat_a.dtype], _FP8_DTYPES[mat_b.dtype]
@@ -437,11 +421,7 @@ def _check_rows(x, offs, dtype):
     if offs is not None:
         kt._check_tensor("offs", offs, 1)
         kt._check_device("offs", offs, x.device)
-        if offs.dtype != torch.int32 or (offs.numel() > 1 and offs.stride(0) != 1):
-            _fail(f"offs is {offs.dtype} with strides {tuple(offs.stride())}; kiln takes "
-                  "contiguous int32 cumulative end offsets", TypeError)
-        if not 1 <= offs.numel() <= _lib.MAX_GROUPS:
-            _fail(f"offs has {offs.numel()} entries; kiln takes 1 .. {_lib.MAX_GROUPS}")
+        kt.check_offs(offs, "kiln.scaled_grouped_mm")
     return ld
 
 

@@ -108,12 +108,28 @@ def renamed(who):
     return wrap
 
 
-def _rows_of_16_bytes(**dims):
-    """Fails unless every named dimension is a positive multiple of 8 (16-byte rows);
-    shared by the 2d x 3d and 2d x 2d checks, which name their dims in that order."""
+def _rows_of_16_bytes(dtype, **dims):
+    """Fails unless every named dimension is a positive multiple of 16-byte rows
+    of dtype; shared by the 2d x 3d and 2d x 2d checks, which name their dims in
+    that order."""
+    per = 16 // dtype.itemsize
     for nm, v in dims.items():
-        if v % 8 or v == 0:
-            _fail(f"{nm} = {v} is not a positive multiple of 8 (16-byte rows)")
+        if v % per or v == 0:
+            _fail(f"{nm} = {v} is not a positive multiple of {per} (16-byte rows)")
+
+
+def shapes_2d3d(mat_a, mat_b, G):
+    """T, K, N of a 2d x 3d call (mat_a [T,K], mat_b [G,K,N]), checked against
+    each other and offs' G; K and N whole 16-byte rows of the inputs."""
+    T, K = mat_a.shape
+    Gb, Kb, N = mat_b.shape
+    if Gb != G:
+        _fail(f"mat_b has {Gb} groups (shape {tuple(mat_b.shape)}) but offs has {G}")
+    if Kb != K:
+        _fail(f"mat_a is [T,K] = {tuple(mat_a.shape)} and mat_b [G,K,N] = "
+              f"{tuple(mat_b.shape)}: K differs")
+    _rows_of_16_bytes(mat_a.dtype, K=K, N=N)
+    return T, K, N
 
 
 def _check_tensor(name, t, ndim=None):
@@ -146,6 +162,20 @@ def _check_aligned(name, t):
 
 def _is_fake(t):
     return isinstance(t, torch._subclasses.fake_tensor.FakeTensor) or t.device.type == "meta"
+
+
+def check_offs(offs, peer):
+    """offs as the kernels read it: int32 cumulative row ends (`peer`'s offs),
+    contiguous, 1 .. MAX_GROUPS of them; returns their number, G."""
+    if offs.dtype != torch.int32:
+        _fail(f"offs is {offs.dtype}; kiln takes int32 cumulative end offsets ({peer}'s offs)",
+              TypeError)
+    if offs.numel() > 1 and offs.stride(0) != 1:
+        _fail(f"offs has stride {offs.stride(0)}; kiln needs it contiguous")
+    G = offs.numel()
+    if not 1 <= G <= _lib.MAX_GROUPS:
+        _fail(f"offs has {G} entries (groups); kiln takes 1 .. {_lib.MAX_GROUPS}")
+    return G
 
 
 def _check_per_group(name, t, G, N, device):
@@ -208,14 +238,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
     if mat_b.dtype != mat_a.dtype:
         _fail(f"mat_b is {mat_b.dtype} but mat_a is {mat_a.dtype} (mixed inputs are not "
               "supported)", TypeError)
-    if offs.dtype != torch.int32:
-        _fail(f"offs is {offs.dtype}; kiln takes int32 cumulative end offsets "
-              "(torch._grouped_mm's offs)", TypeError)
-    if offs.numel() > 1 and offs.stride(0) != 1:
-        _fail(f"offs has stride {offs.stride(0)}; kiln needs it contiguous")
-    G = offs.numel()
-    if not 1 <= G <= _lib.MAX_GROUPS:
-        _fail(f"offs has {G} entries (groups); kiln takes 1 .. {_lib.MAX_GROUPS}")
+    G = check_offs(offs, "torch._grouped_mm")
     pl = _Plan()
     pl.groups = G
     pl.weight_ptrs = False
@@ -230,14 +253,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
     ea = mat_a.dtype
 
     if mat_a.dim() == 2 and mat_b.dim() == 3:
-        T, K = mat_a.shape
-        Gb, Kb, N = mat_b.shape
-        if Gb != G:
-            _fail(f"mat_b has {Gb} groups (shape {tuple(mat_b.shape)}) but offs has {G}")
-        if Kb != K:
-            _fail(f"mat_a is [T,K] = {tuple(mat_a.shape)} and mat_b [G,K,N] = "
-                  f"{tuple(mat_b.shape)}: K differs")
-        _rows_of_16_bytes(K=K, N=N)
+        T, K, N = shapes_2d3d(mat_a, mat_b, G)
         pl.lda = _row_ld("mat_a", mat_a, K, ea, "row-major rows (stride(1) == 1)")
         need_t = "mat_b [G,K,N] as w.transpose(-2,-1) of a row-major [G,N,K] w (stride(1) == 1)"
         need_r = "mat_b [G,K,N] row-major (stride(2) == 1)"
@@ -277,7 +293,7 @@ def plan(mat_a, mat_b, offs, out_dtype=None, bias=None, row_scale=None, alpha=1.
         if Tb != T:
             _fail(f"mat_a is [N,T] = {tuple(mat_a.shape)} and mat_b [T,K] = "
                   f"{tuple(mat_b.shape)}: T differs")
-        _rows_of_16_bytes(N=N, K=K)
+        _rows_of_16_bytes(ea, N=N, K=K)
         if bias is not None or row_scale is not None or alpha != 1.0:
             _fail("bias, row_scale and alpha are for 2d x 3d (fprop/dgrad); 2d x 2d "
                   "(wgrad) has no epilogue")
