@@ -11,6 +11,10 @@ torch._grouped_mm take the same tensors in torch._grouped_mm's own form:
   dgrad  dy [T,N] @ w[g]      torch._grouped_mm(dy, w, offs)
   wgrad  dy_gᵀ @ x_g          torch._grouped_mm(dy.t(), x, offs)
 
+and, with --ops fprop_s or dgrad_s, fprop or dgrad with each row scaled (an
+MoE layer's routing weights, in [0.5, 1.5)): kiln's epilogue
+(kiln.grouped_mm(..., row_scale=p)) against torch's product times p.
+
 Both outputs are checked first against an fp32 product on every group
 (relative Frobenius error, 1e-2: a bf16 output rounds each element by
 2^-9).  Then the two are timed by steady.alternate: the card warmed
@@ -69,11 +73,17 @@ def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False):
     G, T = len(sizes), sum(sizes)
     offs, bounds, x, w, dy = case_operands(K, N, sizes)
     for op in ops:
-        a, b = operands(op, x, w, dy)
+        base = op[:-2] if op.endswith("_s") else op
+        a, b = operands(base, x, w, dy)
         out = torch.empty_like(torch._grouped_mm(a, b, offs=offs))
-        ref = reference(op, x, w, dy, bounds)
+        ref = reference(base, x, w, dy, bounds)
         kfn = lambda: kiln.grouped_mm(a, b, offs, out=out)  # noqa: E731
         tfn = lambda: torch._grouped_mm(a, b, offs=offs)  # noqa: E731
+        if base != op:
+            p = torch.rand(T, device=x.device) + 0.5
+            ref *= p[:, None]
+            kfn = lambda: kiln.grouped_mm(a, b, offs, out=out, row_scale=p)  # noqa: E731
+            tfn = lambda: torch._grouped_mm(a, b, offs=offs) * p[:, None].to(a.dtype)  # noqa: E731
         kfn()
         served = kiln_torch.context(out.device).last_call() if kernels else None
         kerr, terr = rel_err(out, ref), rel_err(tfn(), ref)
@@ -84,7 +94,7 @@ def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False):
             rows.append({"case": name, "op": op, "error": [kerr, terr]})
             continue
         ms = alternate({"kiln": kfn, "torch": tfn}, reps, rounds, warm_s)
-        fl = floor_ms(op, G, T, K, N)
+        fl = floor_ms(base, G, T, K, N)
         r = {"case": name, "op": op, "kiln_ms": ms["kiln"], "torch_ms": ms["torch"],
              "ratio": ms["torch"] / ms["kiln"], "floor_ms": fl, "kiln_of_floor": fl / ms["kiln"],
              "torch_of_floor": fl / ms["torch"], "err": kerr}

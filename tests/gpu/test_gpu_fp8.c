@@ -3,7 +3,9 @@
  * against a reference computed in double from the dequantized inputs.
  *
  * Every recipe (per tensor, row-wise, 1x128/128x128 blocks), fast and
- * promoted accumulation, e4m3 and e5m2 x e4m3, on sizes off every tile
+ * promoted accumulation, e4m3 and e5m2 x e4m3, every default forced (the
+ * _epilogue ones with a bias, a row scale scaling it and alpha), on sizes
+ * off every tile
  * (n_out 320, k_red 400: a partial 128-column tile and a partial k-block),
  * empty and one-row groups, a group holding every row, many small groups,
  * capacity past Σm; graph capture replayed after the counts changed in
@@ -37,6 +39,7 @@ typedef struct f8variant {
     int promote;
     kiln_dtype a, b;
     const char *kernel;
+    int epilogue; /* 1: a bias [G, n_out], a row scale and alpha 0.75 (scale_bias) */
 } f8variant;
 
 /* A random finite fp8 value of magnitude in [1/8, 4): random sign,
@@ -59,6 +62,8 @@ typedef struct f8data {
     uint8_t *a, *b;
     float *sa, *sb;
     size_t sa_n, sb_n;
+    float *rs;      /* epilogue: the row scale [cap], NULL without */
+    uint16_t *bias; /* epilogue: bf16 [G, n_out] */
 } f8data;
 
 static void f8data_make(f8data *d, const f8variant *v, int G, int64_t cap, int64_t n_out,
@@ -84,9 +89,18 @@ static void f8data_make(f8data *d, const f8variant *v, int G, int64_t cap, int64
     d->sb = xmalloc(d->sb_n * sizeof(float));
     for (size_t i = 0; i < d->sa_n; i++) d->sa[i] = rand_scale();
     for (size_t i = 0; i < d->sb_n; i++) d->sb[i] = rand_scale();
+    d->rs = NULL;
+    d->bias = NULL;
+    if (v->epilogue) {
+        d->rs = xmalloc((size_t)cap * sizeof(float));
+        d->bias = xmalloc((size_t)(G * n_out) * sizeof(uint16_t));
+        for (int64_t r = 0; r < cap; r++) d->rs[r] = rand_scale();
+        for (int64_t i = 0; i < G * n_out; i++)
+            d->bias[i] = kiln_f32_to_bf16((float)rng_int(-64, 64) / 16.0f);
+    }
 }
 
-static void f8data_free(f8data *d) { FREE_ALL(d->a, d->b, d->sa, d->sb); }
+static void f8data_free(f8data *d) { FREE_ALL(d->a, d->b, d->sa, d->sb, d->rs, d->bias); }
 
 /* The exact product of the dequantized operands at row r (of group g),
  * column c; *mag gets the sum of the magnitudes of its terms. */
@@ -108,13 +122,18 @@ static double f8ref(const f8data *d, const f8variant *v, int g, int64_t r, int64
         sum += scale * s;
         abs_sum += scale * sa_abs;
     }
+    if (d->rs) { /* the epilogue: s[r]·(0.75·P + bias[g]) */
+        const double rs = d->rs[r], bias = kiln_bf16_to_f32(d->bias[g * d->n_out + c]);
+        sum = rs * (0.75 * sum + bias);
+        abs_sum = rs * (0.75 * abs_sum + fabs(bias));
+    }
     *mag = abs_sum;
     return sum;
 }
 
 /* Device copies and the problem for d. */
 typedef struct f8dev {
-    CUdeviceptr a, b, sa, sb, out, sizes;
+    CUdeviceptr a, b, sa, sb, out, sizes, rs, bias;
     size_t obytes;
 } f8dev;
 
@@ -134,6 +153,13 @@ static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_pr
     upload(x->sb, d->sb, d->sb_n * sizeof(float));
     upload(x->sizes, counts, sizeof(int32_t) * (size_t)d->G);
     poison(x->out, x->obytes);
+    x->rs = x->bias = 0;
+    if (d->rs) {
+        x->rs = dev_alloc((size_t)d->cap * sizeof(float));
+        x->bias = dev_alloc((size_t)(d->G * d->n_out) * sizeof(uint16_t));
+        upload(x->rs, d->rs, (size_t)d->cap * sizeof(float));
+        upload(x->bias, d->bias, (size_t)(d->G * d->n_out) * sizeof(uint16_t));
+    }
     const int dgrad = v->op == KILN_OP_DGRAD;
     /* fprop: n = n_out, k = k_red; dgrad: n = k_red (dY's columns), k = n_out */
     kts_problem_init(p, v->op, d->G, dgrad ? d->k_red : d->n_out, dgrad ? d->n_out : d->k_red,
@@ -147,9 +173,15 @@ static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_pr
     p->fp8.d_scale_b = (const float *)(uintptr_t)x->sb;
     if (v->recipe == KILN_FP8_BLOCK) p->fp8.ld_scale_a = d->ld_sa;
     if (dgrad) p->fp8.d_bt = (const void *)(uintptr_t)x->b;
+    if (d->rs) {
+        p->epilogue.d_row_scale = (const float *)(uintptr_t)x->rs;
+        p->epilogue.d_bias = (const void *)(uintptr_t)x->bias;
+        p->epilogue.scale_bias = 1;
+        p->epilogue.alpha = 0.75f;
+    }
 }
 
-static void f8dev_free(f8dev *x) { DEV_FREE_ALL(x->a, x->b, x->sa, x->sb, x->out, x->sizes); }
+static void f8dev_free(f8dev *x) { DEV_FREE_ALL(x->a, x->b, x->sa, x->sb, x->out, x->sizes, x->rs, x->bias); }
 
 /* Checks the output in x against d for counts: every valid element within
  * the tolerance, every row past Σm still poison. */
@@ -193,9 +225,10 @@ static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t c
                      int64_t n_out, int64_t k_red, const char *what)
 {
     char label[160];
-    snprintf(label, sizeof label, "%s %s%s %s x %s: %s", kiln_op_name(v->op),
+    snprintf(label, sizeof label, "%s %s%s%s %s x %s: %s", kiln_op_name(v->op),
              v->recipe == KILN_FP8_TENSOR ? "tensor" : v->recipe == KILN_FP8_ROW ? "row" : "block",
-             v->promote ? " promote" : "", kiln_dtype_name(v->a), kiln_dtype_name(v->b), what);
+             v->promote ? " promote" : "", v->epilogue ? " + bias, row scale, alpha" : "",
+             kiln_dtype_name(v->a), kiln_dtype_name(v->b), what);
     f8data d;
     f8data_make(&d, v, G, cap, n_out, k_red);
     f8dev x;
@@ -212,15 +245,15 @@ static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t c
 }
 
 static const f8variant variants[] = {
-    {KILN_OP_FPROP, KILN_FP8_TENSOR, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_tensor"},
-    {KILN_OP_FPROP, KILN_FP8_ROW, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row"},
-    {KILN_OP_FPROP, KILN_FP8_ROW, 1, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row_promote"},
-    {KILN_OP_FPROP, KILN_FP8_BLOCK, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_block"},
-    {KILN_OP_DGRAD, KILN_FP8_TENSOR, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_tensor"},
-    {KILN_OP_DGRAD, KILN_FP8_ROW, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row"},
-    {KILN_OP_DGRAD, KILN_FP8_ROW, 1, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row_promote"},
-    {KILN_OP_DGRAD, KILN_FP8_BLOCK, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_block"},
-    {KILN_OP_DGRAD, KILN_FP8_ROW, 0, KILN_DTYPE_E5M2, KILN_DTYPE_E4M3, "e5m2_e4m3_row"},
+    {KILN_OP_FPROP, KILN_FP8_TENSOR, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_tensor", 0},
+    {KILN_OP_FPROP, KILN_FP8_ROW, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row", 0},
+    {KILN_OP_FPROP, KILN_FP8_ROW, 1, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row_promote", 0},
+    {KILN_OP_FPROP, KILN_FP8_BLOCK, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_block", 0},
+    {KILN_OP_DGRAD, KILN_FP8_TENSOR, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_tensor", 0},
+    {KILN_OP_DGRAD, KILN_FP8_ROW, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row", 0},
+    {KILN_OP_DGRAD, KILN_FP8_ROW, 1, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_row_promote", 0},
+    {KILN_OP_DGRAD, KILN_FP8_BLOCK, 0, KILN_DTYPE_E4M3, KILN_DTYPE_E4M3, "e4m3_block", 0},
+    {KILN_OP_DGRAD, KILN_FP8_ROW, 0, KILN_DTYPE_E5M2, KILN_DTYPE_E4M3, "e5m2_e4m3_row", 0},
 };
 #define NVAR (sizeof variants / sizeof variants[0])
 
@@ -284,7 +317,7 @@ static f8variant variant_of(const kiln_catalog_entry *ce)
                                                        : KILN_FP8_TENSOR,
                        strstr(d, " fp8_accumulate=promote") != NULL,
                        strstr(d, " a=e5m2") ? KILN_DTYPE_E5M2 : KILN_DTYPE_E4M3, KILN_DTYPE_E4M3,
-                       ce->name};
+                       ce->name, strstr(d, " row_scale=1") != NULL};
 }
 
 /* Runs the three forced cases on catalog kernel ce (KILN_KERNEL, a context

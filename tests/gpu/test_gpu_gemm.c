@@ -778,6 +778,49 @@ static void test_sm90_pointer_weights(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* Every 16-bit fprop/dgrad default with epilogue terms compiled in
+ * (specs/default/sm90_*_bf16_*_epilogue: 128x128 and 64x256 pingpong, for
+ * fprop and dgrad), forced through KILN_KERNEL over the four
+ * mixes with every term at once (bias scaled by the row scale, per-group
+ * alpha, beta*C) and padded lda/ldd: N and K off every tile width, empty
+ * and decode-sized groups; every element checked and the poisoned padding
+ * untouched.  Dispatch alone would reach only the tile the model picks for
+ * the matrix test's one shape; finding fewer than four fails. */
+static void test_epilogue_defaults(void **state)
+{
+    (void)state;
+    int failures_before = g_failures, found = 0;
+    static const int64_t nk[MIXES][2] = {{328, 264}, {200, 136}, {136, 328}, {264, 200}};
+    for (size_t e = 0; e < kiln_catalog_count; e++) {
+        const kiln_catalog_entry *ce = &kiln_catalog[e];
+        const size_t len = strlen(ce->name);
+        if (ce->tuned_only || len < 9 || strcmp(ce->name + len - 9, "_epilogue") ||
+            !strstr(ce->desc, " a=bf16 "))
+            continue;
+        const kiln_op op = strstr(ce->desc, "op=dgrad") ? KILN_OP_DGRAD : KILN_OP_FPROP;
+        found++;
+        kiln_context *ctx = forced_context(ce->name, NULL);
+        if (!ctx) continue;
+        for (int mix = 0; mix < MIXES; mix++) {
+            int groups;
+            const char *what;
+            int32_t *m = group_mix(mix, &groups, &what);
+            gcase c = make_case(op, KILN_DTYPE_BF16, KILN_DTYPE_BF16, groups, nk[mix][0],
+                                nk[mix][1], m, 9);
+            c.bias = c.row_scale = c.scale_bias = c.alpha_pg = c.beta_c = 1;
+            c.lda_pad = 8;
+            c.ldd_pad = 16;
+            c.want_kernel = ce->name;
+            run_named(&c, ctx, KILN_BACKEND_GENERATED, 0, "%s: every term, %s, N=%lld K=%lld",
+                      ce->name, what, (long long)c.n, (long long)c.k);
+            free(m);
+        }
+        kiln_context_destroy(ctx);
+    }
+    if (found < 4) CASE_FAIL("the catalog carries %d bf16 _epilogue defaults (want 4 or more)", found);
+    assert_int_equal(g_failures, failures_before);
+}
+
 /* The tuned bf16 fprop and dgrad kernels (the table's winners from the
  * sweeps: 128x192 and 64x192 tiles among them since the fourteenth
  * session), each forced through KILN_KERNEL over the four mixes, with N
@@ -1206,6 +1249,7 @@ int main(void)
         cmocka_unit_test(test_group_patterns),
         cmocka_unit_test(test_sm90_pointer_weights),
         cmocka_unit_test(test_fprop_dgrad_tuned),
+        cmocka_unit_test(test_epilogue_defaults),
         cmocka_unit_test(test_wgrad_tuned),
         cmocka_unit_test(test_wgrad_streams),
         cmocka_unit_test(test_wgrad_per_thread_streams),
