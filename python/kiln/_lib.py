@@ -233,28 +233,26 @@ def _init_struct(cls, init, *args):
     return cls.from_buffer_copy(buf.raw[:size])
 
 
-_problem_templates = {}
+_templates = {}
+
+
+def _from_template(cls, init, kind):
+    """A struct as kiln's *_init fills it for kind, copied from a checked
+    template: the init and its size check run once per (struct, kind)."""
+    t = _templates.get((cls, kind))
+    if t is None:
+        t = _templates[(cls, kind)] = _init_struct(cls, init, kind)
+    return cls.from_buffer_copy(t)
 
 
 def new_problem(op):
-    """A kiln_problem as kiln_problem_init fills it (copied from a checked
-    template: the init and its size check run once per op)."""
-    t = _problem_templates.get(op)
-    if t is None:
-        t = _problem_templates[op] = _init_struct(Problem, kiln_problem_init, op)
-    return Problem.from_buffer_copy(t)
-
-
-_quant_templates = {}
+    """A kiln_problem as kiln_problem_init fills it."""
+    return _from_template(Problem, kiln_problem_init, op)
 
 
 def new_quant(kind):
-    """A kiln_quant as kiln_quant_init fills it (from a checked template, as
-    new_problem's)."""
-    t = _quant_templates.get(kind)
-    if t is None:
-        t = _quant_templates[kind] = _init_struct(Quant, kiln_quant_init, kind)
-    return Quant.from_buffer_copy(t)
+    """A kiln_quant as kiln_quant_init fills it."""
+    return _from_template(Quant, kiln_quant_init, kind)
 
 
 def bundle_paths_default():
