@@ -267,10 +267,7 @@ def launch(mat_a, mat_b, scale_a, scale_b, offs, out=None, out_dtype=None, bias=
                          scale_bias, alpha, use_fast_accum, op)
         c = calls.get(sig)
         if c is not None:
-            if bias is not None and bias.dtype != c.pl.out_dtype:
-                bias = bias.to(c.pl.out_dtype)
-            if row_scale is not None and row_scale.dtype != torch.float32:
-                row_scale = row_scale.float()
+            bias, row_scale = kt._epilogue_operands(c.pl, bias, row_scale)
             if out is None:
                 out = torch.empty(c.pl.out_shape, dtype=c.pl.out_dtype, device=c.device)
             _set_pointers(c, mat_a, mat_b, scale_a, scale_b, offs, out, bias, row_scale)
@@ -350,13 +347,10 @@ def scaled_grouped_mm(mat_a, mat_b, scale_a, scale_b, offs, *, out=None, out_dty
     names the tuning tables dispatch reads; the result is the same.  Only
     the rows [0, offs[-1]) of the output are written."""
     if torch.compiler.is_compiling():
-        # The ops' fake implementations check the call (plan); the casts
-        # kt._epilogue_operands makes happen here, where tracing sees them.
-        dt = out.dtype if out is not None else out_dtype or torch.bfloat16
-        if bias is not None and bias.dtype != dt:
-            bias = bias.to(dt)
-        if row_scale is not None and row_scale.dtype != torch.float32:
-            row_scale = row_scale.float()
+        # The casts happen here, where tracing sees them (as grouped_mm's).
+        pl = plan(mat_a, mat_b, scale_a, scale_b, offs, out_dtype, bias, row_scale, out,
+                  use_fast_accum, op)
+        bias, row_scale = kt._epilogue_operands(pl, bias, row_scale)
         if out is not None:
             torch.ops.kiln.scaled_grouped_mm_out(mat_a, mat_b, scale_a, scale_b, offs, out, bias,
                                                  row_scale, bool(scale_bias), float(alpha),

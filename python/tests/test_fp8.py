@@ -167,6 +167,23 @@ def test_compile_fullgraph_traces():
     assert y.shape == (64, 160) and y.dtype == torch.bfloat16 and len(graphs) == 1
 
 
+def test_compile_traces_the_epilogue_casts():
+    # A float32 bias and an fp16 row scale are cast inside the traced
+    # function (kt._epilogue_operands after plan), as in eager.
+    torch._dynamo.reset()
+
+    def layer(x, w, sa, sb, o, bias, p):
+        return kiln.scaled_grouped_mm(x, w.transpose(-2, -1), sa, sb, o, bias=bias, row_scale=p,
+                                      use_fast_accum=True)
+
+    f = torch.compile(layer, fullgraph=True, backend=lambda gm, example: gm.forward)
+    m = "meta"
+    y = f(t(64, 256, device=m), t(4, 160, 256, device=m), torch.empty(64, device=m),
+          torch.empty(4, 160, device=m), offs(4, m), torch.empty(4, 160, device=m),
+          torch.empty(64, dtype=torch.float16, device=m))
+    assert y.shape == (64, 160) and y.dtype == torch.bfloat16
+
+
 # --- on the GPU -----------------------------------------------------------------
 DEV = "cuda"
 COUNTS = [37, 0, 1, 130, 0, 64, 1, 93]   # empty and one-row groups, odd sizes
