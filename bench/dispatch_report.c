@@ -268,7 +268,7 @@ static void put_ratio(double ms, double best, column *c, int slot, double limit)
     }
 }
 
-static const char *const rule_names[] = {"", "exact", "nearest", "model", "cublaslt"};
+static const char *const rule_names[] = {"", "exact", "nearest", "model", "cublaslt", "twin"};
 
 /* Prices each case's four choices for one kind of call (rc->kind[ki]),
  * adding the ratios to the columns' slot 0 (every kind) and 1 + ki. */

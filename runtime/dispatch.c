@@ -316,6 +316,74 @@ static int should_use_nearest(const kiln_dispatch_input *in, const kiln_dispatch
     return 1;
 }
 
+/* 1 if a and b have one tile and schedule (what the twin rule matches). */
+static int same_tile(const kiln_kernel_desc *a, const kiln_kernel_desc *b)
+{
+    return a->tile_m == b->tile_m && a->tile_n == b->tile_n && a->tile_k == b->tile_k &&
+           !strcmp(a->schedule, b->schedule);
+}
+
+static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p);
+
+/* fprop and dgrad with epilogue terms (bias, row scale, per-group alpha,
+ * beta*C) whose own signature the tables lack: the tables' kernel for the
+ * same call without the terms (its exact entry, else its nearest class
+ * within the radius) names a tile and schedule, and the catalog's default
+ * of that tile and schedule that serves the call does, the model ranking
+ * several.  The tuner times plain calls; the terms cost every tile about
+ * the same, so the plain call's best tile stays the best.  The model alone
+ * had put 128x128 epilogue kernels on shapes whose plain entry is 64x256
+ * pingpong, 1.10-1.17x the plain call's time (fp8 row-wise with a row
+ * scale on mod64_1, dirichlet_g128, H200; docs/dispatch.md, forty-ninth
+ * session).  No twin (the terms' kernels come in fewer tiles): 0, and the
+ * model chooses. */
+static int should_use_twin(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                           kiln_dispatch_choice *out)
+{
+    const kiln_problem *p = in->problem;
+    const kiln_epilogue *ep = &p->epilogue;
+    if (p->op == KILN_OP_WGRAD || in->only_kernel || !tables_usable(in)) return 0;
+    if (!ep->d_bias && !ep->d_row_scale && !ep->d_alpha && ep->beta == 0.0f) return 0;
+    kiln_problem q = *p;
+    q.epilogue.d_bias = q.epilogue.d_row_scale = q.epilogue.d_alpha = NULL;
+    q.epilogue.beta = 0.0f;
+    q.epilogue.scale_bias = 0;
+    q.d_b_ptrs = NULL;
+    kiln_dispatch_input plain_in = *in;
+    plain_in.problem = &q;
+    kiln_dispatch_choice plain;
+    kiln_error err;
+    if (kiln_dispatch_with(&plain_in, o, &plain, &err) != KILN_OK || plain.tuned < 0 ||
+        (plain.rule != KILN_DISPATCH_BY_EXACT && plain.rule != KILN_DISPATCH_BY_NEAREST))
+        return 0;
+    const kiln_tuning_entry *e = kiln_tuning_table_at(in->tuning, (size_t)plain.tuned);
+    candidate best = {.kernel = -1, .tuned = -1};
+    int n = 0;
+    for (size_t i = 0; i < in->n_kernels; i++) {
+        char why[200];
+        const kiln_dispatch_kernel *k = &in->kernels[i];
+        if (!same_tile(k->desc, &e->kdesc) || !width_suits(k->desc, p) ||
+            !kiln_should_use_kernel(k, in->arch, p, why, sizeof why))
+            continue;
+        candidate c = {.k = *k, .kernel = (long)i, .tuned = -1};
+        kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, &c.est);
+        if (!n++ || ranks_before(&c, &best, p)) best = c;
+    }
+    if (!n) return 0;
+    char cls[32];
+    kiln_shape_class_name(&e->key.shape, cls, sizeof cls);
+    const kiln_kernel_desc *t = best.k.desc;
+    out->backend = KILN_BACKEND_GENERATED;
+    out->kernel = best.kernel;
+    out->tuned = -1;
+    out->rule = KILN_DISPATCH_BY_TWIN;
+    snprintf(out->reason, sizeof out->reason,
+             "twin of the plain call's kernel: %s (%dx%d %s, as %s, %s for %s without the "
+             "epilogue terms)", t->name, t->tile_m, t->tile_n, t->schedule, e->kernel,
+             plain.rule == KILN_DISPATCH_BY_EXACT ? "tuned" : "nearest class", cls);
+    return 1;
+}
+
 /* A default 192 columns wide is ranked only on output widths that 192
  * divides and 256 does not (GPT-OSS's 2880 and 5760), where the 256-wide
  * tile pads its last column of tiles.  Elsewhere the model's whole-wave
@@ -480,6 +548,7 @@ kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatc
             if (should_use_tuned(in, o, &key, out)) return KILN_OK;
         }
         nearest_chosen = should_use_nearest(in, o, &key, out, &nearest);
+        if (!nearest_chosen && should_use_twin(in, o, out)) return KILN_OK;
     }
     char why_gen[512], why_lt[200];
     candidate best = {.kernel = -1, .tuned = -1};

@@ -10,6 +10,9 @@
  *     (kiln_shape_class_distance), unless the cost model rates its kernel
  *     more than KILN_DISPATCH_NEAREST_OVERRULE behind its own first
  *                                                           ("nearest class")
+ *   ▸ for fprop/dgrad with epilogue terms: the catalog's kernel with those
+ *     terms of the tile and schedule the two rules above name for the same
+ *     call without them                                    ("twin")
  *   ▸ the generated kernel the cost model ranks first (dispatch_model.h)
  *     among the catalog's defaults and the tables' kernels that serve the
  *     call                                                  ("model")
@@ -70,6 +73,8 @@ typedef enum kiln_dispatch_rule {
     KILN_DISPATCH_BY_NEAREST,       /* the entry of the nearest measured class */
     KILN_DISPATCH_BY_MODEL,         /* the cost model's first */
     KILN_DISPATCH_BY_CUBLASLT,
+    KILN_DISPATCH_BY_TWIN,          /* the catalog's kernel of the tile the tables
+                                       name for the call without its epilogue terms */
 } kiln_dispatch_rule;
 
 /* The farthest (kiln_shape_class_distance, octaves) a measured class may

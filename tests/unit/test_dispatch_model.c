@@ -7,7 +7,8 @@
  * tie window, accumulating wgrad's choice by shape class, the cost model's
  * choice on shapes whose answer is clear, dispatch with tables off, the
  * dbias signature's own entry, kernels of other types (fp8) never chosen
- * for a bf16 call, and each fp8 recipe's own entry.  Fake catalogs and
+ * for a bf16 call, each fp8 recipe's own entry, and calls with epilogue
+ * terms served by the twin of the plain call's kernel.  Fake catalogs and
  * tables; no GPU. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -637,6 +638,83 @@ static void test_fp8_recipes_own_entries(void **state)
     kiln_tuning_table_destroy(t);
 }
 
+/* Epilogue terms with no entry of their own (forty-ninth session): the
+ * plain call's entry (exact, else its nearest class) names a tile and
+ * schedule, and the catalog's kernel with the terms of that tile serves
+ * the call, where the model alone takes another; a tile with no such
+ * twin leaves the call to the model; an entry of the call's own
+ * signature, and the tables skipped, come first as before. */
+static void test_epilogue_twin(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "plain_128x128", KILN_OP_FPROP, 128, 128, "pingpong");
+    add(&c, "plain_64x256", KILN_OP_FPROP, 64, 256, "pingpong");
+    kiln_kernel_desc *e128 = add(&c, "epi_128x128", KILN_OP_FPROP, 128, 128, "pingpong");
+    add(&c, "epi_64x256", KILN_OP_FPROP, 64, 256, "pingpong");
+    kiln_kernel_desc *e64c = add(&c, "epi_64x256_coop", KILN_OP_FPROP, 64, 256, "cooperative");
+    for (kiln_kernel_desc *d = e128; d <= e64c; d++) { /* the three with terms */
+        d->epilogue.row_scale = 1;
+        d->epilogue.bias = KILN_BIAS_PER_GROUP;
+    }
+    catalog w = {0};
+    kiln_kernel_desc *t64 = add(&w, "tuned_64x256", KILN_OP_FPROP, 64, 256, "pingpong");
+    t64->stages = 5;
+    kiln_kernel_desc *t256 = add(&w, "tuned_128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_kernel_desc *t_epi = add(&w, "tuned_epi", KILN_OP_FPROP, 128, 128, "pingpong");
+    t_epi->epilogue.row_scale = 1;
+    kiln_tuning_table *t = empty_table();
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 4096);
+    add_entry(t, &p, t64, &w.l[0], 0.5);
+
+    p.epilogue.d_row_scale = FAKE(0x500000);
+    /* The model alone takes the 128-row tile here. */
+    expect_chosen(&c, &p, t, KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST,
+                  KILN_DISPATCH_BY_MODEL, "epi_128x128");
+    kiln_dispatch_choice ch = expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_TWIN, "epi_64x256");
+    kiln_test_has(ch.reason, "twin of the plain call's kernel: epi_64x256 (64x256 pingpong",
+                  "as tuned_64x256, tuned for t1024.g32.n4096.k4096");
+    /* With the bias too; and a plain call keeps the plain entry. */
+    p.epilogue.d_bias = FAKE(0x600000);
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_TWIN, "epi_64x256");
+    p.epilogue.d_bias = p.epilogue.d_row_scale = NULL;
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_EXACT, "tuned_64x256");
+    /* Past a class edge: the plain call's nearest class names the tile. */
+    p.epilogue.d_row_scale = FAKE(0x500000);
+    p.capacity = 32 * 1025;
+    ch = expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_TWIN, "epi_64x256");
+    kiln_test_has(ch.reason, "nearest class for t1024.g32.n4096.k4096", "as tuned_64x256");
+    /* A tile no kernel with the terms has: the model. */
+    kiln_tuning_table_destroy(t);
+    p.capacity = 32 * 1024;
+    p.epilogue.d_row_scale = NULL;
+    t = one_entry_table(&p, t256, &w.l[1]);
+    p.epilogue.d_row_scale = FAKE(0x500000);
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_MODEL, "epi_128x128");
+    /* The call's own signature measured: its entry. */
+    add_entry(t, &p, t_epi, &w.l[2], 0.6);
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_EXACT, "tuned_epi");
+    kiln_tuning_table_destroy(t);
+    /* The twin follows the plain call as dispatch serves it: where the
+     * model overrules the plain call's nearest class, no twin. */
+    kiln_kernel_desc *e64x64 = add(&c, "epi_64x64", KILN_OP_FPROP, 64, 64, "pingpong");
+    e64x64->epilogue.row_scale = 1;
+    e64x64->epilogue.bias = KILN_BIAS_PER_GROUP;
+    kiln_kernel_desc *t64x64 = add(&w, "tuned_64x64", KILN_OP_FPROP, 64, 64, "pingpong");
+    p.epilogue.d_row_scale = NULL;
+    t = one_entry_table(&p, t64x64, &w.l[3]);
+    p.epilogue.d_row_scale = FAKE(0x500000);
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_TWIN, "epi_64x64");
+    p.capacity = 32 * 1200;
+    p.epilogue.d_row_scale = NULL;
+    ch = expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_MODEL, "plain_128x128");
+    kiln_test_has(ch.reason, "overrules the nearest class");
+    p.epilogue.d_row_scale = FAKE(0x500000);
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_MODEL, "epi_128x128");
+    kiln_tuning_table_destroy(t);
+}
+
 KILN_TEST_MAIN(
     cmocka_unit_test(test_nearest_class_no_cliff),
     cmocka_unit_test(test_nearest_radius_by_call),
@@ -652,4 +730,5 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_tables_off),
     cmocka_unit_test(test_dbias_gets_its_own_entry),
     cmocka_unit_test(test_types_must_match),
-    cmocka_unit_test(test_fp8_recipes_own_entries))
+    cmocka_unit_test(test_fp8_recipes_own_entries),
+    cmocka_unit_test(test_epilogue_twin))
