@@ -31,7 +31,10 @@ kiln would be with the variable set: a default or a kernel a table entry
 serves, not an entry's runner-up, which the bundle also holds.)  With
 --dbias (wgrad), every side also runs computing the bias gradient into an
 fp32 [G,N] buffer, as a side NAME+db checked against the groups' sums of
-dY: what db costs each kernel, in one process.  With --ptrs, fprop and
+dY: what db costs each kernel, in one process.  With --scale (fprop,
+dgrad) likewise each side also scales the output's rows in its epilogue
+(routing weights), as a side NAME+s: what the epilogue costs, and which
+kernel dispatch serves such a call with.  With --ptrs, fprop and
 dgrad also run with the weights as G separate tensors through a pointer
 table (as kiln.nn.GroupedLinear passes per-expert weights), on the
 shipped tables: issue 15's pointer weights against contiguous ones.
@@ -125,6 +128,9 @@ def main():
                          "as G separate tensors (a pointer table), against the contiguous ones")
     ap.add_argument("--dbias", action="store_true",
                     help="wgrad: each side also computing db (fp32 [G,N]), as a side NAME+db")
+    ap.add_argument("--scale", action="store_true",
+                    help="fprop/dgrad: each side also scaling the output's rows (routing "
+                         "weights) in its epilogue, as a side NAME+s")
     ap.add_argument("variants", nargs="+", help="NAME=TUNING_TABLE, or NAME= for the shipped tables")
     a = ap.parse_args()
     only = set(a.only.split(","))
@@ -134,6 +140,8 @@ def main():
             for name, table in variant_tables(a.variants, "variant_bench.py")}
     if a.dbias and a.op != "wgrad":
         sys.exit("variant_bench.py: --dbias is for --op wgrad")
+    if a.scale and a.op == "wgrad":
+        sys.exit("variant_bench.py: --scale is for --op fprop or dgrad")
     ptrs_ctx = _torch.attach(_lib.Context(device=dev)) if a.ptrs else None
     torch.manual_seed(0)
     print(f"device: {torch.cuda.get_device_name()}; op {a.op}; {a.rounds} rounds of {a.reps}"
@@ -154,6 +162,12 @@ def main():
             for name, ctx in ctxs.items():
                 calls[name + "+db"] = (ctx, lambda: _torch.launch(mat_a, mat_b, offs, out=out,
                                                                   dbias=db))
+        if a.scale:
+            p = torch.rand(T, device=x.device) + 0.5
+            ref_s = ref * p[:, None]
+            for name, ctx in ctxs.items():
+                calls[name + "+s"] = (ctx, lambda: kiln.grouped_mm(mat_a, mat_b, offs, out=out,
+                                                                   row_scale=p))
         if a.ptrs and a.op != "wgrad":
             pb, table = pointer_weights(a.op, w)
             calls["ptrs"] = (ptrs_ctx, lambda: _torch.launch(mat_a, pb, offs, out=out,
@@ -166,7 +180,8 @@ def main():
             if with_db:
                 db.fill_(float("nan"))
             fn()
-            err = max(rel_err(out, ref), rel_err(db, db_ref) if with_db else 0.0)
+            err = max(rel_err(out, ref_s if name.endswith("+s") else ref),
+                      rel_err(db, db_ref) if with_db else 0.0)
             served[name] = ctx.last_call()["kernel"]
             if with_db and ctx.no_dbias:
                 served[name] += " (db by torch: the kernel refused it)"
@@ -176,6 +191,8 @@ def main():
             sides[name] = fn
         sides["torch"] = lambda: torch._grouped_mm(mat_a, mat_b, offs=offs)  # noqa: E731
         del ref
+        if a.scale:
+            del ref_s
         ms = alternate(sides, a.reps, a.rounds, a.warm)
         fl = floor_ms(a.op, G, T, K, N)
         first = next(iter(ms))
