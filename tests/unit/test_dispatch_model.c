@@ -675,6 +675,12 @@ static void test_epilogue_twin(void **state)
     kiln_dispatch_choice ch = expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_TWIN, "epi_64x256");
     kiln_test_has(ch.reason, "twin of the plain call's kernel: epi_64x256 (64x256 pingpong",
                   "as tuned_64x256, tuned for t1024.g32.n4096.k4096");
+    /* Per-expert weight pointers (GroupedLinear's fc2 with routing
+     * weights): the contiguous plain call's tile, a twin that takes them. */
+    e128->weights = e64c->weights = c.d[3].weights = KILN_WEIGHTS_ANY;
+    p.d_b_ptrs = FAKE(0x700000);
+    expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_TWIN, "epi_64x256");
+    p.d_b_ptrs = NULL;
     /* With the bias too; and a plain call keeps the plain entry. */
     p.epilogue.d_bias = FAKE(0x600000);
     expect_chosen(&c, &p, t, 0, KILN_DISPATCH_BY_TWIN, "epi_64x256");
