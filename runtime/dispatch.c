@@ -316,74 +316,6 @@ static int should_use_nearest(const kiln_dispatch_input *in, const kiln_dispatch
     return 1;
 }
 
-/* 1 if a and b have one tile and schedule (what the twin rule matches). */
-static int same_tile(const kiln_kernel_desc *a, const kiln_kernel_desc *b)
-{
-    return a->tile_m == b->tile_m && a->tile_n == b->tile_n && a->tile_k == b->tile_k &&
-           !strcmp(a->schedule, b->schedule);
-}
-
-static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p);
-
-/* fprop and dgrad with epilogue terms (bias, row scale, per-group alpha,
- * beta*C) whose own signature the tables lack: the tables' kernel for the
- * same call without the terms (its exact entry, else its nearest class
- * within the radius) names a tile and schedule, and the catalog's default
- * of that tile and schedule that serves the call does, the model ranking
- * several.  The tuner times plain calls; the terms cost every tile about
- * the same, so the plain call's best tile stays the best.  The model alone
- * had put 128x128 epilogue kernels on shapes whose plain entry is 64x256
- * pingpong, 1.10-1.17x the plain call's time (fp8 row-wise with a row
- * scale on mod64_1, dirichlet_g128, H200; docs/dispatch.md, forty-ninth
- * session).  No twin (the terms' kernels come in fewer tiles): 0, and the
- * model chooses. */
-static int should_use_twin(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
-                           kiln_dispatch_choice *out)
-{
-    const kiln_problem *p = in->problem;
-    const kiln_epilogue *ep = &p->epilogue;
-    if (p->op == KILN_OP_WGRAD || in->only_kernel || !tables_usable(in)) return 0;
-    if (!ep->d_bias && !ep->d_row_scale && !ep->d_alpha && ep->beta == 0.0f) return 0;
-    kiln_problem q = *p;
-    q.epilogue.d_bias = q.epilogue.d_row_scale = q.epilogue.d_alpha = NULL;
-    q.epilogue.beta = 0.0f;
-    q.epilogue.scale_bias = 0;
-    q.d_b_ptrs = NULL;
-    kiln_dispatch_input plain_in = *in;
-    plain_in.problem = &q;
-    kiln_dispatch_choice plain;
-    kiln_error err;
-    if (kiln_dispatch_with(&plain_in, o, &plain, &err) != KILN_OK || plain.tuned < 0 ||
-        (plain.rule != KILN_DISPATCH_BY_EXACT && plain.rule != KILN_DISPATCH_BY_NEAREST))
-        return 0;
-    const kiln_tuning_entry *e = kiln_tuning_table_at(in->tuning, (size_t)plain.tuned);
-    candidate best = {.kernel = -1, .tuned = -1};
-    int n = 0;
-    for (size_t i = 0; i < in->n_kernels; i++) {
-        char why[200];
-        const kiln_dispatch_kernel *k = &in->kernels[i];
-        if (!same_tile(k->desc, &e->kdesc) || !width_suits(k->desc, p) ||
-            !kiln_should_use_kernel(k, in->arch, p, why, sizeof why))
-            continue;
-        candidate c = {.k = *k, .kernel = (long)i, .tuned = -1};
-        kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, &c.est);
-        if (!n++ || ranks_before(&c, &best, p)) best = c;
-    }
-    if (!n) return 0;
-    char cls[32];
-    kiln_shape_class_name(&e->key.shape, cls, sizeof cls);
-    const kiln_kernel_desc *t = best.k.desc;
-    out->backend = KILN_BACKEND_GENERATED;
-    out->kernel = best.kernel;
-    out->tuned = -1;
-    out->rule = KILN_DISPATCH_BY_TWIN;
-    snprintf(out->reason, sizeof out->reason,
-             "twin of the plain call's kernel: %s (%dx%d %s, as %s, %s for %s without the "
-             "epilogue terms)", t->name, t->tile_m, t->tile_n, t->schedule, e->kernel,
-             plain.rule == KILN_DISPATCH_BY_EXACT ? "tuned" : "nearest class", cls);
-    return 1;
-}
-
 /* A default 192 columns wide is ranked only on output widths that 192
  * divides and 256 does not (GPT-OSS's 2880 and 5760), where the 256-wide
  * tile pads its last column of tiles.  Elsewhere the model's whole-wave
@@ -398,10 +330,19 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
     return cols % 192 == 0 && cols % 256 != 0;
 }
 
+/* 1 if a and b have one tile and schedule (what the twin rule matches). */
+static int same_tile(const kiln_kernel_desc *a, const kiln_kernel_desc *b)
+{
+    return a->tile_m == b->tile_m && a->tile_n == b->tile_n && a->tile_k == b->tile_k &&
+           !strcmp(a->schedule, b->schedule);
+}
+
 /* The model's first among the catalog's defaults that serve the call (the
- * tables' kernels when none does); -1 if none (why says so). */
+ * tables' kernels when none does), of tile's tile and schedule where tile
+ * is given; -1 if none (why says so). */
 static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
-                                candidate *best, int *n_served, char *why, size_t why_size)
+                                const kiln_kernel_desc *tile, candidate *best, int *n_served,
+                                char *why, size_t why_size)
 {
     const kiln_problem *p = in->problem;
     *n_served = 0;
@@ -425,6 +366,7 @@ static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispat
             continue;
         }
         if (!in->only_kernel && !width_suits(in->kernels[i].desc, p)) continue;
+        if (tile && !same_tile(in->kernels[i].desc, tile)) continue;
         candidate c = {.k = in->kernels[i], .kernel = (long)i, .tuned = -1};
         kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, &c.est);
         if (!(*n_served)++ || ranks_before(&c, best, p)) *best = c;
@@ -440,7 +382,7 @@ static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispat
         candidate c = {.kernel = -1, .tuned = (long)i};
         if (in->only_kernel && strcmp(kiln_tuning_table_at(in->tuning, i)->kernel, in->only_kernel))
             continue;
-        if (!entry_serves(in, i, &c.k)) continue;
+        if (!entry_serves(in, i, &c.k) || (tile && !same_tile(c.k.desc, tile))) continue;
         kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, &c.est);
         if (!(*n_served)++ || ranks_before(&c, best, p)) *best = c;
     }
@@ -456,6 +398,59 @@ static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispat
             snprintf(why, why_size, "no generated kernel for %s (the catalog is empty)", call);
     }
     return *n_served > 0;
+}
+
+/* fprop and dgrad with epilogue terms (bias, row scale, per-group alpha,
+ * beta*C) whose own signature the tables lack: the same call without the
+ * terms (and with contiguous weights, as the tuner times it) is dispatched,
+ * and where the tables serve it (its exact entry, or its nearest class
+ * when the model does not overrule that), the kernel with the call's
+ * terms of that entry's tile and schedule serves, the model ranking
+ * several.  The tuner times plain calls; the terms cost every tile about
+ * the same, so the plain call's best tile stays the best.  The model alone
+ * had put 128x128 epilogue kernels on shapes whose plain entry is 64x256
+ * pingpong, 1.10-1.17x the plain call's time (fp8 row-wise with a row
+ * scale on mod64_1, dirichlet_g128); following a nearest class the model
+ * overrules took 64x256 at 1.04-1.06x where the model's 128x128 ran
+ * 0.90-0.98x (bf16, two held-out layers; H200, docs/dispatch.md,
+ * forty-ninth session).  No twin (the terms' kernels come in fewer tiles):
+ * 0, and the model chooses. */
+static int should_use_twin(const kiln_dispatch_input *in, const kiln_dispatch_options *o,
+                           kiln_dispatch_choice *out)
+{
+    const kiln_problem *p = in->problem;
+    const kiln_epilogue *ep = &p->epilogue;
+    if (p->op == KILN_OP_WGRAD || in->only_kernel) return 0;
+    if (!ep->d_bias && !ep->d_row_scale && !ep->d_alpha && ep->beta == 0.0f) return 0;
+    kiln_problem q = *p;
+    q.epilogue.d_bias = q.epilogue.d_row_scale = q.epilogue.d_alpha = NULL;
+    q.epilogue.beta = 0.0f;
+    q.epilogue.scale_bias = 0;
+    q.d_b_ptrs = NULL;
+    kiln_dispatch_input plain_in = *in;
+    plain_in.problem = &q;
+    kiln_dispatch_choice plain;
+    kiln_error err;
+    if (kiln_dispatch_with(&plain_in, o, &plain, &err) != KILN_OK ||
+        (plain.rule != KILN_DISPATCH_BY_EXACT && plain.rule != KILN_DISPATCH_BY_NEAREST))
+        return 0;
+    const kiln_tuning_entry *e = kiln_tuning_table_at(in->tuning, (size_t)plain.tuned);
+    candidate best;
+    int n;
+    char why[512];
+    if (!should_use_generated(in, o, &e->kdesc, &best, &n, why, sizeof why)) return 0;
+    char cls[32];
+    kiln_shape_class_name(&e->key.shape, cls, sizeof cls);
+    const kiln_kernel_desc *t = best.k.desc;
+    out->backend = KILN_BACKEND_GENERATED;
+    out->kernel = best.kernel;
+    out->tuned = best.tuned;
+    out->rule = KILN_DISPATCH_BY_TWIN;
+    snprintf(out->reason, sizeof out->reason,
+             "twin of the plain call's kernel: %s (%dx%d %s, as %s, %s for %s without the "
+             "epilogue terms)", t->name, t->tile_m, t->tile_n, t->schedule, e->kernel,
+             plain.rule == KILN_DISPATCH_BY_EXACT ? "tuned" : "nearest class", cls);
+    return 1;
 }
 
 static int should_use_cublaslt(const kiln_dispatch_input *in, char *why, size_t why_size)
@@ -553,7 +548,7 @@ kiln_status kiln_dispatch_with(const kiln_dispatch_input *in, const kiln_dispatc
     char why_gen[512], why_lt[200];
     candidate best = {.kernel = -1, .tuned = -1};
     int n = 0;
-    const int generated = should_use_generated(in, o, &best, &n, why_gen, sizeof why_gen);
+    const int generated = should_use_generated(in, o, NULL, &best, &n, why_gen, sizeof why_gen);
     const double overruled = nearest_chosen && generated ? model_overrules(in, o, out, &best) : 0;
     if (nearest_chosen && overruled == 0) return KILN_OK;
     if (generated) {
