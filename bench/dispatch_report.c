@@ -17,7 +17,7 @@
  * the call of a kind is made the way kiln tune makes it (tuner.c,
  * kiln_tune_problem_of from the default's kiln_tune_config_of).
  * Four choices per case and kind:
- *   dispatch    the whole cascade with the tables (exact ▸ nearest ▸ model);
+ *   dispatch    the whole cascade with the tables (exact ▸ nearest ▸ twin ▸ model);
  *   model       the model alone over the catalog's defaults, no tables
  *               (what KILN_TUNING=off does today);
  *   model_all   the model alone over every catalog kernel, the tables'

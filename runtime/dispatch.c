@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* dispatch.c — the backend cascade: exact table ▸ nearest class ▸ model ▸
+/* dispatch.c — the backend cascade: exact table ▸ nearest class ▸ twin ▸ model ▸
  * cuBLASLt (see dispatch.h). */
 #include <stdio.h>
 #include <string.h>
