@@ -348,8 +348,9 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
     """Times each named kernel (KILN_KERNEL) on the case: its op and recipe
     from its name (sm90_{fprop,dgrad}_e4m3_{row,block,...}).  A name ending
     in "+s" is called with a row scale (routing weights) in its epilogue;
-    "fprop@table" / "dgrad@table" (row-wise, fast) are the shipped tables'
-    choice, so "fprop@table+s" is what dispatch serves such a call with.
+    "fprop@table" / "dgrad@table" (row-wise, fast; "fprop@table_block" the
+    block recipe) are the shipped tables' choice, so "fprop@table+s" is
+    what dispatch serves such a call with.
     With --steady the kernels of one op are timed in alternating rounds
     (python/bench/steady.py) and each is given against the op's first."""
     G, T = len(sizes), sum(sizes)
@@ -467,7 +468,8 @@ def main():
     ap.add_argument("--compare", default="",
                     help="comma-separated kernel names: time each (KILN_KERNEL) on the cases "
                          "instead of the table against torch; NAME+s with a row scale in its "
-                         "epilogue, fprop@table / dgrad@table what the tables serve")
+                         "epilogue, fprop@table / dgrad@table (fprop@table_block ...) what "
+                         "the tables serve")
     ap.add_argument("--variants", nargs="*", default=[],
                     help="NAME=TUNING_TABLE (NAME= for the shipped tables): row-wise fprop served "
                          "by each, against torch, at steady state (variant_bench.py's method)")
