@@ -58,11 +58,6 @@ typedef kiln_layout<STG_WARP_BYTES> kiln_gemm_layout;
  * the tile's first k-block).  Not in clusters yet: this form has not run
  * on a GPU with a pair (the first form did, in the block kernels). */
 constexpr int HOLD_STRIDE = (STAGE_BYTES / (CONSUMERS * 4)) & ~1023;
-
-/* The fp8 row recipe's column scales in kiln_epilogue_tma: loaded one box
- * ahead where a cooperative tile wider than 128 also has epilogue terms
- * (all of them at once spilled there), else all before the first box. */
-constexpr bool CSC_AHEAD = FP8_RECIPE == 2 && !PINGPONG && BN > 128 && (EPI_BIAS || EPI_ROW_SCALE || FP8_PROMOTE);
 constexpr int HOLD_FIT = HOLD_STRIDE / 2048;
 constexpr int HOLD_BOXES = !EPI_TMA || PINGPONG || FP8_PROMOTE || CS > 1 || SHARE_BOXES - STG_BUFS < 2 ? 0
                          : SHARE_BOXES - STG_BUFS < HOLD_FIT ? SHARE_BOXES - STG_BUFS : HOLD_FIT;
@@ -662,19 +657,16 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
     kiln_row_terms(args, T, wrow0, lane, rmul, bmul);
     /* fp8 row recipe: this lane's column scales of each box column, before
      * the first store (see kiln_epilogue); n_out is a multiple of 8, so a
-     * clamped pair is in bounds.  CSC_AHEAD: only one box ahead, in a ring
-     * of two boxes' scales (all of a 128x256 tile's, 64 registers beside
-     * 128 sums, spilled 56-140 bytes once epilogue terms were compiled in). */
-    const float *fsb = args.scale_b + (long long)T.g * P.n_out;
-    float2 csc[FP8_RECIPE == 2 ? (CSC_AHEAD ? 2 : BN / OCW) : 1][OCW / 8];
-    auto load_csc = [&](float2 (&cs)[OCW / 8], int q) {
-#pragma unroll
-        for (int j = 0; j < OCW / 8; ++j)
-            cs[j] = *(const float2 *)(fsb + min(T.col0 + q * OCW + 8 * j + 2 * (lane & 3), P.n_out - 2));
-    };
+     * clamped pair is in bounds */
+    float2 csc[FP8_RECIPE == 2 ? BN / OCW : 1][OCW / 8];
     if (FP8_RECIPE == 2) {
+        const float *fsb = args.scale_b + (long long)T.g * P.n_out;
 #pragma unroll
-        for (int q = 0; q < (CSC_AHEAD ? 1 : BN / OCW); ++q) load_csc(csc[q], q);
+        for (int q = 0; q < BN / OCW; ++q)
+#pragma unroll
+            for (int j = 0; j < OCW / 8; ++j)
+                csc[q][j] = *(const float2 *)(fsb + min(T.col0 + q * OCW + 8 * j + 2 * (lane & 3),
+                                                        P.n_out - 2));
     }
     /* box b of the warp's share: its first row and column; false when it
      * holds no output (past the group's rows or n_out) */
@@ -691,7 +683,6 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
         __syncwarp();
 #pragma unroll
         for (int b = b0; b < b0 + EPI_BOXES && b < SHARE_BOXES; ++b) {
-            if (CSC_AHEAD && b + 1 < SHARE_BOXES) load_csc(csc[(b + 1) & 1], (b + 1) % (BN / OCW));
             int wrow, col0;
             if (!place(b, wrow, col0)) continue;
             const int mi = b / (BN / OCW), q = b % (BN / OCW);
@@ -702,7 +693,7 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
                  * bounds once clamped) */
                 const int c = min(col0 + 8 * j + 2 * (lane & 3), P.n_out - 2);
                 float2 cm = make_float2(1.0f, 1.0f), bv = make_float2(0.0f, 0.0f);
-                if (FP8_RECIPE == 2) cm = csc[CSC_AHEAD ? b & 1 : q][j];
+                if (FP8_RECIPE == 2) cm = csc[q][j];
                 if (use_bias) bv = kiln_load2(bias + (long long)c * OSZ);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
