@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""held_alone_csv.py - python/bench/variant_bench.py's held-alone times as
-`kiln tune --csv` rows, for scripts/table_from_csv.py --supersede.
+"""held_alone_csv.py - python/bench/variant_bench.py's held-alone times (or
+fp8_bench.py's alternating ones) as `kiln tune --csv` rows, for
+scripts/table_from_csv.py --supersede.
 
-    scripts/held_alone_csv.py --log VARIANT_LOG --sides NAME,... [--exclude SHAPE,...]
-                              TUNE_CSV... > OUT.csv
+    scripts/held_alone_csv.py --log LOG --sides NAME,... [--exclude SHAPE,...]
+                              [--keys OP:CLASS,...] TUNE_CSV... > OUT.csv
 
 On shapes at the card's power limit the reliable comparison of kernels is
 each held alone for a few seconds (docs/tuning.md, "Order matters on a hot
@@ -16,7 +17,17 @@ CSVs (those runs' --csv) whose variant is the kernel that side served on
 that case and op is written again with the held-alone time in median_ms
 (TFLOP/s recomputed), the shape named SHAPE@held and the note "held alone
 S s"; the class, types and every other column stay the tune run's.
---exclude leaves shapes out (held-out layers must not shape the table).
+--exclude leaves shapes out (held-out layers must not shape the table);
+--keys keeps only the rows of those tuning keys (a re-time of some classes
+must give every shape of each, or table_from_csv.py --supersede would
+choose its entry from part of the class).
+
+A log of python/bench/fp8_bench.py --steady --compare (one line a case and
+side: "  CASE SIDE MS ms ... KERNEL", the sides of one op timed in
+alternating rounds) is read the same way: each side's time there, with the
+shape named SHAPE@steady and the note "alternating at steady state".  Such
+a log has no held-alone lines; its sides are its kernel names
+(fprop@table for the tables' choice).
 Exit 2 on bad input, naming the file and line.
 """
 import argparse
@@ -27,6 +38,7 @@ import sys
 CASE = re.compile(r"^(\S+) (fprop|dgrad|wgrad): torch ")
 SERVED = re.compile(r"^  (\S+) +[0-9.]+ ms  x[0-9.]+ torch .* (\S+)$")
 HELD = re.compile(r"^  (\S+) +alone for ([0-9.]+) s: +([0-9.]+) ms at ")
+COMPARE = re.compile(r"^  (\S+) +(\S+) +([0-9.]+) ms +[0-9.]+ TFLOP/s .* of the first .* (\S+)$")
 
 
 class Bad(Exception):
@@ -34,12 +46,20 @@ class Bad(Exception):
 
 
 def read_log(path):
-    """({(case, op, side): kernel}, {(case, op, side): (ms, seconds)}) from a
-    variant_bench.py --sample log."""
+    """({(case, op, side): kernel}, {(case, op, side): (ms, shape suffix,
+    note)}) from a variant_bench.py --sample log or an fp8_bench.py --steady
+    --compare log."""
     served, held, cur = {}, {}, None
     with open(path) as f:
         for n, line in enumerate(f, 1):
             line = line.rstrip("\n")
+            m = COMPARE.match(line)
+            if m:
+                case, side, ms, kernel = m.groups()
+                key = (case, "dgrad" if "dgrad" in side else "fprop", side)
+                served[key] = kernel
+                held[key] = (float(ms), "@steady", "alternating at steady state")
+                continue
             m = CASE.match(line)
             if m:
                 cur = (m.group(1), m.group(2))
@@ -50,11 +70,13 @@ def read_log(path):
             if cur is None:
                 raise Bad("%s:%d: a side's line before any case line" % (path, n))
             if m.re is HELD:
-                held[cur + (m.group(1),)] = (float(m.group(3)), m.group(2))
+                held[cur + (m.group(1),)] = (float(m.group(3)), "@held",
+                                             "held alone %s s" % m.group(2))
             else:
                 served[cur + (m.group(1),)] = m.group(2)
     if not held:
-        raise Bad("%s: no held-alone lines (variant_bench.py --sample S)" % path)
+        raise Bad("%s: no held-alone lines (variant_bench.py --sample S) and no "
+                  "fp8_bench.py --compare lines" % path)
     return served, held
 
 
@@ -63,18 +85,23 @@ def main():
     ap.add_argument("--log", required=True, help="variant_bench.py --sample output")
     ap.add_argument("--sides", required=True, help="comma-separated side names of the log")
     ap.add_argument("--exclude", default="", help="comma-separated shapes to leave out")
+    ap.add_argument("--keys", default="",
+                    help="comma-separated OP:CLASS: only rows of these (all, if none given)")
     ap.add_argument("csv", nargs="+", help="kiln tune --csv output of the sides' tables")
     a = ap.parse_args()
     try:
         served, held = read_log(a.log)
         sides = [s for s in a.sides.split(",") if s]
         skip = set(s for s in a.exclude.split(",") if s)
+        keys = set(tuple(k.split(":", 1)) for k in a.keys.split(",") if k)
+        if any(len(k) != 2 for k in keys):
+            raise Bad("--keys %s: each must be OP:CLASS" % a.keys)
         w, header, used = None, None, {s: 0 for s in sides}
         for path in a.csv:
             with open(path, newline="") as f:
                 r = csv.DictReader(f)
-                for col in ("variant", "shape", "op", "state", "median_ms", "tflops", "groups",
-                            "tokens_per_group", "k", "n", "note"):
+                for col in ("variant", "shape", "op", "class", "state", "median_ms", "tflops",
+                            "groups", "tokens_per_group", "k", "n", "note"):
                     if col not in (r.fieldnames or []):
                         raise Bad("%s: no column %s (not kiln tune --csv output)" % (path, col))
                 if header is None:
@@ -86,16 +113,17 @@ def main():
                 for row in r:
                     if row["state"] != "timed" or row["shape"] in skip:
                         continue
+                    if keys and (row["op"], row["class"]) not in keys:
+                        continue
                     for side in sides:
                         key = (row["shape"], row["op"], side)
                         if served.get(key) != row["variant"] or key not in held:
                             continue
-                        ms, secs = held[key]
+                        ms, suffix, note = held[key]
                         flops = 2.0 * int(row["groups"]) * int(row["tokens_per_group"]) * \
                             int(row["n"]) * int(row["k"])
-                        out = dict(row, shape=row["shape"] + "@held", median_ms="%g" % ms,
-                                   tflops="%.4g" % (flops / (ms * 1e-3) / 1e12),
-                                   note="held alone %s s" % secs)
+                        out = dict(row, shape=row["shape"] + suffix, median_ms="%g" % ms,
+                                   tflops="%.4g" % (flops / (ms * 1e-3) / 1e12), note=note)
                         w.writerow(out)
                         used[side] += 1
         for side, n in used.items():
