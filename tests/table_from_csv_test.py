@@ -362,7 +362,14 @@ def test_shipped():
             # every discrete overwrite class re-timed with every candidate
             # (the raster sweep among them), the mean of two rounds of one
             # call, chosen within a band of ROBUST_DISCRETE (docs/dispatch.md)
-            DISCRETE_RETUNE]
+            DISCRETE_RETUNE,
+            # the row-wise fp8 classes whose entry was 128x256 cooperative,
+            # re-timed at steady state against the pingpong kernels other
+            # entries name, every shape of each class, the sides of an op
+            # alternating in one process (scripts/held_alone_csv.py --keys
+            # from python/bench/fp8_bench.py --steady --compare;
+            # docs/dispatch.md, fiftieth session)
+            "docs/results/session50-fp8-row-classes-steady-h200-2026-12-01.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
@@ -419,6 +426,60 @@ def test_held_alone(d):
           "its committed log and tune CSV " + err.strip())
 
 
+# fp8_bench.py --steady --compare lines: case, side, the alternating median,
+# ..., the kernel that served the side
+COMPARE_LOG = """fp8 ceiling: torch._scaled_mm 8192^3, fast accumulation: 1450.0 TFLOP/s
+  big              fprop@table       5.0000 ms  1000.0 TFLOP/s  0.690 of ceiling  x1.000 of the first  err 2.0e-03  %s
+  big              %s  4.5000 ms  1100.0 TFLOP/s  0.760 of ceiling  x0.900 of the first  err 2.0e-03  %s
+  held             fprop@table       3.0000 ms  1000.0 TFLOP/s  0.690 of ceiling  x1.000 of the first  err 2.0e-03  %s
+""" % (KA, KB, KB, KA)
+# the committed re-time of the fiftieth session (docs/dispatch.md)
+S50_SIDES = ",".join(["fprop@table", "fprop_sm90_e4m3_row__m64_n256_k128_s4_c1x1_rgroup_pingpong",
+                      "sm90_fprop_e4m3_row_128x128",
+                      "fprop_sm90_e4m3_row__m128_n128_k128_s4_c1x1_rgroup_pingpong",
+                      "dgrad@table", "dgrad_sm90_e4m3_row__m64_n256_k128_s4_c1x1_rgroup_pingpong",
+                      "dgrad_sm90_e4m3_row__m128_n128_k128_s6_c1x1_rgroup_pingpong",
+                      "dgrad_sm90_e4m3_row__m128_n128_k128_s4_c1x1_rgroup_pingpong"])
+S50_KEYS = ",".join("fprop:" + c for c in [
+    "t256.g8.n4096.k8192", "t256.g32.n4096.k8192", "t256.g32.nmax.k8192", "t1024.g32.n8192.k4096",
+    "t1024.g128.n2048.k1024", "t1024.g128.n2048.k2048", "t1024.g128.n4096.k2048",
+    "t1024.g128.n8192.k4096", "tmax.g8.n4096.kmax"]) + "," + ",".join("dgrad:" + c for c in [
+    "t1024.g32.nmax.k4096", "t1024.g32.nmax.k8192", "t1024.g128.n2048.k1024",
+    "t1024.g128.n2048.k2048"])
+
+
+def test_compare_log(d):
+    """held_alone_csv.py over an fp8_bench.py --compare log: each side's
+    alternating time on the rows of the kernel it served, --keys keeping
+    only some classes; the committed CSV is what it gives."""
+    log, tune = os.path.join(d, "c.log"), os.path.join(d, "tune_c.csv")
+    open(log, "w").write(COMPARE_LOG)
+    open(tune, "w").write("\n".join([HEADER + ",a,b,out"] + [
+        row(v, "fprop", sh, cls, "timed", ms) + ",e4m3,e4m3,bf16"
+        for v, sh, cls, ms in [(KA, "big", X, 4.0), (KB, "big", X, 4.1), (KC, "big", X, 3.0),
+                               (KA, "held", "t1.g1.n1.k1", 2.0)]]) + "\n")
+    rc, out, err = held("--log", log, "--sides", "fprop@table," + KB, tune)
+    got = [(r.split(",")[0], r.split(",")[4], r.split(",")[12], r.split(",")[17])
+           for r in out.splitlines()[1:]]
+    want = [(KA, "big@steady", "5", "alternating at steady state"),
+            (KB, "big@steady", "4.5", "alternating at steady state"),
+            (KA, "held@steady", "3", "alternating at steady state")]
+    check(rc == 0 and got == want, "held_alone_csv.py: a compare log's sides with their "
+          "alternating times (%s%s)" % (got, err.strip()))
+    rc, out, err = held("--log", log, "--sides", "fprop@table," + KB, "--keys", "fprop:" + X, tune)
+    check(rc == 0 and "held@steady" not in out and out.count("big@steady") == 2,
+          "held_alone_csv.py --keys: only the rows of those keys " + err.strip())
+    rc, _, err = held("--log", log, "--sides", "fprop@table", "--keys", "fprop", tune)
+    check(rc == 2 and "--keys" in err, "held_alone_csv.py: a key without its class refused: " + err)
+    res = os.path.join(ROOT, "docs", "results")
+    rc, out, err = held("--log", os.path.join(res, "session50-fp8-row-classes-steady-h200-2026-12-01.log"),
+                        "--sides", S50_SIDES, "--keys", S50_KEYS,
+                        os.path.join(res, "session15-fp8-tune-h200-2026-11-24.csv"))
+    want = open(os.path.join(res, "session50-fp8-row-classes-steady-h200-2026-12-01.csv")).read()
+    check(rc == 0 and out == want, "the committed steady-state CSV is what the script gives from "
+          "its committed log and the tune CSV " + err.strip())
+
+
 def main():
     kiln, bench = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as d:
@@ -427,6 +488,7 @@ def main():
         test_supersede(d)
         test_fake_tune(d, kiln)
         test_held_alone(d)
+        test_compare_log(d)
     test_shipped()
     print("%d failed" % len(failures) if failures else "all passed")
     return 1 if failures else 0
