@@ -26,8 +26,8 @@ the large cases run the card at its power limit, where the side timed
 first from a cool card has the edge).  The fp8 ceiling is torch._scaled_mm on
 8192^3 (fast accumulation, per-tensor scales) measured in the same process;
 each row gives kiln's fraction of it.  Prints one table; --json writes the
-rows.  --variants NAME=TABLE ... times row-wise fprop served by one-kernel
-tuning tables instead (variant_bench.py's method, for fp8), and --sample S
+rows.  --variants NAME=TABLE ... times row-wise fprop (--variants-ops
+fprop,dgrad: and dgrad) served by one-kernel tuning tables instead (variant_bench.py's method, for fp8), and --sample S
 then runs each side alone for S seconds under nvidia-smi sampling; with
 --alone S the table's rows are each also run alone for S seconds, and
 dgrad's time against fprop's is given from those runs.  --package makes
@@ -407,24 +407,28 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
                   f"err {err:.1e}  {served}", flush=True)
 
 
-def variants_case(variants, name, K, N, sizes, ceil, sample):
-    """Row-wise fprop on the case, served by each variant's context (a
-    one-kernel tuning table, as in variant_bench.py) and by torch (fast
-    accumulation), timed at steady state in alternating rounds; with
+def variants_case(variants, name, K, N, sizes, ceil, sample, op="fprop"):
+    """Row-wise fprop (or dgrad) on the case, served by each variant's
+    context (a one-kernel tuning table, as in variant_bench.py) and by torch
+    (fast accumulation), timed at steady state in alternating rounds; with
     sample > 0 each side then runs alone under nvidia-smi sampling."""
     G, T = len(sizes), sum(sizes)
     offs, bounds, x, w, dy = torch_peer.case_operands(K, N, sizes)
-    del dy
-    xq, xs = quant_rows(x)
-    wq, ws = quant_rows(w.view(G * N, K))
-    wq, ws = wq.view(G, N, K), ws.view(G, N)
-    del x, w
-    ref = torch.cat([deq_rows(xq[a:b], xs[a:b]) @ deq_rows(wq[g], ws[g]).t()
+    # fprop: X [T,K] by W [G,N,K]; dgrad: dY [T,N] by the transposed W [G,K,N]
+    a_src, b_src = (x, w) if op == "fprop" else (dy, w.transpose(1, 2).contiguous())
+    del x, w, dy
+    n_out, k_red = b_src.shape[1], b_src.shape[2]
+    aq, sa = quant_rows(a_src)
+    bq, sb = quant_rows(b_src.reshape(G * n_out, k_red))
+    bq, sb = bq.view(G, n_out, k_red), sb.view(G, n_out)
+    del a_src, b_src
+    ref = torch.cat([deq_rows(aq[a:b], sa[a:b]) @ deq_rows(bq[g], sb[g]).t()
                      for g, (a, b) in enumerate(bounds)])
-    y = torch.empty(T, N, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty(T, n_out, device="cuda", dtype=torch.bfloat16)
+    kop = _lib.OP_FPROP if op == "fprop" else _lib.OP_DGRAD
     sides, served = {}, {}
     for vname, kl in variants:
-        fn = kl.run(_lib.OP_FPROP, _lib.FP8_ROW, 0, xq, wq, y, xs, ws, offs, G, N, K)
+        fn = kl.run(kop, _lib.FP8_ROW, 0, aq, bq, y, sa, sb, offs, G, N, K)
         y.fill_(float("nan"))
         fn()
         torch.cuda.synchronize()
@@ -434,14 +438,14 @@ def variants_case(variants, name, K, N, sizes, ceil, sample):
             print(f"  {name} {vname}: WRONG, relative error {err:.2e} ({served[vname]})")
             continue
         sides[vname] = fn
-    sides["torch"] = lambda: torch._scaled_grouped_mm(xq, wq.transpose(-2, -1), xs, ws,
+    sides["torch"] = lambda: torch._scaled_grouped_mm(aq, bq.transpose(-2, -1), sa, sb,
                                                       offs=offs, out_dtype=torch.bfloat16,
                                                       use_fast_accum=True)
     del ref
     ms = alternate(sides, 20, 4, 0.5)
     flops = 2.0 * T * N * K
     first = next(iter(ms))
-    print(f"{name} fprop row: torch {ms['torch']:.4f} ms ({flops / ms['torch'] / 1e9:.1f} TFLOP/s)")
+    print(f"{name} {op} row: torch {ms['torch']:.4f} ms ({flops / ms['torch'] / 1e9:.1f} TFLOP/s)")
     for v in ms:
         if v != "torch":
             tf = flops / ms[v] / 1e9
@@ -473,6 +477,8 @@ def main():
     ap.add_argument("--variants", nargs="*", default=[],
                     help="NAME=TUNING_TABLE (NAME= for the shipped tables): row-wise fprop served "
                          "by each, against torch, at steady state (variant_bench.py's method)")
+    ap.add_argument("--variants-ops", default="fprop",
+                    help="with --variants: the ops, fprop and/or dgrad (comma-separated)")
     ap.add_argument("--cache-dir", help="where the variants' kernels are")
     ap.add_argument("--sample", type=float, default=0.0,
                     help="with --variants: each side alone this many seconds under nvidia-smi "
@@ -496,7 +502,8 @@ def main():
         variants = [(vname, Kiln(tuning_table=table, cache_dir=a.cache_dir))
                     for vname, table in variant_tables(a.variants, "fp8_bench.py")]
         for name, K, N, sizes in cases:
-            variants_case(variants, name, K, N, sizes, ceil, a.sample)
+            for op in a.variants_ops.split(","):
+                variants_case(variants, name, K, N, sizes, ceil, a.sample, op)
             torch.cuda.empty_cache()
         return
     if a.compare:
