@@ -82,7 +82,8 @@ def read_log(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--log", required=True, help="variant_bench.py --sample output")
+    ap.add_argument("--log", required=True,
+                    help="variant_bench.py --sample or fp8_bench.py --steady --compare output")
     ap.add_argument("--sides", required=True, help="comma-separated side names of the log")
     ap.add_argument("--exclude", default="", help="comma-separated shapes to leave out")
     ap.add_argument("--keys", default="",

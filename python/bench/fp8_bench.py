@@ -26,9 +26,10 @@ the large cases run the card at its power limit, where the side timed
 first from a cool card has the edge).  The fp8 ceiling is torch._scaled_mm on
 8192^3 (fast accumulation, per-tensor scales) measured in the same process;
 each row gives kiln's fraction of it.  Prints one table; --json writes the
-rows.  --variants NAME=TABLE ... times row-wise fprop (--variants-ops
-fprop,dgrad: and dgrad) served by one-kernel tuning tables instead (variant_bench.py's method, for fp8), and --sample S
-then runs each side alone for S seconds under nvidia-smi sampling; with
+rows.  --variants NAME=TABLE ... times row-wise fprop (with --variants-ops
+fprop,dgrad also dgrad) served by one-kernel tuning tables instead
+(variant_bench.py's method, for fp8), and --sample S then runs each side
+alone for S seconds under nvidia-smi sampling; with
 --alone S the table's rows are each also run alone for S seconds, and
 dgrad's time against fprop's is given from those runs.  --package makes
 every kiln call through kiln.scaled_grouped_mm (the Python package) instead
@@ -475,8 +476,9 @@ def main():
                          "epilogue, fprop@table / dgrad@table (fprop@table_block ...) what "
                          "the tables serve")
     ap.add_argument("--variants", nargs="*", default=[],
-                    help="NAME=TUNING_TABLE (NAME= for the shipped tables): row-wise fprop served "
-                         "by each, against torch, at steady state (variant_bench.py's method)")
+                    help="NAME=TUNING_TABLE (NAME= for the shipped tables): row-wise fprop "
+                         "(--variants-ops: or dgrad) served by each, against torch, at steady "
+                         "state (variant_bench.py's method)")
     ap.add_argument("--variants-ops", default="fprop",
                     help="with --variants: the ops, fprop and/or dgrad (comma-separated)")
     ap.add_argument("--cache-dir", help="where the variants' kernels are")
