@@ -408,11 +408,13 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
                   f"err {err:.1e}  {served}", flush=True)
 
 
-def variants_case(variants, name, K, N, sizes, ceil, sample, op="fprop"):
+def variants_case(variants, tables, name, K, N, sizes, ceil, sample, op="fprop"):
     """Row-wise fprop (or dgrad) on the case, served by each variant's
     context (a one-kernel tuning table, as in variant_bench.py) and by torch
     (fast accumulation), timed at steady state in alternating rounds; with
-    sample > 0 each side then runs alone under nvidia-smi sampling."""
+    sample > 0 each side then runs alone under nvidia-smi sampling.  A side
+    whose table did not serve its kernel is left out (variant_sides.not_served)."""
+    from variant_sides import not_served
     G, T = len(sizes), sum(sizes)
     offs, bounds, x, w, dy = torch_peer.case_operands(K, N, sizes)
     # fprop: X [T,K] by W [G,N,K]; dgrad: dY [T,N] by the transposed W [G,K,N]
@@ -437,6 +439,10 @@ def variants_case(variants, name, K, N, sizes, ceil, sample, op="fprop"):
         served[vname] = kl.kernel()
         if err > 2e-2:
             print(f"  {name} {vname}: WRONG, relative error {err:.2e} ({served[vname]})")
+            continue
+        why = not_served(tables.get(vname), served[vname])
+        if why:
+            print(f"  {name} {vname}: NOT THE VARIANT'S KERNEL, left out: {why}")
             continue
         sides[vname] = fn
     sides["torch"] = lambda: torch._scaled_grouped_mm(aq, bq.transpose(-2, -1), sa, sb,
@@ -500,12 +506,13 @@ def main():
     print(f"fp8 ceiling: torch._scaled_mm 8192^3, fast accumulation: {ceil:.1f} TFLOP/s", flush=True)
     cases = [c for c in torch_peer.load_cases(a.bench, a.cases) if not only or c[0] in only]
     if a.variants:
-        from variant_bench import variant_tables
+        from variant_sides import variant_tables
+        tables = dict(variant_tables(a.variants, "fp8_bench.py"))
         variants = [(vname, Kiln(tuning_table=table, cache_dir=a.cache_dir))
-                    for vname, table in variant_tables(a.variants, "fp8_bench.py")]
+                    for vname, table in tables.items()]
         for name, K, N, sizes in cases:
             for op in a.variants_ops.split(","):
-                variants_case(variants, name, K, N, sizes, ceil, a.sample, op)
+                variants_case(variants, tables, name, K, N, sizes, ceil, a.sample, op)
             torch.cuda.empty_cache()
         return
     if a.compare:

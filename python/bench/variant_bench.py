@@ -55,6 +55,7 @@ from bf16_bench import TOL, operands, reference  # noqa: E402
 from power_clock import print_held_alone  # noqa: E402
 from steady import alternate  # noqa: E402
 from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_err  # noqa: E402
+from variant_sides import not_served, variant_tables  # noqa: E402
 
 
 def side(ctx, call):
@@ -79,19 +80,6 @@ def pointer_weights(op, w):
     meta = torch.empty(w.shape, dtype=w.dtype, device="meta")
     return (meta.transpose(-2, -1) if op == "fprop" else meta), \
         _torch.pointer_table(copies, w.device)
-
-
-def variant_tables(specs, script):
-    """[(name, table or None)] of NAME=TUNING_TABLE arguments (NAME= for the
-    shipped tables alone, NAME=@KERNEL kept as "@KERNEL"); exits naming a
-    malformed one."""
-    out = []
-    for v in specs:
-        name, eq, table = v.partition("=")
-        if not eq or not name:
-            sys.exit(f"{script}: {v!r}: expected NAME=TUNING_TABLE or NAME=")
-        out.append((name, table or None))
-    return out
 
 
 def variant_context(dev, cache_dir, table):
@@ -136,8 +124,9 @@ def main():
     only = set(a.only.split(","))
     dev = torch.cuda.current_device()
     _torch.context(dev)   # torch's primary context current, as the package makes it
+    tables = dict(variant_tables(a.variants, "variant_bench.py"))
     ctxs = {name: _torch.attach(variant_context(dev, a.cache_dir, table))
-            for name, table in variant_tables(a.variants, "variant_bench.py")}
+            for name, table in tables.items()}
     if a.dbias and a.op != "wgrad":
         sys.exit("variant_bench.py: --dbias is for --op wgrad")
     if a.scale and a.op == "wgrad":
@@ -187,6 +176,11 @@ def main():
                 served[name] += " (db by torch: the kernel refused it)"
             if not err < TOL:
                 print(f"  {case} {name}: WRONG, relative error {err:.2e} ({served[name]})")
+                continue
+            # the plain calls only: with terms the twin rule may serve another kernel
+            why = not_served(tables[name], served[name]) if name in tables else None
+            if why:
+                print(f"  {case} {name}: NOT THE VARIANT'S KERNEL, left out: {why}")
                 continue
             sides[name] = fn
         sides["torch"] = lambda: torch._grouped_mm(mat_a, mat_b, offs=offs)  # noqa: E731

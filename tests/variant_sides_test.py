@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""python/bench/variant_sides.py: a variant's side is timed only where it
+served a kernel its variant names (a table whose entry's cubin is missing
+falls to the shipped choice; fiftieth session, docs/benchmarks.md)."""
+import os
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python", "bench"))
+
+from variant_sides import not_served, table_kernels, variant_tables  # noqa: E402
+
+ENTRY = ("sm_90a fprop e4m3 e4m3 bf16 plain t1024.g32.n4096.k8192 -> {k} "
+         "0000 0000 1.0 other 1.1 name={k}\n")
+
+
+class VariantSides(unittest.TestCase):
+    def setUp(self):
+        fd, self.table = tempfile.mkstemp(suffix=".tuning")
+        with os.fdopen(fd, "w") as f:
+            f.write("kiln-tuning 1\n# a comment naming -> not_a_kernel\n")
+            f.write(ENTRY.format(k="kern_a"))
+            f.write(ENTRY.format(k="kern_b"))
+
+    def tearDown(self):
+        os.unlink(self.table)
+
+    def test_table_kernels(self):
+        self.assertEqual(table_kernels(self.table), {"kern_a", "kern_b"})
+
+    def test_shipped_table_names_its_kernels(self):
+        shipped = os.path.join(ROOT, "specs", "tuning", "sm_90a.tuning")
+        names = table_kernels(shipped)
+        self.assertIn("fprop_sm90_bf16_plain__m64_n256_k64_s4_rgroup_pingpong", names)
+        self.assertNotIn("->", names)
+
+    def test_table_side(self):
+        self.assertIsNone(not_served(self.table, "kern_b"))
+        why = not_served(self.table, "sm90_fprop_e4m3_row_64x256")
+        self.assertIn("sm90_fprop_e4m3_row_64x256", why)
+        self.assertIn(self.table, why)
+        self.assertIsNotNone(not_served(self.table, "not_a_kernel"))
+
+    def test_forced_and_shipped_sides(self):
+        self.assertIsNone(not_served("@kern_a", "kern_a"))
+        self.assertIn("not kern_a", not_served("@kern_a", "kern_b"))
+        self.assertIsNone(not_served(None, "anything"))
+
+    def test_variant_tables(self):
+        self.assertEqual(variant_tables(["new=t.tuning", "old=", "k=@kern"], "x"),
+                         [("new", "t.tuning"), ("old", None), ("k", "@kern")])
+        with self.assertRaises(SystemExit):
+            variant_tables(["=t.tuning"], "x")
+
+
+if __name__ == "__main__":
+    unittest.main()
