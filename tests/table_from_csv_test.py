@@ -369,7 +369,11 @@ def test_shipped():
             # alternating in one process (scripts/held_alone_csv.py --keys
             # from python/bench/fp8_bench.py --steady --compare;
             # docs/dispatch.md, fiftieth session)
-            "docs/results/session50-fp8-row-classes-steady-h200-2026-12-01.csv"]
+            "docs/results/session50-fp8-row-classes-steady-h200-2026-12-01.csv",
+            # the block-scaled fp8 classes whose entry was cooperative,
+            # re-timed the same way against the 128x256 default at 3 stages
+            # (docs/dispatch.md, fifty-first session)
+            "docs/results/session51-fp8-block-classes-steady-h200-2026-12-01.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
@@ -480,6 +484,55 @@ def test_compare_log(d):
           "its committed log and the tune CSV " + err.strip())
 
 
+# the committed re-time of the fifty-first session: the block recipe's
+# cooperative classes, their entry against the 3-stage 128x256 default
+S51_SIDES = "fprop@table_block,sm90_fprop_e4m3_block_128x256,dgrad@table_block," \
+    "sm90_dgrad_e4m3_block_128x256"
+S51_KEYS = ",".join("fprop:" + c for c in [
+    "t1024.g128.n2048.k1024", "t1024.g128.n2048.k2048", "t1024.g128.n2048.k8192",
+    "t1024.g128.n4096.k2048", "t1024.g128.n8192.k4096", "t1024.g32.n4096.k4096",
+    "t1024.g32.n4096.k8192", "t1024.g32.n8192.k2048", "t1024.g32.n8192.k4096",
+    "t1024.g32.nmax.k4096", "t1024.g32.nmax.k8192", "t1024.g8.n4096.k8192",
+    "t1024.g8.nmax.k8192", "t256.g128.n2048.k2048", "t256.g128.n8192.k4096",
+    "t256.g32.n4096.k4096", "t256.g32.n4096.k8192", "t256.g32.nmax.k8192",
+    "t256.g8.n4096.k8192", "t256.gmax.n4096.k8192", "tmax.g32.n4096.k4096",
+    "tmax.g32.n4096.k8192", "tmax.g8.n4096.k8192", "tmax.g8.n4096.kmax", "tmax.g8.nmax.k4096"]) + "," + ",".join("dgrad:" + c for c in [
+    "t1024.g128.n2048.k1024", "t1024.g128.n2048.k2048", "t1024.g128.n2048.k8192",
+    "t1024.g128.n4096.k2048", "t1024.g128.n8192.k4096", "t1024.g32.n4096.k4096",
+    "t1024.g32.n4096.k8192", "t1024.g32.n8192.k2048", "t1024.g32.n8192.k4096",
+    "t1024.g32.nmax.k4096", "t1024.g32.nmax.k8192", "t1024.g8.nmax.k8192",
+    "t256.g128.n2048.k2048", "t256.g128.n8192.k4096", "t256.g32.n4096.k4096",
+    "t256.g32.nmax.k8192", "t256.g8.n4096.k8192", "t256.gmax.n4096.k8192",
+    "tmax.g32.n4096.k4096", "tmax.g32.n4096.k8192", "tmax.g8.n4096.k8192",
+    "tmax.g8.n4096.kmax", "tmax.g8.nmax.k4096"])
+
+
+def test_s51_csv(d, kiln):
+    """The fifty-first session's CSV from its committed log: the entries' rows
+    from the block tune run, the 3-stage defaults' rows (the columns of a
+    kiln tune run over them; held_alone_csv.py writes the times) from a
+    fake-timer run here."""
+    res = os.path.join(ROOT, "docs", "results")
+    specs = ["specs/default/sm90_%s_e4m3_block_128x256.yaml" % op for op in ("fprop", "dgrad")]
+    tunes = []
+    for bench in ("cases", "corpus"):
+        path = os.path.join(d, "s51_%s.csv" % bench)
+        with open(path, "w") as out:
+            p = subprocess.run([kiln, "tune"] + specs + [
+                "--shapes", "bench/%s.tsv" % bench, "--timer", "fake", "-o",
+                os.path.join(d, "s51_%s.tuning" % bench), "--csv"], cwd=ROOT, stdout=out,
+                stderr=subprocess.PIPE, text=True,
+                env=dict(os.environ, KILN_CACHE_DIR=os.path.join(d, "cache")))
+        check(p.returncode == 0, "kiln tune --timer fake (%s)" % p.stderr.strip()[-300:])
+        tunes.append(path)
+    rc, out, err = held("--log", os.path.join(res, "session51-fp8-block-classes-steady-h200-2026-12-01.log"),
+                        "--sides", S51_SIDES, "--keys", S51_KEYS,
+                        os.path.join(res, "session23-fp8-block-tune-h200-2026-11-28.csv"), *tunes)
+    want = open(os.path.join(res, "session51-fp8-block-classes-steady-h200-2026-12-01.csv")).read()
+    check(rc == 0 and out == want, "the committed block steady-state CSV is what the script gives "
+          "from its committed log " + err.strip())
+
+
 def main():
     kiln, bench = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as d:
@@ -489,6 +542,7 @@ def main():
         test_fake_tune(d, kiln)
         test_held_alone(d)
         test_compare_log(d)
+        test_s51_csv(d, kiln)
     test_shipped()
     print("%d failed" % len(failures) if failures else "all passed")
     return 1 if failures else 0
