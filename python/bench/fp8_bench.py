@@ -30,8 +30,9 @@ rows.  --variants NAME=TABLE ... times row-wise fprop (with --variants-ops
 fprop,dgrad also dgrad) served by one-kernel tuning tables instead
 (variant_bench.py's method, for fp8), and --sample S then runs each side
 alone for S seconds under nvidia-smi sampling; with
---alone S the table's rows are each also run alone for S seconds, and
-dgrad's time against fprop's is given from those runs.  --package makes
+--alone S the table's rows (with --compare, every side) are each also run
+alone for S seconds, and dgrad's time against fprop's is given from those
+runs.  --package makes
 every kiln call through kiln.scaled_grouped_mm (the Python package) instead
 of a prepared ctypes problem: the same kernels, plus what the package costs
 a call.
@@ -353,7 +354,9 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
     block recipe) are the shipped tables' choice, so "fprop@table+s" is
     what dispatch serves such a call with.
     With --steady the kernels of one op are timed in alternating rounds
-    (python/bench/steady.py) and each is given against the op's first."""
+    (python/bench/steady.py) and each is given against the op's first; with
+    --alone S each then runs alone S seconds under nvidia-smi sampling (its
+    time, clock and energy a call held at the power limit)."""
     G, T = len(sizes), sum(sizes)
     dev = "cuda"
     offs, bounds, x, w, dy = torch_peer.case_operands(K, N, sizes, dev)
@@ -406,6 +409,10 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
             print(f"  {name:16s} {kname:40s} {ms[kname]:8.4f} ms {tf:7.1f} TFLOP/s  "
                   f"{tf / ceil:5.3f} of ceiling  x{ms[kname] / first:5.3f} of the first  "
                   f"err {err:.1e}  {served}", flush=True)
+        if ALONE > 0:
+            from power_clock import print_held_alone
+            print(f"  {name} {op}: each side alone", flush=True)
+            print_held_alone({k: v[0] for k, v in got.items()}, ALONE)
 
 
 def variants_case(variants, tables, name, K, N, sizes, ceil, sample, op="fprop"):
@@ -474,8 +481,9 @@ def main():
                     help="time kiln and torch at the card's steady state, in alternating "
                          "rounds after a warm-up (python/bench/steady.py)")
     ap.add_argument("--alone", type=float, default=0.0,
-                    help="then run each kiln row alone this many seconds under nvidia-smi "
-                         "sampling: its time held at the power limit, and dgrad over fprop so")
+                    help="then run each kiln row (with --compare: each side) alone this many "
+                         "seconds under nvidia-smi sampling: its time held at the power limit, "
+                         "and dgrad over fprop so")
     ap.add_argument("--compare", default="",
                     help="comma-separated kernel names: time each (KILN_KERNEL) on the cases "
                          "instead of the table against torch; NAME+s with a row scale in its "
