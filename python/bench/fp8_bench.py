@@ -29,13 +29,12 @@ each row gives kiln's fraction of it.  Prints one table; --json writes the
 rows.  --variants NAME=TABLE ... times row-wise fprop (with --variants-ops
 fprop,dgrad also dgrad) served by one-kernel tuning tables instead
 (variant_bench.py's method, for fp8), and --sample S then runs each side
-alone for S seconds under nvidia-smi sampling; with
---alone S the table's rows (with --compare, every side) are each also run
-alone for S seconds, and dgrad's time against fprop's is given from those
-runs.  --package makes
-every kiln call through kiln.scaled_grouped_mm (the Python package) instead
-of a prepared ctypes problem: the same kernels, plus what the package costs
-a call.
+alone for S seconds under nvidia-smi sampling; with --alone S the table's
+rows (with --compare, every side) are each also run alone for S seconds,
+and dgrad's time against fprop's is given from those runs.  --package
+makes every kiln call through kiln.scaled_grouped_mm (the Python package)
+instead of a prepared ctypes problem: the same kernels, plus what the
+package costs a call.
 """
 import argparse
 import ctypes
