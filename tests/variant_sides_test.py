@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """python/bench/variant_sides.py: a variant's side is timed only where it
 served a kernel its variant names (a table whose entry's cubin is missing
 falls to the shipped choice; fiftieth session, docs/benchmarks.md)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The sides of a variant benchmark (variant_bench.py, fp8_bench.py
 --variants): NAME=TUNING_TABLE arguments, and whether the kernel a side
 served is the one its variant names.  No torch here, so that the checks
