@@ -156,6 +156,18 @@ def test_hand(d, bench):
     check(rc == 2 and "integrity line does not match" in text, "damaged table refused: " + text)
 
 
+def tune_fake(kiln, d, specs, shapes, table, csv_path):
+    """`kiln tune SPECS --shapes SHAPES --timer fake -o TABLE --csv > CSV_PATH`
+    (the cache in d); whether it ran."""
+    with open(csv_path, "w") as out:
+        p = subprocess.run([kiln, "tune"] + specs + ["--shapes", shapes, "--timer", "fake", "-o",
+                                                    table, "--csv"], cwd=ROOT, stdout=out,
+                           stderr=subprocess.PIPE, text=True,
+                           env=dict(os.environ, KILN_CACHE_DIR=os.path.join(d, "cache")))
+    check(p.returncode == 0, "kiln tune --timer fake (%s)" % p.stderr.strip()[-300:])
+    return p.returncode == 0
+
+
 def test_fake_tune(d, kiln):
     """The script's entries from kiln tune's CSV are kiln tune's own."""
     shapes, table, csv_path = (os.path.join(d, n) for n in ("f.tsv", "f.tuning", "f.csv"))
@@ -166,13 +178,7 @@ def test_fake_tune(d, kiln):
     # the CSV's a, b, out columns
     specs = ["specs/default/sm90_%s_%s.yaml" % (op, t) for op in ("fprop", "dgrad")
              for t in ("bf16_128x128", "bf16_64x256", "e4m3_row_64x128", "e4m3_row_64x256")]
-    with open(csv_path, "w") as out:
-        p = subprocess.run([kiln, "tune"] + specs + ["--shapes", shapes, "--timer", "fake", "-o",
-                                                    table, "--csv"], cwd=ROOT, stdout=out,
-                           stderr=subprocess.PIPE, text=True,
-                           env=dict(os.environ, KILN_CACHE_DIR=os.path.join(d, "cache")))
-    check(p.returncode == 0, "kiln tune --timer fake (%s)" % p.stderr.strip()[-300:])
-    if p.returncode:
+    if not tune_fake(kiln, d, specs, shapes, table, csv_path):
         return
     merged = os.path.join(d, "f.merged")
     rc, text = run("--table", table, "-o", merged, "--timer", "fake", csv_path)
@@ -496,7 +502,8 @@ S51_KEYS = ",".join("fprop:" + c for c in [
     "t1024.g8.nmax.k8192", "t256.g128.n2048.k2048", "t256.g128.n8192.k4096",
     "t256.g32.n4096.k4096", "t256.g32.n4096.k8192", "t256.g32.nmax.k8192",
     "t256.g8.n4096.k8192", "t256.gmax.n4096.k8192", "tmax.g32.n4096.k4096",
-    "tmax.g32.n4096.k8192", "tmax.g8.n4096.k8192", "tmax.g8.n4096.kmax", "tmax.g8.nmax.k4096"]) + "," + ",".join("dgrad:" + c for c in [
+    "tmax.g32.n4096.k8192", "tmax.g8.n4096.k8192", "tmax.g8.n4096.kmax",
+    "tmax.g8.nmax.k4096"]) + "," + ",".join("dgrad:" + c for c in [
     "t1024.g128.n2048.k1024", "t1024.g128.n2048.k2048", "t1024.g128.n2048.k8192",
     "t1024.g128.n4096.k2048", "t1024.g128.n8192.k4096", "t1024.g32.n4096.k4096",
     "t1024.g32.n4096.k8192", "t1024.g32.n8192.k2048", "t1024.g32.n8192.k4096",
@@ -514,17 +521,10 @@ def test_s51_csv(d, kiln):
     fake-timer run here."""
     res = os.path.join(ROOT, "docs", "results")
     specs = ["specs/default/sm90_%s_e4m3_block_128x256.yaml" % op for op in ("fprop", "dgrad")]
-    tunes = []
-    for bench in ("cases", "corpus"):
-        path = os.path.join(d, "s51_%s.csv" % bench)
-        with open(path, "w") as out:
-            p = subprocess.run([kiln, "tune"] + specs + [
-                "--shapes", "bench/%s.tsv" % bench, "--timer", "fake", "-o",
-                os.path.join(d, "s51_%s.tuning" % bench), "--csv"], cwd=ROOT, stdout=out,
-                stderr=subprocess.PIPE, text=True,
-                env=dict(os.environ, KILN_CACHE_DIR=os.path.join(d, "cache")))
-        check(p.returncode == 0, "kiln tune --timer fake (%s)" % p.stderr.strip()[-300:])
-        tunes.append(path)
+    tunes = [os.path.join(d, "s51_%s.csv" % b) for b in ("cases", "corpus")]
+    for b, path in zip(("cases", "corpus"), tunes):
+        if not tune_fake(kiln, d, specs, "bench/%s.tsv" % b, path + ".tuning", path):
+            return
     rc, out, err = held("--log", os.path.join(res, "session51-fp8-block-classes-steady-h200-2026-12-01.log"),
                         "--sides", S51_SIDES, "--keys", S51_KEYS,
                         os.path.join(res, "session23-fp8-block-tune-h200-2026-11-28.csv"), *tunes)
