@@ -16,10 +16,22 @@
  * work order) took 0.84-0.96 of the 128x128 rows default's time on every
  * held-out layer, 1.07-1.11 at 102-204 (H200, docs/dispatch.md,
  * thirty-fifth session).  Discrete dW: its accumulating 128x256 kernel
- * keeps the static order and wins only from 1024 (thirty-first). */
+ * keeps the static order and wins only from 1024 (thirty-first).  fp8
+ * row-wise with promotion: under 192 tokens a group its 64x128 pingpong
+ * default pads less than the 128x128 cooperative one; on the 13 held-out
+ * layers where this edge changes the model's choice, it took 0.968 of the
+ * time in geometric mean, 0.940 on irregular routing and 0.996 on equal
+ * counts, of which layers of exactly 128 tokens a group (no padding in a
+ * 128-row tile) lost 0-16%; at 204 and from 512 up 128x128 won (H200,
+ * docs/dispatch.md, fiftieth and fifty-second sessions). */
+static int row_promote(const kiln_problem *p)
+{
+    return p->op != KILN_OP_WGRAD && p->fp8.recipe == KILN_FP8_ROW && p->fp8.promote;
+}
+
 int kiln_dispatch_shape_class(const kiln_problem *p)
 {
-    int64_t small = 128;
+    int64_t small = row_promote(p) ? 192 : 128;
     if (p->op == KILN_OP_WGRAD) small = p->wgrad_output == KILN_WGRAD_DISCRETE ? 1024 : 512;
     return p->capacity / (p->groups > 0 ? p->groups : 1) < small ? 0 : 1;
 }
@@ -203,20 +215,26 @@ static int outside_tie(double a, double b, double tie)
  * pick took 1.00-1.08x.  Over the held-out layers the model's choice went
  * from 1.034 to 1.018 of the best in geometric mean (1.027 to 1.007 with
  * db); on the corpus and for discrete dW no priced choice got worse (H200,
- * docs/dispatch.md, thirty-sixth session).  With 8-bit inputs, estimates
- * that tie because both reach the call's floor (its compulsory bytes) are
- * told apart by the tiles' own time before the tile rule: on fine-grained
- * layers (512 groups of ~80 tokens) the tile rule's 64x128 ran 1.12-1.18x
- * the 64x256 kernel's time; the held-out and corpus fp8 runs priced no
- * choice worse (thirty-ninth session).  16-bit calls keep the tile rule,
- * which the bf16 runs price better. */
+ * docs/dispatch.md, thirty-sixth session).  fp8 row-wise with promotion
+ * skips it as well (kiln_dispatch_shape_class says where its defaults
+ * cross): the model counts the fast tensor rate, at which a 64x128 tile
+ * waits on L2, and priced that default 1.08-1.25x the 128x128 one's time
+ * from 150 tokens a group up where it ran 0.77-1.15x, the promotion
+ * holding both below that rate (fifty-second session).  With 8-bit inputs,
+ * estimates that tie because both reach the call's floor (its compulsory
+ * bytes) are told apart by the tiles' own time before the tile rule: on
+ * fine-grained layers (512 groups of ~80 tokens) the tile rule's 64x128
+ * ran 1.12-1.18x the 64x256 kernel's time; the held-out and corpus fp8
+ * runs priced no choice worse (thirty-ninth session).  16-bit calls keep
+ * the tile rule, which the bf16 runs price better. */
 static int ranks_before(const candidate *a, const candidate *b, const kiln_problem *p)
 {
     int fa = a->k.launch ? a->k.launch->preference : 0, fb = b->k.launch ? b->k.launch->preference : 0;
     if (fa != fb) return fa > fb;
     int ua = unused_features(a->k.desc, p), ub = unused_features(b->k.desc, p);
     if (ua != ub) return ua < ub;
-    if (p->op == KILN_OP_WGRAD && p->accumulate) return tile_rule(a->k.desc, b->k.desc, p);
+    if ((p->op == KILN_OP_WGRAD && p->accumulate) || row_promote(p))
+        return tile_rule(a->k.desc, b->k.desc, p);
     const int wide = inputs_16bit(p);
     const double tie = wide ? MODEL_TIE_16 : MODEL_TIE_8;
     int by = outside_tie(a->est.us, b->est.us, tie);

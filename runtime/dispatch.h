@@ -111,9 +111,9 @@ typedef struct kiln_dispatch_choice {
     char reason[256];
 } kiln_dispatch_choice;
 
-/* Shape class of a call: 0 small (tokens per group < 128; wgrad, whose
- * reduction the tokens are, < 512 into dense dW and < 1024 into discrete),
- * 1 large. */
+/* Shape class of a call: 0 small (tokens per group < 128, < 192 for fp8
+ * row-wise with promotion; wgrad, whose reduction the tokens are, < 512
+ * into dense dW and < 1024 into discrete), 1 large. */
 int kiln_dispatch_shape_class(const kiln_problem *p);
 
 /* The device arch name for a compute capability: "sm_90a" for 9.0 (the

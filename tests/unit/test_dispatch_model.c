@@ -421,6 +421,64 @@ static void test_accumulate_wgrad_by_class(void **state)
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "acc128x128");
 }
 
+/* fp8 row-wise with promotion: the shape class picks between the 64x128
+ * pingpong default (under 192 tokens a group) and the 128x128 cooperative
+ * one, whatever the model says; on irregular_g64 (about 150 tokens a
+ * group) the model rates 64x128 behind, measured it took 0.91 of 128x128's
+ * time (docs/dispatch.md, fifty-second session).  Fast accumulation and
+ * the block recipe keep the model. */
+static void test_row_promote_by_class(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    kiln_kernel_desc *small = add(&c, "promote_64x128", KILN_OP_FPROP, 64, 128, "pingpong");
+    kiln_kernel_desc *big = add(&c, "promote_128x128", KILN_OP_FPROP, 128, 128, "cooperative");
+    small->stages = 8;
+    big->stages = 6;
+    for (kiln_kernel_desc *d = small; d <= big; d++) {
+        d->a_type = d->b_type = KILN_DTYPE_E4M3;
+        d->tile_k = 128;
+        d->fp8_recipe = KILN_FP8_ROW;
+        d->fp8_promote = 1;
+    }
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 64, 150, 2048, 2048);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    p.fp8.recipe = KILN_FP8_ROW;
+    p.fp8.promote = 1;
+    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    kiln_dispatch_estimate e64 = estimate(&c, 0, &p), e128 = estimate(&c, 1, &p);
+    assert_true(e128.us < e64.us * 0.99);   /* the model alone would take 128x128 */
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "promote_64x128");
+    p.capacity = 64 * 191;
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "promote_64x128");
+    p.capacity = 64 * 192;
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "promote_128x128");
+    p.capacity = 64 * 16;
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "promote_64x128");
+    /* dgrad alike */
+    small->op = big->op = KILN_OP_DGRAD;
+    problem(&p, KILN_OP_DGRAD, 6, 170, 4096, 7168);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    p.fp8.recipe = KILN_FP8_ROW;
+    p.fp8.promote = 1;
+    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    p.fp8.d_bt = FAKE(0x700000);
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "promote_64x128");
+    p.capacity = 6 * 1024;
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "promote_128x128");
+    /* The block recipe at 150 tokens a group: the model, as before. */
+    for (kiln_kernel_desc *d = small; d <= big; d++) {
+        d->op = KILN_OP_FPROP;
+        d->fp8_recipe = KILN_FP8_BLOCK;
+    }
+    problem(&p, KILN_OP_FPROP, 64, 150, 2048, 2048);
+    p.a_type = p.b_type = KILN_DTYPE_E4M3;
+    p.fp8.recipe = KILN_FP8_BLOCK;
+    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "promote_128x128");
+}
+
 /* A 192-wide default is ranked only where 192 divides the output's width
  * and 256 does not.  On GPT-OSS's 2880 (gptoss120b_fc2_bal dgrad, 128
  * experts of 128 tokens) 128x256 pads its last column of tiles and took
@@ -731,6 +789,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_routing_slack),
     cmocka_unit_test(test_deeper_pipeline_breaks_ties),
     cmocka_unit_test(test_accumulate_wgrad_by_class),
+    cmocka_unit_test(test_row_promote_by_class),
     cmocka_unit_test(test_192_wide_where_256_pads),
     cmocka_unit_test(test_fp8_floor_tie_by_tiles),
     cmocka_unit_test(test_tables_off),

@@ -812,6 +812,19 @@ static void test_arch_and_shape(void **state)
         p.capacity = 8 * split[i].small;
         assert_int_equal(kiln_dispatch_shape_class(&p), 1);
     }
+    /* fp8 row-wise with promotion: below 192 (docs/dispatch.md) */
+    kiln_problem p;
+    base_problem(&p, KILN_OP_FPROP);
+    p.fp8.recipe = KILN_FP8_ROW;
+    p.fp8.promote = 1;
+    p.groups = 8;
+    p.capacity = 8 * 191;
+    assert_int_equal(kiln_dispatch_shape_class(&p), 0);
+    p.capacity = 8 * 192;
+    assert_int_equal(kiln_dispatch_shape_class(&p), 1);
+    p.fp8.promote = 0;
+    p.capacity = 8 * 128;
+    assert_int_equal(kiln_dispatch_shape_class(&p), 1);
 }
 
 /* A problem made for another kiln.h (struct_size stale) is refused by name
