@@ -425,8 +425,8 @@ static void test_accumulate_wgrad_by_class(void **state)
  * pingpong default (under 192 tokens a group) and the 128x128 cooperative
  * one, whatever the model says; on irregular_g64 (about 150 tokens a
  * group) the model rates 64x128 behind, measured it took 0.91 of 128x128's
- * time (docs/dispatch.md, fifty-second session).  Fast accumulation and
- * the block recipe keep the model. */
+ * time (docs/dispatch.md, fifty-second session).  The block recipe,
+ * whose 64x128 kernel lost there, keeps the model. */
 static void test_row_promote_by_class(void **state)
 {
     (void)state;
