@@ -156,6 +156,27 @@ static kiln_dispatch_estimate estimate(const catalog *c, size_t i, const kiln_pr
     return e;
 }
 
+/* An fp8 call of groups x tpg tokens with recipe's scales (dgrad: and the
+ * transposed weights). */
+static void fp8_problem(kiln_problem *p, kiln_op op, kiln_fp8_recipe recipe, int groups,
+                        int64_t tpg, int64_t n, int64_t k)
+{
+    problem(p, op, groups, tpg, n, k);
+    p->a_type = p->b_type = KILN_DTYPE_E4M3;
+    p->fp8.recipe = recipe;
+    p->fp8.d_scale_a = p->fp8.d_scale_b = FAKE(0x600000);
+    if (op == KILN_OP_DGRAD) p->fp8.d_bt = FAKE(0x700000);
+}
+
+/* d as an fp8 kernel of recipe (k-blocks of 128), promoting or not. */
+static void as_fp8(kiln_kernel_desc *d, kiln_fp8_recipe recipe, int promote)
+{
+    d->a_type = d->b_type = KILN_DTYPE_E4M3;
+    d->tile_k = 128;
+    d->fp8_recipe = recipe;
+    d->fp8_promote = promote;
+}
+
 /* The issue's cliff: 32 groups of 1024 tokens have a tuned kernel; 1025
  * tokens a group (class tmax, not in the table) must keep it, as the
  * nearest measured class, and say so. */
@@ -435,18 +456,11 @@ static void test_row_promote_by_class(void **state)
     kiln_kernel_desc *big = add(&c, "promote_128x128", KILN_OP_FPROP, 128, 128, "cooperative");
     small->stages = 8;
     big->stages = 6;
-    for (kiln_kernel_desc *d = small; d <= big; d++) {
-        d->a_type = d->b_type = KILN_DTYPE_E4M3;
-        d->tile_k = 128;
-        d->fp8_recipe = KILN_FP8_ROW;
-        d->fp8_promote = 1;
-    }
+    as_fp8(small, KILN_FP8_ROW, 1);
+    as_fp8(big, KILN_FP8_ROW, 1);
     kiln_problem p;
-    problem(&p, KILN_OP_FPROP, 64, 150, 2048, 2048);
-    p.a_type = p.b_type = KILN_DTYPE_E4M3;
-    p.fp8.recipe = KILN_FP8_ROW;
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW, 64, 150, 2048, 2048);
     p.fp8.promote = 1;
-    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
     kiln_dispatch_estimate e64 = estimate(&c, 0, &p), e128 = estimate(&c, 1, &p);
     assert_true(e128.us < e64.us * 0.99);   /* the model alone would take 128x128 */
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "promote_64x128");
@@ -458,24 +472,15 @@ static void test_row_promote_by_class(void **state)
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "promote_64x128");
     /* dgrad alike */
     small->op = big->op = KILN_OP_DGRAD;
-    problem(&p, KILN_OP_DGRAD, 6, 170, 4096, 7168);
-    p.a_type = p.b_type = KILN_DTYPE_E4M3;
-    p.fp8.recipe = KILN_FP8_ROW;
+    fp8_problem(&p, KILN_OP_DGRAD, KILN_FP8_ROW, 6, 170, 4096, 7168);
     p.fp8.promote = 1;
-    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
-    p.fp8.d_bt = FAKE(0x700000);
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "promote_64x128");
     p.capacity = 6 * 1024;
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "promote_128x128");
     /* The block recipe at 150 tokens a group: the model, as before. */
-    for (kiln_kernel_desc *d = small; d <= big; d++) {
-        d->op = KILN_OP_FPROP;
-        d->fp8_recipe = KILN_FP8_BLOCK;
-    }
-    problem(&p, KILN_OP_FPROP, 64, 150, 2048, 2048);
-    p.a_type = p.b_type = KILN_DTYPE_E4M3;
-    p.fp8.recipe = KILN_FP8_BLOCK;
-    p.fp8.d_scale_a = p.fp8.d_scale_b = FAKE(0x600000);
+    small->op = big->op = KILN_OP_FPROP;
+    small->fp8_recipe = big->fp8_recipe = KILN_FP8_BLOCK;
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_BLOCK, 64, 150, 2048, 2048);
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "promote_128x128");
 }
 
@@ -515,15 +520,6 @@ static void test_192_wide_where_256_pads(void **state)
     }
 }
 
-/* An fp8 row-wise fprop call of groups x tpg tokens. */
-static void fp8_row_problem(kiln_problem *p, int groups, int64_t tpg, int64_t n, int64_t k)
-{
-    problem(p, KILN_OP_FPROP, groups, tpg, n, k);
-    p->a_type = p->b_type = KILN_DTYPE_E4M3;
-    p->fp8.recipe = KILN_FP8_ROW;
-    p->fp8.d_scale_a = p->fp8.d_scale_b = FAKE(0x600000);
-}
-
 /* 8-bit inputs: where both fp8 row-wise defaults reach the call's floor
  * (its compulsory bytes), the model's estimates tie and the tiles' own time
  * decides before the tile rule.  Qwen3-Next's fc2 (512 groups of ~80
@@ -540,19 +536,15 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     t128->stages = 8;
     t256->stages = 4;
     kiln_kernel_desc *all[] = {t128, t256};
-    for (int i = 0; i < 2; i++) {
-        all[i]->a_type = all[i]->b_type = KILN_DTYPE_E4M3;
-        all[i]->tile_k = 128;
-        all[i]->fp8_recipe = KILN_FP8_ROW;
-    }
+    for (int i = 0; i < 2; i++) as_fp8(all[i], KILN_FP8_ROW, 0);
     kiln_problem p;
-    fp8_row_problem(&p, 512, 80, 2048, 512);
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW, 512, 80, 2048, 512);
     kiln_dispatch_estimate e[2] = {estimate(&c, 0, &p), estimate(&c, 1, &p)};
     assert_true(e[0].us == e[1].us);                   /* both at the floor */
     assert_true(e[1].us_tiles < e[0].us_tiles * 0.95); /* 64x256's tiles take less */
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "r64x256");
 
-    fp8_row_problem(&p, 8, 16, 32768, 6144);
+    fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW, 8, 16, 32768, 6144);
     e[0] = estimate(&c, 0, &p);
     e[1] = estimate(&c, 1, &p);
     assert_true(e[0].us == e[1].us && e[0].us_tiles == e[1].us_tiles);
@@ -670,12 +662,7 @@ static void test_fp8_recipes_own_entries(void **state)
     kiln_kernel_desc *all[] = {d, dp, row, ten, blk};
     kiln_fp8_recipe recipes[] = {KILN_FP8_ROW, KILN_FP8_ROW, KILN_FP8_ROW, KILN_FP8_TENSOR,
                                  KILN_FP8_BLOCK};
-    for (int i = 0; i < 5; i++) {
-        all[i]->a_type = all[i]->b_type = KILN_DTYPE_E4M3;
-        all[i]->tile_k = 128;
-        all[i]->fp8_recipe = recipes[i];
-        all[i]->fp8_promote = i == 1 || i == 4;
-    }
+    for (int i = 0; i < 5; i++) as_fp8(all[i], recipes[i], i == 1 || i == 4);
     kiln_tuning_table *t = empty_table();
     kiln_problem p;
     problem(&p, KILN_OP_FPROP, 32, 1024, 4096, 7168);
