@@ -177,6 +177,16 @@ static void as_fp8(kiln_kernel_desc *d, kiln_fp8_recipe recipe, int promote)
     d->fp8_promote = promote;
 }
 
+/* An fp8 kernel of c: add's, at `stages`, with recipe and promotion. */
+static kiln_kernel_desc *add_fp8(catalog *c, const char *name, int tm, int tn, const char *schedule,
+                                 int stages, kiln_fp8_recipe recipe, int promote)
+{
+    kiln_kernel_desc *d = add(c, name, KILN_OP_FPROP, tm, tn, schedule);
+    d->stages = stages;
+    as_fp8(d, recipe, promote);
+    return d;
+}
+
 /* The issue's cliff: 32 groups of 1024 tokens have a tuned kernel; 1025
  * tokens a group (class tmax, not in the table) must keep it, as the
  * nearest measured class, and say so. */
@@ -452,12 +462,8 @@ static void test_row_promote_by_class(void **state)
 {
     (void)state;
     catalog c = {0};
-    kiln_kernel_desc *small = add(&c, "promote_64x128", KILN_OP_FPROP, 64, 128, "pingpong");
-    kiln_kernel_desc *big = add(&c, "promote_128x128", KILN_OP_FPROP, 128, 128, "cooperative");
-    small->stages = 8;
-    big->stages = 6;
-    as_fp8(small, KILN_FP8_ROW, 1);
-    as_fp8(big, KILN_FP8_ROW, 1);
+    kiln_kernel_desc *small = add_fp8(&c, "promote_64x128", 64, 128, "pingpong", 8, KILN_FP8_ROW, 1);
+    kiln_kernel_desc *big = add_fp8(&c, "promote_128x128", 128, 128, "cooperative", 6, KILN_FP8_ROW, 1);
     kiln_problem p;
     fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW, 64, 150, 2048, 2048);
     p.fp8.promote = 1;
@@ -531,12 +537,8 @@ static void test_fp8_floor_tie_by_tiles(void **state)
 {
     (void)state;
     catalog c = {0};
-    kiln_kernel_desc *t128 = add(&c, "r64x128", KILN_OP_FPROP, 64, 128, "pingpong");
-    kiln_kernel_desc *t256 = add(&c, "r64x256", KILN_OP_FPROP, 64, 256, "pingpong");
-    t128->stages = 8;
-    t256->stages = 4;
-    kiln_kernel_desc *all[] = {t128, t256};
-    for (int i = 0; i < 2; i++) as_fp8(all[i], KILN_FP8_ROW, 0);
+    add_fp8(&c, "r64x128", 64, 128, "pingpong", 8, KILN_FP8_ROW, 0);
+    add_fp8(&c, "r64x256", 64, 256, "pingpong", 4, KILN_FP8_ROW, 0);
     kiln_problem p;
     fp8_problem(&p, KILN_OP_FPROP, KILN_FP8_ROW, 512, 80, 2048, 512);
     kiln_dispatch_estimate e[2] = {estimate(&c, 0, &p), estimate(&c, 1, &p)};
@@ -550,10 +552,10 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     assert_true(e[0].us == e[1].us && e[0].us_tiles == e[1].us_tiles);
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x128");
 
-    for (int i = 0; i < 2; i++) {
-        all[i]->a_type = all[i]->b_type = KILN_DTYPE_BF16;
-        all[i]->tile_k = 64;
-        all[i]->fp8_recipe = KILN_FP8_NONE;
+    for (size_t i = 0; i < c.n; i++) {   /* the same kernels with 16-bit inputs */
+        c.d[i].a_type = c.d[i].b_type = KILN_DTYPE_BF16;
+        c.d[i].tile_k = 64;
+        c.d[i].fp8_recipe = KILN_FP8_NONE;
     }
     problem(&p, KILN_OP_FPROP, 512, 80, 2048, 512);
     e[0] = estimate(&c, 0, &p);
