@@ -48,8 +48,14 @@ end
 local epi = spec.epilogue
 local out_t = ({bf16 = 0, fp16 = 1, f32 = 2})[spec.types.out]
 local epi_tma = not k.pingpong and not epi.beta
-local stg_bufs, smem = 1, common.smem(k, common.staging_warp, 2 * stages)
-if epi_tma then stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, 2 * stages) end
+-- The block recipe's scales come beside the ring: per slot, A's for the
+-- tile's rows and B's for its 128-column blocks, in bm + 4 floats
+-- (sm90_gemm.cuh, SCALE_BYTES).
+local scale_bytes = spec.fp8.recipe == "block" and stages * (bm + 4) * 4 or 0
+local stg_bufs, smem = 1, common.smem(k, common.staging_warp, 2 * stages, scale_bytes)
+if epi_tma then
+  stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, 2 * stages, scale_bytes)
+end
 common.check_smem(k, smem, arch)
 -- The per-SM map copies need each CTA to have its SM to itself.
 if wptrs then smem = common.exclusive_sm(smem, arch) end

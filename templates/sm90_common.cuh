@@ -198,6 +198,22 @@ KDEV void kiln_tma_prefetch_2d(const kiln_tmap *map, int c0, int c1)
     asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];"
                  :: "l"((kiln_u64)map), "r"(c0), "r"(c1) : "memory");
 }
+
+/* 4 bytes from global memory into shared memory, asynchronously (cp.async,
+ * no register holds them); kiln_cp_async_arrive then counts them on an
+ * mbarrier. */
+KDEV void kiln_cp_async4(kiln_u32 dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(dst), "l"(src) : "memory");
+}
+
+/* An arrival on bar once this thread's cp.async so far have landed; .noinc:
+ * the barrier's count includes it (one per arriving thread). */
+KDEV void kiln_cp_async_arrive(kiln_u32 bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(bar) : "memory");
+}
+
 KDEV void kiln_bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N> KDEV void kiln_bulk_wait_read()
 {
@@ -324,6 +340,16 @@ KDEV kiln_u64 kiln_desc(kiln_u32 saddr, kiln_u32 lbo, kiln_u32 sbo)
 {
     return (kiln_u64)((saddr & 0x3FFFF) >> 4) | ((kiln_u64)((lbo >> 4) & 0x3FFF) << 16) |
            ((kiln_u64)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+/* The descriptor of the matrix `bytes` (a multiple of 16) past d's: one
+ * 32-bit add to the address field in the low word.  No carry leaves the
+ * field: shared addresses stay below 256 KiB (14 bits of 16-byte units).
+ * Rebuilding each descriptor from its address cost about 12 uniform
+ * instructions a wgmma (SASS, fifty-third session). */
+KDEV kiln_u64 kiln_desc_add(kiln_u64 d, kiln_u32 bytes)
+{
+    return (d & ~0xFFFFFFFFull) | (kiln_u32)((kiln_u32)d + (bytes >> 4));
 }
 
 KDEV void kiln_cluster_sync()
@@ -473,12 +499,13 @@ template <class L> KDEV kiln_smem kiln_carve()
 }
 
 /* Thread 0: the ring's barriers (full: the producer's one arrival plus the
- * transaction bytes; empty: `empty_count` consumer-warp arrivals) and the
- * pingpong turn's (a warpgroup's 128 threads). */
-KDEV void kiln_init_ring(const kiln_smem &m, kiln_u32 empty_count)
+ * transaction bytes, and full_count - 1 more; empty: `empty_count`
+ * consumer-warp arrivals) and the pingpong turn's (a warpgroup's 128
+ * threads). */
+KDEV void kiln_init_ring(const kiln_smem &m, kiln_u32 empty_count, kiln_u32 full_count = 1)
 {
     for (int s = 0; s < STAGES; ++s) {
-        kiln_mbar_init(m.full(s), 1);
+        kiln_mbar_init(m.full(s), full_count);
         kiln_mbar_init(m.empty(s), empty_count);
     }
     kiln_mbar_init(m.bar_turn, 128);

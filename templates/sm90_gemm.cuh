@@ -26,7 +26,8 @@
  * reads W [G,N,K] MN-major.
  *
  * Roles: warpgroup 0 is the producer (one thread issues TMA loads into the
- * ring); warpgroups 1..CONSUMERS issue wgmma from shared memory.
+ * ring; with the block recipe its warp 1 copies the scales beside each
+ * slot); warpgroups 1..CONSUMERS issue wgmma from shared memory.
  * Cooperative: each consumer owns BM/CONSUMERS rows of every tile.
  * Pingpong: each consumer owns whole tiles, alternating (kiln_turn).  The
  * grid is persistent: cluster c walks work units c, c+clusters, ... of all
@@ -40,7 +41,13 @@ constexpr int SHARE_BOXES = MI * BN / OCW;     /* boxes of a warp's share of a t
 constexpr int STG_WARP_BYTES = EPI_TMA ? 2048 * STG_BUFS : STG_SLOT_BYTES;
 static_assert(!EPI_TMA || (STG_BUFS >= 1 && STG_BUFS <= SHARE_BOXES), "EPI_TMA: 1 to SHARE_BOXES boxes");
 static_assert(!EPI_TMA || !EPI_BETA, "EPI_TMA does not read C");
-typedef kiln_layout<STG_WARP_BYTES> kiln_gemm_layout;
+/* The block recipe's scales beside the ring (kiln_stage_scales), after the
+ * staging; templates/sm90.lua counts the same bytes. */
+constexpr int SC_CB = BN > 128 ? 2 : 1;          /* 128-column blocks of a tile */
+constexpr int SC_STRIDE = BM + 4;                /* floats a slot: A's BM, B's SC_CB, 16-byte pitch */
+constexpr int SCALE_BYTES = FP8_RECIPE == 3 ? STAGES * SC_STRIDE * 4 : 0;
+static_assert(BM % 32 == 0, "a scale warp lane copies the scales of BM / 32 rows");
+typedef kiln_layout<STG_WARP_BYTES, SCALE_BYTES> kiln_gemm_layout;
 
 /* EPI_TMA kernels whose staging holds at least two boxes less than a
  * warp's share (the ring left room for STG_BUFS) also stage in the ring
@@ -205,26 +212,147 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
     }
 }
 
+/* ------------------------------------------------ block recipe scales */
+
+/* The block recipe's scales come with the ring: beside each slot, SC_STRIDE
+ * floats hold the k-block's 1x128 scales of A for the tile's BM rows, then
+ * B's 128x128 scales of the tile's SC_CB column blocks.  The producer warp
+ * group's second warp (the scale warp) copies them there with cp.async
+ * once the slot is free, and each of its lanes arrives on the slot's full
+ * barrier when its copies have landed (32 more arrivals); the consumers
+ * read theirs after the slot's full wait, with LDS (kiln_slot_factors), and
+ * release the slot as before.  The copies hold no register and nothing
+ * waits on them but the consumers, so the warp runs ahead like the
+ * producer.  DeepGEMM's scales come through shared memory too (its A
+ * scales by TMA with each stage); kiln's consumers loaded them from global
+ * memory in windows of 4 k-blocks handed out by shuffles, which with their
+ * address arithmetic ran about 50 instructions a k-block more per math
+ * warp (SASS, fifty-third session, docs/fp8.md). */
+KDEV float *kiln_scale_slot(const kiln_smem &m, int s)
+{
+    return (float *)(m.base + kiln_gemm_layout::OFF_EXTRA) + s * SC_STRIDE;
+}
+
+/* Where a lane's scales of tile T come from: lane l copies rows l,
+ * l + 32, ... (row: its first), lane c < SC_CB column block c.  A row past
+ * the capacity is not copied (its slot keeps what it held) and a column
+ * block past N takes the last block's scale: neither is ever stored.  The
+ * offsets are 32-bit, which holds every scale a GPU's memory can hold (A's
+ * scales take 1/32 of its bytes, B's 1/4096 of theirs): with 64-bit
+ * pointers the warp spilled at the producer's 24 registers. */
+struct kiln_scale_src {
+    int row;
+    kiln_u32 a;   /* the current k-block's scale of `row` in args.scale_a */
+    kiln_u32 b;   /* the current k-block's scale of the lane's column block in args.scale_b */
+};
+
+KDEV kiln_scale_src kiln_scale_src_of(const kiln_kernel_args &args, const kiln_gemm &P,
+                                      const kiln_tile &T, int lane)
+{
+    /* P.nbn worked out again from the arguments, opaquely: kept in a
+     * register from the kernel's start, it made ptxas spill another at
+     * the producer's 24 registers */
+    int n_out = (int)(OP == 0 ? args.n : args.k);
+    asm volatile("" : "+r"(n_out));
+    const int nbn = (n_out + 127) / 128;
+    const kiln_u32 cb = (kiln_u32)min(T.col0 / 128 + lane, nbn - 1);
+    return {T.row0 + lane, (kiln_u32)(T.row0 + lane),
+            ((kiln_u32)T.g * (kiln_u32)nbn + cb) * (kiln_u32)P.nkb};
+}
+
+/* src's k-block's scales into slot s (free: its empty barrier waited for),
+ * and this lane's arrival on its full barrier once they land; moves src to
+ * the next k-block. */
+KDEV void kiln_stage_scales(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m,
+                            kiln_scale_src &src, int s, int lane)
+{
+    const kiln_u32 slot = kiln_smem_addr(kiln_scale_slot(m, s));
+#pragma unroll
+    for (int j = 0; j < BM / 32; ++j)
+        if (src.row + 32 * j < P.cap)
+            kiln_cp_async4(slot + (lane + 32 * j) * 4, args.scale_a + src.a + 32 * j);
+    if (lane < SC_CB) kiln_cp_async4(slot + (BM + lane) * 4, args.scale_b + src.b);
+    kiln_cp_async_arrive(m.full(s));
+    src.a += (kiln_u32)args.ld_scale_a;
+    src.b++;
+}
+
+/* The scale warp: the producer's walk of tiles and k-blocks through the
+ * ring, copying each k-block's scales once its slot is free. */
+KDEV void kiln_produce_scales(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m,
+                              int lane)
+{
+    kiln_ring r = {0, 0};
+    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
+        kiln_scale_src src = kiln_scale_src_of(args, P, kiln_decode(P, m, t), lane);
+        for (int kb = 0; kb < P.nkb; ++kb) {
+            kiln_mbar_wait(m.empty(r.s), r.ph ^ 1);
+            kiln_stage_scales(args, P, m, src, r.s, lane);
+            r.next();
+        }
+    }
+}
+
+using kiln_factors = float[MI][2][SC_CB];
+
+/* A float at a shared address; volatile, so that it stays where the code
+ * puts it (after the wgmma it is to run under). */
+KDEV float kiln_lds(kiln_u32 addr)
+{
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+    return v;
+}
+
+/* The factors sa[row]·sb[column block] of the k-block in slot s for this
+ * thread's rows (trow: the first one's place in the tile; then + 8 and
+ * each 64-row sub-tile).  After the slot's full wait, before its release. */
+KDEV void kiln_slot_factors(const kiln_smem &m, int s, int trow, kiln_factors &f)
+{
+    /* kiln_scale_slot(m, s) in the shared window */
+    const kiln_u32 slot = m.sbase + kiln_gemm_layout::OFF_EXTRA + s * (SC_STRIDE * 4);
+    float sb[SC_CB];
+#pragma unroll
+    for (int c = 0; c < SC_CB; ++c) sb[c] = kiln_lds(slot + (BM + c) * 4);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float sa = kiln_lds(slot + (trow + mi * 64 + 8 * h) * 4);
+#pragma unroll
+            for (int c = 0; c < SC_CB; ++c) f[mi][h][c] = sa * sb[c];
+        }
+}
+
 /* ---------------------------------------------------------- consumer */
 
-/* One k-block's wgmma into acc: KSTEPS steps of 32 bytes along k (16 k16
- * values, or 32 k32 ones), each MI sub-tiles of 64 rows.  `keep`: add to
- * acc (else the first step overwrites it). */
 /* One k-block's wgmma into acc, W columns of B from sb (the tile's BN, or
- * PROMOTE_SPLIT's half: kiln_wgmma is emitted for both widths). */
+ * PROMOTE_SPLIT's half: kiln_wgmma is emitted for both widths): KSTEPS
+ * steps of 32 bytes along k (16 k16 values, or 32 k32 ones), each MI
+ * sub-tiles of 64 rows.  `keep`: add to acc (else the first step
+ * overwrites it).  Each operand's descriptor is built once and stepped
+ * (kiln_desc_add). */
 template <int W>
 KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool keep)
 {
+    const kiln_u64 da0 = kiln_desc(sa, 16, 1024);
+    const kiln_u64 db0 = B_KMAJOR ? kiln_desc(sb, 16, 1024) : kiln_desc(sb, MN_LBO, MN_SBO);
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
-        kiln_u64 db = B_KMAJOR ? kiln_desc(sb + kk * 32, 16, 1024)
-                               : kiln_desc(sb + kk * 16 * 128, MN_LBO, MN_SBO);
+        const kiln_u64 db = kiln_desc_add(db0, B_KMAJOR ? kk * 32 : kk * 16 * 128);
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-            kiln_u64 da = kiln_desc(sa + mi * 64 * 128 + kk * 32, 16, 1024);
-            kiln_wgmma(acc[mi], da, db, keep || kk != 0);
-        }
+        for (int mi = 0; mi < MI; ++mi)
+            kiln_wgmma(acc[mi], kiln_desc_add(da0, mi * 64 * 128 + kk * 32), db, keep || kk != 0);
     }
+}
+
+/* Slot s's shared address, through a shuffle: provably warp-uniform, so
+ * that ptxas builds the wgmma descriptors from it in uniform registers.
+ * From the ring index alone it built them in vector registers and moved
+ * each to the uniform ones (4 R2UR a wgmma, SASS, fifty-fourth session). */
+KDEV kiln_u32 kiln_stage_uniform(const kiln_smem &m, int s)
+{
+    return __shfl_sync(0xffffffffu, m.stage(s), 0);
 }
 
 /* The ring slot `back` slots before r.s */
@@ -254,8 +382,9 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
     int prev = -1;
     for (int kb = 0; kb < P.nkb; ++kb) {
         kiln_mbar_wait(m.full(r.s), r.ph);
-        const kiln_u32 sa = m.stage(r.s) + row_off * 128;
-        const kiln_u32 sb = m.stage(r.s) + A_BYTES;
+        const kiln_u32 st = kiln_stage_uniform(m, r.s);
+        const kiln_u32 sa = st + row_off * 128;
+        const kiln_u32 sb = st + A_BYTES;
         kiln_wg_fence();
         kiln_kblock_mma(acc, sa, sb, kb != 0);
         kiln_wg_commit();
@@ -273,45 +402,6 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
     kiln_fence_acc(acc);
 }
 
-/* v = *p in v's own register: v is an operand of the load both ways, so
- * that ptxas neither loads into a temporary nor copies it into v (a copy
- * waits on the load) */
-KDEV void kiln_ld_in_place(float &v, const float *p)
-{
-    asm volatile("ld.global.nc.f32 %0, [%1];" : "+f"(v) : "l"(p));
-}
-
-/* The block recipe's factors for tile T's window of 4 k-blocks from
- * `base` (lane q of each quad: k-block base + q), loaded in place into na
- * (A's 1x128 scales of the thread's rows) and nb (B's 128x128 scales of
- * the tile's column blocks).  Cooperative kernels load a tile's first
- * window before the previous tile's epilogue (WIN_AHEAD), so that the
- * tile's first take waits on no load: loaded at the tile's start, both
- * warp groups waited on it together (1-2% of the cooperative block
- * kernels' time, H200, same call; docs/fp8.md).  Pingpong warp groups
- * take turns, and load it at the start.  In place (kiln_ld_in_place):
- * loaded into a temporary, ptxas copied each value to its loop-carried
- * register straight away, and the copy waited on the load (ncu). */
-constexpr bool WIN_AHEAD = FP8_RECIPE == 3 && !PINGPONG;
-KDEV void kiln_block_load(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
-                          int wrow0, int lane, int base, float (&na)[MI][2], float (&nb)[2])
-{
-    constexpr int CB = BN > 128 ? 2 : 1;
-    const int cb0 = min(T.col0 / 128, P.nbn - 1);
-    const float *sbg = args.scale_b + ((long long)T.g * P.nbn + cb0) * P.nkb;
-    const int sb_next = cb0 + 1 < P.nbn ? P.nkb : 0;
-    const int kb = min(base + (lane & 3), P.nkb - 1);
-    const float *sak = args.scale_a + (long long)kb * args.ld_scale_a;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-            kiln_ld_in_place(na[mi][h],
-                             sak + min(wrow0 + mi * 64 + (lane >> 2) + 8 * h, max(P.cap - 1, 0)));
-    kiln_ld_in_place(nb[0], sbg + kb);
-    if (CB > 1) kiln_ld_in_place(nb[CB - 1], sbg + sb_next + kb);
-}
-
 /* fp8 with promotion (FP8_PROMOTE): each k-block's products go to a
  * partial set, which is added to acc in fp32 once the block's wgmma are
  * done, so the tensor cores' reduced-precision accumulation spans 128 of k
@@ -320,100 +410,30 @@ KDEV void kiln_block_load(const kiln_kernel_args &args, const kiln_gemm &P, cons
  * sets: k-block kb+1 is issued before kb is promoted, so the tensor cores
  * have work while the promotion runs (with one set, both warp groups
  * drained the tensor pipe together: 12-20% slower on an H200). */
-KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P,
-                                const kiln_tile &T, const kiln_smem &m, kiln_ring &r,
+KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r,
                                 const kiln_turn &turn, float (&acc)[MI][ACC_N], int row_off,
-                                int wrow0, int lane, float (&na)[MI][2], float (&nb)[2])
+                                int trow, int lane)
 {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int i = 0; i < ACC_N; ++i) acc[mi][i] = 0.0f;
-    /* Block recipe.  Each k-block's factors sa[row]·sb[column block] are
-     * loaded in windows of 4 k-blocks, well ahead, and handed out by
-     * shuffles: lane q of each quad holds k-block base + q of the quad's two
-     * rows per 64-row sub-tile and of the tile's column blocks.  A window's
-     * factors are multiplied when it is taken, 4 k-blocks after its loads
-     * were issued, so that a k-block's promotion waits on neither a load
-     * nor a multiply, only on its shuffles (issued before the next k-block's
-     * wgmma).  ncu on an H200 found both waits in the earlier form, which
-     * kept B's scales in windows of 32 k-blocks a warp and multiplied per
-     * k-block: ptxas copied B's next window at every turn of the loop and
-     * the copy waited on the load just issued (6% of the consumers' stall
-     * samples), and the multiplies waited on their shuffles (4%).  Loading
-     * each k-block's scales one k-block ahead lost 10-20% (ncu): ptxas
-     * multiplies them as early as it can, between the next k-block's
-     * wgmma, which then wait on the load from L2.  A row past capacity
-     * reads the last row's scale, and is never stored. */
-    constexpr int CB = BN > 128 ? 2 : 1;   /* 128-column blocks of the tile */
-    /* The addresses of the tile's later windows, computed once: the loop
-     * calling kiln_block_load instead (the same loads, their addresses
-     * worked out at each window) ran the 128x256 kernels 2.3% slower in
-     * geometric mean, up to 4% (H200, same call). */
-    int srow[MI][2];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-            srow[mi][h] = min(wrow0 + mi * 64 + (lane >> 2) + 8 * h, max(P.cap - 1, 0));
-    const int cb0 = min(T.col0 / 128, P.nbn - 1);
-    const float *sbg = args.scale_b + ((long long)T.g * P.nbn + cb0) * P.nkb;
-    const int sb_next = cb0 + 1 < P.nbn ? P.nkb : 0;   /* BN 256: the second block's offset */
-    float wf[MI][2][CB];
-    auto load = [&](int base) {
-        const int kb = min(base + (lane & 3), P.nkb - 1);
-        const float *sak = args.scale_a + (long long)kb * args.ld_scale_a;
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) kiln_ld_in_place(na[mi][h], sak + srow[mi][h]);
-        kiln_ld_in_place(nb[0], sbg + kb);
-        if (CB > 1) kiln_ld_in_place(nb[CB - 1], sbg + sb_next + kb);
-    };
-    auto take = [&]() {
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-                for (int c = 0; c < CB; ++c) wf[mi][h][c] = na[mi][h] * nb[c];
-    };
-    /* A tile's first window, taken by `first` (the half-width form takes
-     * it after its first k-block's first wgmma, below). */
-    if (FP8_RECIPE == 3 && !WIN_AHEAD) load(0);
-    auto first = [&]() {
-        if (FP8_RECIPE == 3) {
-            take();
-            load(4);
-        }
-    };
+    constexpr int CB = SC_CB;
     /* k-block kb into p: its slot's wgmma, committed as one group */
     auto issue = [&](float (&p)[MI][ACC_N], int kb) {
         kiln_mbar_wait(m.full(r.s), r.ph);
+        const kiln_u32 st = kiln_stage_uniform(m, r.s);
         kiln_wg_fence();
-        kiln_kblock_mma(p, m.stage(r.s) + row_off * 128, m.stage(r.s) + A_BYTES, false);
+        kiln_kblock_mma(p, st + row_off * 128, st + A_BYTES, false);
         kiln_wg_commit();
         if (kb + 1 == P.nkb) turn.pass();
         r.next();
     };
-    /* k-block kb's factors into f (k-blocks in order): per row half and
-     * 128 columns */
-    using factors = float[MI][2][CB];
-    auto scales = [&](int kb, factors &f) {
-        if (FP8_RECIPE == 3) {
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-                for (int h = 0; h < 2; ++h)
-#pragma unroll
-                    for (int c = 0; c < CB; ++c)
-                        f[mi][h][c] = __shfl_sync(0xffffffffu, wf[mi][h][c], (lane & ~3) | (kb & 3));
-            /* a spent window: take the next, and load the one after it */
-            if ((kb & 3) == 3) {
-                take();
-                load(kb + 5);
-            }
-        }
+    /* The block recipe's factors of the k-block in slot s (waited for,
+     * not yet released): per row half and 128 columns */
+    using factors = kiln_factors;
+    auto scales = [&](int s, factors &f) {
+        if (FP8_RECIPE == 3) kiln_slot_factors(m, s, trow, f);
     };
     /* acc[.][I0 + i] += scaled p[.][i], p's W columns from acc's I0 on */
     auto add = [&](auto &p, int i0, const factors &f) {
@@ -441,25 +461,22 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
          * wide: each k-block's two halves are issued, waited for and
          * promoted in turn, while the other warp group's wgmma keep the
          * tensor cores busy (DeepGEMM's single product set).  A k-block's
-         * factors are shuffled (and a spent window taken, waiting on its
-         * loads) after its first half's wgmma are issued: before them, each
-         * k-block's issue waited on that work, and the kernels ran 9-14%
-         * slower (H200, same call, every 128x256 block kernel on six
-         * shapes; docs/fp8.md). */
+         * factors are read after its first half's wgmma are issued, so
+         * that the issue waits on nothing but the slot (with the factors
+         * shuffled before them, the kernels ran 9-14% slower: H200, same
+         * call, docs/fp8.md). */
         float ph[MI][ACC_N / 2];
         for (int kb = 0; kb < P.nkb; ++kb) {
             kiln_mbar_wait(m.full(r.s), r.ph);
-            const kiln_u32 sa_s = m.stage(r.s) + row_off * 128, sb_s = m.stage(r.s) + A_BYTES;
+            const kiln_u32 st = kiln_stage_uniform(m, r.s);
+            const kiln_u32 sa_s = st + row_off * 128, sb_s = st + A_BYTES;
             factors f;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 kiln_wg_fence();
                 kiln_kblock_mma(ph, sa_s, sb_s + h * (BN / 2) * 128, false);
                 kiln_wg_commit();
-                if (h == 0) {   /* the factors' shuffles under the first half's wgmma */
-                    if (kb == 0) first();
-                    scales(kb, f);
-                }
+                if (h == 0) scales(r.s, f);   /* under the first half's wgmma */
                 kiln_wg_wait<0>();
                 if (h == 1) kiln_release<CS>(m, r.s, lane, P.cta.crank);
                 kiln_fence_acc(ph);
@@ -475,20 +492,19 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
          * loop runs while both of its k-blocks exist, so that every pass starts
          * with only pa in flight (ptxas serialises the wgmma otherwise). */
         int held = r.s, next;
-        factors fa, fb;   /* the factors of pa's and pb's k-blocks, shuffled before
-                             the next issue so that their latency hides behind it */
-        first();
+        factors fa, fb;   /* the factors of pa's and pb's k-blocks, read before
+                             the next wait so that their latency hides behind it */
         issue(pa, 0);
         int kb = 0;
         for (; kb + 2 < P.nkb; kb += 2) {
-            scales(kb, fa);
+            scales(held, fa);
             next = r.s;
             issue(pb, kb + 1);
             kiln_wg_wait<1>();
             kiln_release<CS>(m, held, lane, P.cta.crank);
             promote(pa, fa);
             held = next;
-            scales(kb + 1, fb);
+            scales(held, fb);
             next = r.s;
             issue(pa, kb + 2);
             kiln_wg_wait<1>();
@@ -496,11 +512,11 @@ KDEV void kiln_mainloop_promote(const kiln_kernel_args &args, const kiln_gemm &P
             promote(pb, fb);
             held = next;
         }
-        scales(kb, fa);
+        scales(held, fa);
         if (kb + 1 < P.nkb) {
-            scales(kb + 1, fb);
             next = r.s;
             issue(pb, kb + 1);
+            scales(next, fb);
             kiln_wg_wait<1>();
             kiln_release<CS>(m, held, lane, P.cta.crank);
             promote(pa, fa);
@@ -735,31 +751,21 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
-    float na[MI][2], nb[2];   /* the block recipe's window loads */
-    kiln_tile Tn;
-    if (WIN_AHEAD && P.cta.cid < P.items) {
-        Tn = kiln_decode(P, m, P.cta.cid);
-        kiln_block_load(args, P, Tn, Tn.row0 + row_off + wq * 16, lane, 0, na, nb);
-    }
     int j = 0;
     for (int t = P.cta.cid; t < P.items; t += P.cta.ncl, ++j) {
         if (!turn.mine(j)) {
             r.skip(P.nkb);
             continue;
         }
-        const kiln_tile T = WIN_AHEAD ? Tn : kiln_decode(P, m, t);
+        const kiln_tile T = kiln_decode(P, m, t);
         turn.wait();
         const int wrow0 = T.row0 + row_off + wq * 16;
         /* a tile before this one left its epilogue's slot held */
         const bool staged = t != P.cta.cid;
-        if (FP8_PROMOTE)
-            kiln_mainloop_promote(args, P, T, m, r, turn, acc, row_off, wrow0, lane, na, nb);
+        /* the block recipe: the first of this thread's rows in the tile */
+        const int trow = row_off + wq * 16 + (lane >> 2);
+        if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, row_off, trow, lane);
         else kiln_mainloop(P, m, r, turn, acc, row_off, lane, staged);
-        if (WIN_AHEAD && t + P.cta.ncl < P.items) {
-            /* the next tile's first window, under this tile's epilogue */
-            Tn = kiln_decode(P, m, t + P.cta.ncl);
-            kiln_block_load(args, P, Tn, Tn.row0 + row_off + wq * 16, lane, 0, na, nb);
-        }
         /* the last k-block's slot (held with HOLD_BOXES) is written only once
          * both warp groups' wgmma have read it; `held` is this warp's part of
          * it as a generic pointer, its shared address taken relative to
@@ -796,7 +802,8 @@ KILN_SM90_KERNEL
 
     if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
-        kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS);
+        /* the block recipe's full barriers also wait for the scale warp's lanes */
+        kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS, FP8_RECIPE == 3 ? 1 + 32 : 1);
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
         if (EPI_TMA) kiln_tma_prefetch_desc(&tmap_d);
@@ -813,6 +820,7 @@ KILN_SM90_KERNEL
     if (wg == 0) {
         kiln_producer_regs();
         if (threadIdx.x == 0) kiln_produce(args, P, m, &tmap_a, &tmap_b);
+        else if (FP8_RECIPE == 3 && threadIdx.x / 32 == 1) kiln_produce_scales(args, P, m, threadIdx.x & 31);
     } else {
         kiln_consumer_regs();
         kiln_consume(args, P, m, wg - 1, &tmap_d);
