@@ -418,7 +418,6 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int i = 0; i < ACC_N; ++i) acc[mi][i] = 0.0f;
-    constexpr int CB = SC_CB;
     /* k-block kb into p: its slot's wgmma, committed as one group */
     auto issue = [&](float (&p)[MI][ACC_N], int kb) {
         kiln_mbar_wait(m.full(r.s), r.ph);
@@ -444,7 +443,7 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
             for (int i = 0; i < W; ++i) {
                 if (FP8_RECIPE == 3) {
                     /* (i0+i)/4 is the 8-column group, (i/2)&1 the row half */
-                    const int c = CB > 1 && (i0 + i) / 4 >= 16 ? CB - 1 : 0;
+                    const int c = SC_CB > 1 && (i0 + i) / 4 >= 16 ? SC_CB - 1 : 0;
                     acc[mi][i0 + i] = fmaf(p[mi][i], f[mi][(i >> 1) & 1][c], acc[mi][i0 + i]);
                 } else {
                     acc[mi][i0 + i] += p[mi][i];
