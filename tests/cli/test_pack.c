@@ -276,7 +276,11 @@ static void test_damaged_bundles_refused(void **state)
     } cases[] = {
         {"truncated", "truncate -s 5000 \"$f\"", "checksum"},
         {"tiny", "truncate -s 40 \"$f\"", "truncated"},
-        {"flipped", "printf '\\377' | dd of=\"$f\" bs=1 seek=3000 conv=notrunc status=none",
+        /* byte 3000 inverted (written as 0xff it was no change where the
+         * bundle held 0xff there) */
+        {"flipped",
+         "b=$(od -An -tu1 -j3000 -N1 \"$f\" | tr -d ' ') && "
+         "printf \"$(printf '\\\\%03o' $((b ^ 255)))\" | dd of=\"$f\" bs=1 seek=3000 conv=notrunc status=none",
          "checksum"},
         {"version", "printf '\\007' | dd of=\"$f\" bs=1 seek=8 conv=notrunc status=none",
          "format version 7"},
