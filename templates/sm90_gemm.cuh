@@ -326,24 +326,69 @@ KDEV void kiln_slot_factors(const kiln_smem &m, int s, int trow, kiln_factors &f
 
 /* ---------------------------------------------------------- consumer */
 
-/* One k-block's wgmma into acc, W columns of B from sb (the tile's BN, or
- * PROMOTE_SPLIT's half: kiln_wgmma is emitted for both widths): KSTEPS
- * steps of 32 bytes along k (16 k16 values, or 32 k32 ones), each MI
- * sub-tiles of 64 rows.  `keep`: add to acc (else the first step
- * overwrites it).  Each operand's descriptor is built once and stepped
- * (kiln_desc_add). */
+/* wgmma descriptors of a k-block: A's rows from sa and B's columns from sb
+ * (kiln_desc_a/b) for the first 32-byte step along k (16 k16 values, or 32
+ * k32 ones), stepped by a 32-bit add to their address (kiln_desc_add):
+ * A to 64-row sub-tile mi and step kk, B to column col (K-major B only,
+ * else 0) and step kk. */
+KDEV kiln_u64 kiln_desc_a(kiln_u32 sa) { return kiln_desc(sa, 16, 1024); }
+KDEV kiln_u64 kiln_desc_b(kiln_u32 sb)
+{
+    return B_KMAJOR ? kiln_desc(sb, 16, 1024) : kiln_desc(sb, MN_LBO, MN_SBO);
+}
+KDEV kiln_u64 kiln_step_a(kiln_u64 da, int mi, int kk) { return kiln_desc_add(da, mi * 64 * 128 + kk * 32); }
+KDEV kiln_u64 kiln_step_b(kiln_u64 db, int col, int kk)
+{
+    return kiln_desc_add(db, col * 128 + (B_KMAJOR ? kk * 32 : kk * 16 * 128));
+}
+
+/* One k-block's wgmma into acc, the tile's BN columns of B from sb: KSTEPS
+ * steps along k, each MI sub-tiles of 64 rows.  `keep`: add to acc (else
+ * the first step overwrites it). */
 template <int W>
 KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool keep)
 {
-    const kiln_u64 da0 = kiln_desc(sa, 16, 1024);
-    const kiln_u64 db0 = B_KMAJOR ? kiln_desc(sb, 16, 1024) : kiln_desc(sb, MN_LBO, MN_SBO);
+    const kiln_u64 da0 = kiln_desc_a(sa);
+    const kiln_u64 db0 = kiln_desc_b(sb);
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
-        const kiln_u64 db = kiln_desc_add(db0, B_KMAJOR ? kk * 32 : kk * 16 * 128);
+        const kiln_u64 db = kiln_step_b(db0, 0, kk);
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-            kiln_wgmma(acc[mi], kiln_desc_add(da0, mi * 64 * 128 + kk * 32), db, keep || kk != 0);
+        for (int mi = 0; mi < MI; ++mi) kiln_wgmma(acc[mi], kiln_step_a(da0, mi, kk), db, keep || kk != 0);
     }
+}
+
+/* The same for PROMOTE_SPLIT (K-major B), with every descriptor of the
+ * k-block worked out beforehand (kiln_split_desc): half h of the tile's
+ * columns (kiln_wgmma is emitted for that width too), its first step
+ * overwriting acc. */
+struct kiln_split_descs {
+    kiln_u64 a[MI][KSTEPS];
+    kiln_u64 b[2][KSTEPS];
+};
+
+KDEV kiln_split_descs kiln_split_desc(kiln_u32 sa, kiln_u32 sb)
+{
+    kiln_split_descs d;
+    const kiln_u64 da0 = kiln_desc_a(sa), db0 = kiln_desc_b(sb);
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) d.a[mi][kk] = kiln_step_a(da0, mi, kk);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) d.b[h][kk] = kiln_step_b(db0, h * (BN / 2), kk);
+    }
+    return d;
+}
+
+template <int W>
+KDEV void kiln_split_mma(float (&acc)[MI][W], const kiln_split_descs &d, int h)
+{
+    static_assert(B_KMAJOR, "PROMOTE_SPLIT: 8-bit inputs, K-major B");
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) kiln_wgmma(acc[mi], d.a[mi][kk], d.b[h][kk], kk != 0);
 }
 
 /* Slot s's shared address, through a shuffle: provably warp-uniform, so
@@ -463,17 +508,28 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
          * factors are read after its first half's wgmma are issued, so
          * that the issue waits on nothing but the slot (with the factors
          * shuffled before them, the kernels ran 9-14% slower: H200, same
-         * call, docs/fp8.md). */
+         * call, docs/fp8.md).
+         *
+         * Every descriptor of a k-block is worked out before its slot's
+         * wait, from the slot's address taken at the end of the k-block
+         * before, so that the wgmma issue back to back once the slot is
+         * full: worked out after the wait, from the address shuffled
+         * there, a chain of uniform instructions stood between the wait
+         * and each wgmma (its SHFL, R2UR and descriptor arithmetic, then
+         * one descriptor register quad rewritten for each wgmma).  H200,
+         * each form's speed over DeepGEMM's in alternating processes of
+         * one call (docs/fp8.md): 0.995-1.057 times the form before's,
+         * 1.034 in geometric mean over 20 cells. */
         float ph[MI][ACC_N / 2];
+        kiln_u32 st = kiln_stage_uniform(m, r.s);
         for (int kb = 0; kb < P.nkb; ++kb) {
+            const kiln_split_descs d = kiln_split_desc(st + row_off * 128, st + A_BYTES);
             kiln_mbar_wait(m.full(r.s), r.ph);
-            const kiln_u32 st = kiln_stage_uniform(m, r.s);
-            const kiln_u32 sa_s = st + row_off * 128, sb_s = st + A_BYTES;
             factors f;
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 kiln_wg_fence();
-                kiln_kblock_mma(ph, sa_s, sb_s + h * (BN / 2) * 128, false);
+                kiln_split_mma(ph, d, h);
                 kiln_wg_commit();
                 if (h == 0) scales(r.s, f);   /* under the first half's wgmma */
                 kiln_wg_wait<0>();
@@ -483,6 +539,7 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
             }
             if (kb + 1 == P.nkb) turn.pass();
             r.next();
+            st = kiln_stage_uniform(m, r.s);
         }
     } else {
         float pa[MI][ACC_N], pb[MI][ACC_N];
