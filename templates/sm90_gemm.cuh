@@ -518,8 +518,9 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
          * and each wgmma (its SHFL, R2UR and descriptor arithmetic, then
          * one descriptor register quad rewritten for each wgmma).  H200,
          * each form's speed over DeepGEMM's in alternating processes of
-         * one call (docs/fp8.md): 0.995-1.057 times the form before's,
-         * 1.034 in geometric mean over 20 cells. */
+         * one call (docs/fp8.md): 1.033 and 1.030 times the form
+         * before's in geometric mean over 20 and 28 cells (0.961-1.068 a
+         * cell). */
         float ph[MI][ACC_N / 2];
         kiln_u32 st = kiln_stage_uniform(m, r.s);
         for (int kb = 0; kb < P.nkb; ++kb) {
