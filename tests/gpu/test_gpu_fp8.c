@@ -9,8 +9,9 @@
  * (n_out 320, k_red 400: a partial 128-column tile and a partial k-block),
  * empty and one-row groups, a group holding every row, many small groups,
  * capacity past Σm; graph capture replayed after the counts changed in
- * place.  Each case checks every output element, that the rows past Σm
- * keep their poison, and that the kernel that ran is the recipe's.
+ * place; the block recipe's scale_a 4-byte aligned, with an odd pitch.
+ * Each case checks every output element, that the rows past Σm keep their
+ * poison, and that the kernel that ran is the recipe's.
  *
  * Tolerance, per element: |got - ref| <= 2^-8 |ref| + t·S, where S is the
  * sum of |a·b| times the scales (the size of what was summed).  2^-8 is the
@@ -58,6 +59,7 @@ static float rand_scale(void) { return 0.5f + (float)rng_int(0, 1023) / 1024.0f 
 typedef struct f8data {
     int G;
     int64_t cap, n_out, k_red, ld_sa;
+    int sa_head;    /* block recipe: floats before scale_a in its allocation */
     int nbn, nkb;
     uint8_t *a, *b;
     float *sa, *sb;
@@ -66,8 +68,16 @@ typedef struct f8data {
     uint16_t *bias; /* epilogue: bf16 [G, n_out] */
 } f8data;
 
+/* The block recipe's scale_a: its pitch (floats a k-block) is the
+ * capacity plus pad (0: the call passes ld_scale_a 0), and it starts
+ * sa_head floats into its allocation, which ends where it does. */
+typedef struct f8layout {
+    int pad, sa_head;
+} f8layout;
+static const f8layout padded = {8, 0};
+
 static void f8data_make(f8data *d, const f8variant *v, int G, int64_t cap, int64_t n_out,
-                        int64_t k_red)
+                        int64_t k_red, const f8layout *lay)
 {
     d->G = G;
     d->cap = cap;
@@ -75,7 +85,8 @@ static void f8data_make(f8data *d, const f8variant *v, int G, int64_t cap, int64
     d->k_red = k_red;
     d->nbn = (int)((n_out + 127) / 128);
     d->nkb = (int)((k_red + 127) / 128);
-    d->ld_sa = cap + 8; /* block recipe: a pitch past capacity */
+    d->ld_sa = cap + lay->pad;
+    d->sa_head = lay->sa_head;
     d->a = xmalloc((size_t)(cap * k_red));
     d->b = xmalloc((size_t)(G * n_out * k_red));
     for (int64_t i = 0; i < cap * k_red; i++) d->a[i] = rand_fp8(v->a);
@@ -142,7 +153,8 @@ static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_pr
 {
     x->a = dev_alloc((size_t)(d->cap * d->k_red));
     x->b = dev_alloc((size_t)(d->G * d->n_out * d->k_red));
-    x->sa = dev_alloc(d->sa_n * sizeof(float));
+    x->sa = dev_alloc((d->sa_n + (size_t)d->sa_head) * sizeof(float));
+    x->sa += (CUdeviceptr)d->sa_head * 4;
     x->sb = dev_alloc(d->sb_n * sizeof(float));
     x->obytes = (size_t)(d->cap * d->n_out * 2);
     x->out = dev_alloc(x->obytes);
@@ -171,7 +183,7 @@ static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_pr
     p->fp8.promote = v->promote;
     p->fp8.d_scale_a = (const float *)(uintptr_t)x->sa;
     p->fp8.d_scale_b = (const float *)(uintptr_t)x->sb;
-    if (v->recipe == KILN_FP8_BLOCK) p->fp8.ld_scale_a = d->ld_sa;
+    if (v->recipe == KILN_FP8_BLOCK) p->fp8.ld_scale_a = d->ld_sa == d->cap ? 0 : d->ld_sa;
     if (dgrad) p->fp8.d_bt = (const void *)(uintptr_t)x->b;
     if (d->rs) {
         p->epilogue.d_row_scale = (const float *)(uintptr_t)x->rs;
@@ -181,7 +193,11 @@ static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_pr
     }
 }
 
-static void f8dev_free(f8dev *x) { DEV_FREE_ALL(x->a, x->b, x->sa, x->sb, x->out, x->sizes, x->rs, x->bias); }
+static void f8dev_free(f8dev *x, const f8data *d)
+{
+    x->sa -= (CUdeviceptr)d->sa_head * 4;
+    DEV_FREE_ALL(x->a, x->b, x->sa, x->sb, x->out, x->sizes, x->rs, x->bias);
+}
 
 /* Checks the output in x against d for counts: every valid element within
  * the tolerance, every row past Σm still poison. */
@@ -221,8 +237,8 @@ static void f8check(const f8data *d, const f8dev *x, const f8variant *v, const i
     free(out);
 }
 
-static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t cap,
-                     int64_t n_out, int64_t k_red, const char *what)
+static void run_case_in(const f8variant *v, const int32_t *counts, int G, int64_t cap,
+                        int64_t n_out, int64_t k_red, const f8layout *lay, const char *what)
 {
     char label[160];
     snprintf(label, sizeof label, "%s %s%s%s %s x %s: %s", kiln_op_name(v->op),
@@ -230,7 +246,7 @@ static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t c
              v->promote ? " promote" : "", v->epilogue ? " + bias, row scale, alpha" : "",
              kiln_dtype_name(v->a), kiln_dtype_name(v->b), what);
     f8data d;
-    f8data_make(&d, v, G, cap, n_out, k_red);
+    f8data_make(&d, v, G, cap, n_out, k_red, lay);
     f8dev x;
     kiln_problem p;
     f8dev_make(&x, &d, counts, &p, v);
@@ -240,8 +256,30 @@ static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t c
             FAIL_CASE("%s: ran %s, wanted a %s kernel", label, rep.kernel, v->kernel);
         f8check(&d, &x, v, counts, label);
     }
-    f8dev_free(&x);
+    f8dev_free(&x, &d);
     f8data_free(&d);
+}
+
+static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t cap,
+                     int64_t n_out, int64_t k_red, const char *what)
+{
+    run_case_in(v, counts, G, cap, n_out, k_red, &padded, what);
+}
+
+/* The block recipe's scale_a as a caller may hand it (kiln.h asks 4-byte
+ * alignment and a pitch of at least the capacity): 4-byte aligned only,
+ * its pitch the capacity (601, odd) or a little more, its allocation
+ * ending where it does, and the groups' rows up to the capacity's last.
+ * A kernel that reads the scales in wider pieces than a row's float (a
+ * vector, a bulk copy) must still place every row and read nothing past
+ * the allocation (memcheck). */
+static void run_block_layout(const f8variant *v, const f8layout *lay, const char *prefix)
+{
+    const int32_t to_cap[4] = {1, 300, 0, 300};
+    char what[96];
+    snprintf(what, sizeof what, "%sscale_a at +%d floats, pitch %d, rows to capacity 601", prefix,
+             lay->sa_head, 601 + lay->pad);
+    run_case_in(v, to_cap, 4, 601, 256, 400, lay, what);
 }
 
 static const f8variant variants[] = {
@@ -344,6 +382,10 @@ static void run_forced(const kiln_catalog_entry *ce)
         run_case(&v, five, 5, 600, 320, 400, "forced: 5 groups, n_out 320");
         run_case(&v, four, 4, 200, 256, 4240, "forced: k_red 4240");
         run_case(&v, small, 40, 600, 512, 256, "forced: 40 groups of 0-20 rows");
+        if (v.recipe == KILN_FP8_BLOCK) {
+            const f8layout odd = {0, 3};
+            run_block_layout(&v, &odd, "forced: ");
+        }
     }
     kiln_context_destroy(g_ctx);
     g_ctx = shared;
@@ -405,7 +447,7 @@ static void test_graph_replay(void **state)
     const f8variant *v = &variants[3]; /* block: the scales move with the rows */
     int32_t c1[4] = {10, 50, 0, 100}, c2[4] = {70, 0, 120, 30};
     f8data d;
-    f8data_make(&d, v, 4, 256, 256, 384);
+    f8data_make(&d, v, 4, 256, 256, 384, &padded);
     f8dev x;
     kiln_problem p;
     f8dev_make(&x, &d, c1, &p, v);
@@ -425,12 +467,26 @@ static void test_graph_replay(void **state)
     graph_replay(exec, stream);
     f8check(&d, &x, v, c2, "fprop block: graph replay, counts changed to 70,0,120,30");
     graph_destroy(exec, graph, stream);
-    f8dev_free(&x);
+    f8dev_free(&x, &d);
     f8data_free(&d);
+    assert_int_equal(g_failures, before);
+}
+
+/* run_block_layout on the block recipe's dispatch, fprop and dgrad: scale_a
+ * 1-3 floats past a 16-byte boundary, its pitch 601, 603 and 606 */
+static void test_block_scale_layouts(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    const f8layout lays[] = {{0, 1}, {0, 2}, {0, 3}, {2, 3}, {5, 0}};
+    for (size_t i = 0; i < sizeof lays / sizeof lays[0]; i++) {
+        run_block_layout(&variants[3], &lays[i], "");
+        run_block_layout(&variants[7], &lays[i], "");
+    }
     assert_int_equal(g_failures, before);
 }
 
 GPU_CONTEXT_MAIN(KILN_ALLOW_GENERATED, &g_ctx, cmocka_unit_test(test_recipes),
                  cmocka_unit_test(test_group_shapes), cmocka_unit_test(test_kblock_counts),
                  cmocka_unit_test(test_half_width_promotion), cmocka_unit_test(test_every_default),
-                 cmocka_unit_test(test_graph_replay))
+                 cmocka_unit_test(test_graph_replay), cmocka_unit_test(test_block_scale_layouts))
