@@ -266,7 +266,7 @@ static void run_case(const f8variant *v, const int32_t *counts, int G, int64_t c
     run_case_in(v, counts, G, cap, n_out, k_red, &padded, what);
 }
 
-/* The block recipe's scale_a as a caller may hand it (kiln.h asks 4-byte
+/* The block recipe's scale_a as a caller may hand it (the call's checks ask 4-byte
  * alignment and a pitch of at least the capacity): 4-byte aligned only,
  * its pitch the capacity (601, odd) or a little more, its allocation
  * ending where it does, and the groups' rows up to the capacity's last.
