@@ -145,6 +145,7 @@ static double f8ref(const f8data *d, const f8variant *v, int g, int64_t r, int64
 /* Device copies and the problem for d. */
 typedef struct f8dev {
     CUdeviceptr a, b, sa, sb, out, sizes, rs, bias;
+    CUdeviceptr sa_alloc; /* sa's allocation (sa lies sa_head floats into it) */
     size_t obytes;
 } f8dev;
 
@@ -153,8 +154,8 @@ static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_pr
 {
     x->a = dev_alloc((size_t)(d->cap * d->k_red));
     x->b = dev_alloc((size_t)(d->G * d->n_out * d->k_red));
-    x->sa = dev_alloc((d->sa_n + (size_t)d->sa_head) * sizeof(float));
-    x->sa += (CUdeviceptr)d->sa_head * 4;
+    x->sa_alloc = dev_alloc((d->sa_n + (size_t)d->sa_head) * sizeof(float));
+    x->sa = x->sa_alloc + (CUdeviceptr)d->sa_head * 4;
     x->sb = dev_alloc(d->sb_n * sizeof(float));
     x->obytes = (size_t)(d->cap * d->n_out * 2);
     x->out = dev_alloc(x->obytes);
@@ -193,11 +194,7 @@ static void f8dev_make(f8dev *x, const f8data *d, const int32_t *counts, kiln_pr
     }
 }
 
-static void f8dev_free(f8dev *x, const f8data *d)
-{
-    x->sa -= (CUdeviceptr)d->sa_head * 4;
-    DEV_FREE_ALL(x->a, x->b, x->sa, x->sb, x->out, x->sizes, x->rs, x->bias);
-}
+static void f8dev_free(f8dev *x) { DEV_FREE_ALL(x->a, x->b, x->sa_alloc, x->sb, x->out, x->sizes, x->rs, x->bias); }
 
 /* Checks the output in x against d for counts: every valid element within
  * the tolerance, every row past Σm still poison. */
@@ -256,7 +253,7 @@ static void run_case_in(const f8variant *v, const int32_t *counts, int G, int64_
             FAIL_CASE("%s: ran %s, wanted a %s kernel", label, rep.kernel, v->kernel);
         f8check(&d, &x, v, counts, label);
     }
-    f8dev_free(&x, &d);
+    f8dev_free(&x);
     f8data_free(&d);
 }
 
@@ -467,7 +464,7 @@ static void test_graph_replay(void **state)
     graph_replay(exec, stream);
     f8check(&d, &x, v, c2, "fprop block: graph replay, counts changed to 70,0,120,30");
     graph_destroy(exec, graph, stream);
-    f8dev_free(&x, &d);
+    f8dev_free(&x);
     f8data_free(&d);
     assert_int_equal(g_failures, before);
 }
