@@ -28,6 +28,17 @@
 /* Slots of work-order counters in a kernel that has them (sched_slot). */
 #define KILN_SCHED_SLOTS 4096
 
+/* The context workspace (args.workspace) of the kernels that split their
+ * last wave's reductions (templates/sm90_gemm.cuh, SPLIT): a lease word at
+ * 0, a counter per tile of the last wave at KILN_SPLIT_CTR_OFFSET, then a
+ * partial tile (BM x BN fp32 at most) per CTA of the grid, for grids of up
+ * to num_sms (and KILN_SPLIT_CTAS) CTAs.  The runtime zeroes the words
+ * before the parts once; each launch leaves them zero. */
+#define KILN_SPLIT_CTAS 256
+#define KILN_SPLIT_TILE_BYTES (128 * 1024)
+#define KILN_SPLIT_CTR_OFFSET 64
+#define KILN_SPLIT_PARTS_OFFSET 4096
+
 typedef struct kiln_kernel_args {
     const void *a;                 /* row operand A */
     const void *b;                 /* weights [G,N,K] (or X for wgrad) */
@@ -40,7 +51,7 @@ typedef struct kiln_kernel_args {
     const float *alpha_ptr;        /* [G] per-group alpha, or 0 */
     const void *c;                 /* [cap, n_out] of the output type, or 0 */
     int *overflow;                 /* set to 1 when sum(m) > capacity, or 0 */
-    void *workspace;               /* kiln-owned scratch (per context), or 0 */
+    void *workspace;               /* the context's split workspace (above), or 0 */
     long long capacity;            /* rows of the row operands */
     long long lda, ldb, ldd, ldc;  /* elements between rows */
     long long ld_bias;             /* elements between groups of bias */

@@ -59,12 +59,15 @@ static kiln_status read_switch_env(const char *name, int *on, kiln_error *err)
 
 /* KILN_HOST_CACHE=0 turns the per-call caches off (to measure them, or to
  * rule them out); KILN_PDL=1 turns programmatic dependent launch on
- * (launch.h). */
+ * (launch.h); KILN_SPLIT=0 keeps the split workspace from being made, so
+ * that every kernel walks whole tiles. */
 static kiln_status read_launch_env(kiln_context *ctx, kiln_error *err)
 {
     int caches = 1;
+    ctx->split = 1;
     kiln_status st = read_switch_env("KILN_HOST_CACHE", &caches, err);
     if (!st) st = read_switch_env("KILN_PDL", &ctx->pdl, err);
+    if (!st) st = read_switch_env("KILN_SPLIT", &ctx->split, err);
     if (st || !caches) return st;
     ctx->memo = kiln_dispatch_memo_create();
     ctx->tmaps = kiln_tmap_cache_create();
@@ -116,6 +119,8 @@ static kiln_status open_device(kiln_context *ctx, int ordinal, kiln_error *err)
     return KILN_OK;
 }
 
+static void make_split_workspace(kiln_context *ctx);
+
 kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_context **out)
 {
     if (!out) return KILN_ERROR_INVALID_ARGUMENT;
@@ -153,6 +158,7 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     if (opts.cache_max_bytes && ctx->kernels.store.cache)
         kiln_cache_set_max_bytes(ctx->kernels.store.cache, opts.cache_max_bytes);
     kiln_kernels_open_tuning(&ctx->kernels, opts.tuning_tables);
+    if (ctx->split && (ctx->allowed & KILN_ALLOW_GENERATED)) make_split_workspace(ctx);
     kiln_kernels *ks = &ctx->kernels;
     kiln_rt_logf(&ctx->log, KILN_LOG_INFO,
                  "kiln %s on device %d (%s, %d SMs), %zu default kernels, %zu bundles, cache %s",
@@ -169,6 +175,7 @@ void kiln_context_destroy(kiln_context *ctx)
         current = ctx->drv.cuCtxPushCurrent(ctx->cu) == CUDA_SUCCESS;
         kiln_cublaslt_destroy(ctx->lt, &ctx->env);
         kiln_quant_rt_destroy(ctx->quant, &ctx->env);
+        if (ctx->split_ws) ctx->drv.cuMemFree(ctx->split_ws);
     }
     /* Modules are unloaded only in their own CUDA context. */
     kiln_kernels_close(&ctx->kernels, current);
@@ -210,6 +217,38 @@ static void leave(kiln_context *ctx, int pushed)
 {
     CUcontext dummy;
     if (pushed) ctx->drv.cuCtxPopCurrent(&dummy);
+}
+
+/* The workspace of the kernels that split their last wave (kernel_abi.h,
+ * KILN_SPLIT_*; a partial tile per SM, 16.5 MiB on 132 SMs), made with the
+ * context so that no call allocates or synchronises: its words zeroed and
+ * waited for here, before any launch that may use it on any stream.  A
+ * failure leaves the context without one (the kernels then walk whole
+ * tiles) and is logged. */
+static void make_split_workspace(kiln_context *ctx)
+{
+    const size_t bytes =
+        KILN_SPLIT_PARTS_OFFSET + (size_t)ctx->dev.num_sms * KILN_SPLIT_TILE_BYTES;
+    kiln_driver *d = &ctx->drv;
+    CUdeviceptr ws = 0;
+    kiln_error err;
+    int pushed;
+    kiln_status st = enter(ctx, &pushed, &err);
+    if (!st) st = kiln_driver_check(d, d->cuMemAlloc(&ws, bytes), "cuMemAlloc(split workspace)", &err);
+    if (!st)
+        st = kiln_driver_check(d, d->cuMemsetD8Async(ws, 0, KILN_SPLIT_PARTS_OFFSET, NULL),
+                               "cuMemsetD8Async(split workspace)", &err);
+    if (!st)
+        st = kiln_driver_check(d, d->cuStreamSynchronize(NULL), "cuStreamSynchronize(split workspace)",
+                               &err);
+    if (st && ws) d->cuMemFree(ws);
+    leave(ctx, pushed);
+    if (st) {
+        kiln_rt_logf(&ctx->log, KILN_LOG_WARNING, "no split workspace: %s", err.msg);
+        return;
+    }
+    ctx->split_ws = ws;
+    kiln_rt_logf(&ctx->log, KILN_LOG_INFO, "split workspace: %zu bytes", bytes);
 }
 
 /* Dispatches p and loads the generated kernel chosen (*k NULL for
@@ -275,23 +314,29 @@ static void copy_text(char *dst, size_t size, const char *src)
     dst[n] = '\0';
 }
 
-/* The work-order counters of a launch of k on stream (sched_slots.h; the
- * caller holds the lock): a slot of its own when the stream is capturing
- * a graph, the stream's slot otherwise; 0 when k has none.  The handle
- * CU_STREAM_PER_THREAD names another stream in each thread, and those run
- * at once: each thread's is keyed by an address of that thread's own. */
-static kiln_status sched_slot(kiln_context *ctx, const kiln_rt_kernel *k, CUstream stream,
-                              int *slot, kiln_error *err)
+/* What a launch of k on stream takes from the context (the caller holds
+ * the lock): its work-order counters (sched_slots.h), a slot of its own
+ * when the stream is capturing a graph, the stream's slot otherwise, 0
+ * when k has none; and the split workspace for a kernel that splits (a
+ * launch state per slot: launch.h).  The
+ * handle CU_STREAM_PER_THREAD names another stream in each thread, and
+ * those run at once: each thread's is keyed by an address of that thread's
+ * own. */
+static kiln_status launch_state(kiln_context *ctx, const kiln_rt_kernel *k, CUstream stream,
+                                kiln_launch_opts *lo, kiln_error *err)
 {
     static _Thread_local char this_thread;
-    *slot = 0;
-    if (!k->sched) return KILN_OK;
+    lo->sched_slot = 0;
+    lo->workspace = 0;
+    if (!k->sched && !k->split) return KILN_OK;
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     kiln_status st = kiln_driver_check(&ctx->drv, ctx->drv.cuStreamIsCapturing(stream, &cap),
                                        "cuStreamIsCapturing", err);
+    if (st) return st;
+    if (k->split) lo->workspace = ctx->split_ws;
     uintptr_t key = stream == CU_STREAM_PER_THREAD ? (uintptr_t)&this_thread : (uintptr_t)stream;
-    if (!st) *slot = kiln_sched_slot(&ctx->sched, key, cap != CU_STREAM_CAPTURE_STATUS_NONE);
-    return st;
+    lo->sched_slot = kiln_sched_slot(&ctx->sched, key, cap != CU_STREAM_CAPTURE_STATUS_NONE);
+    return KILN_OK;
 }
 
 static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstream stream,
@@ -302,8 +347,8 @@ static kiln_status gemm_locked(kiln_context *ctx, const kiln_problem *p, CUstrea
     int pushed;
     kiln_status st = begin_call(ctx, p, &c, &k, &pushed, err);
     if (!st && ctx->checked) st = kiln_check_problem_memory(&ctx->drv, p, err);
-    kiln_launch_opts lo = {ctx->tmaps, ctx->pdl, 0};
-    if (!st && k) st = sched_slot(ctx, k, stream, &lo.sched_slot, err);
+    kiln_launch_opts lo = {ctx->tmaps, ctx->pdl, 0, 0};
+    if (!st && k) st = launch_state(ctx, k, stream, &lo, err);
     if (!st && k) st = kiln_launch_run(&ctx->env, &lo, k, p, stream, err);
     else if (!st) st = kiln_cublaslt_run(&ctx->lt, &ctx->env, &ctx->kernels, p, stream, err);
     leave(ctx, pushed);
@@ -452,9 +497,9 @@ kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, co
     /* Without the cache (cli/tune_gpu.c calls this outside the lock) and
      * without PDL (each timed call stands alone); with the stream's
      * work-order counters, as kiln_gemm's launches have. */
-    kiln_launch_opts lo = {NULL, 0, 0};
+    kiln_launch_opts lo = {NULL, 0, 0, 0};
     pthread_mutex_lock(&ctx->lock);
-    kiln_status st = sched_slot(ctx, k, stream, &lo.sched_slot, err);
+    kiln_status st = launch_state(ctx, k, stream, &lo, err);
     pthread_mutex_unlock(&ctx->lock);
     return st ? st : kiln_launch_run(&ctx->env, &lo, k, p, stream, err);
 }

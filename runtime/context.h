@@ -57,6 +57,10 @@ struct kiln_context {
     kiln_tmap_cache *tmaps;       /* encoded tensor maps */
     int pdl;                      /* KILN_PDL=1 (launch.h kiln_launch_opts) */
     kiln_sched sched;             /* work-order counter slots, under the lock */
+    int split;                    /* KILN_SPLIT (default 1): make the split workspace */
+    CUdeviceptr split_ws;         /* the split workspace (launch.h), made with the
+                                     context; 0: none (KILN_SPLIT=0, cuBLASLt only,
+                                     or its allocation failed) */
 };
 
 #endif /* KILN_CONTEXT_H */

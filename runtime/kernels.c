@@ -298,6 +298,7 @@ static kiln_status load_kernel(kiln_kernels *ks, kiln_rt_kernel *k, const kiln_c
         return st;
     }
     if (k->sched) LOG(ks, KILN_LOG_DEBUG, "%s: dynamic work order (sched_slots.h)", k->desc.name);
+    if (k->split) LOG(ks, KILN_LOG_DEBUG, "%s: splits a short last wave (launch.h)", k->desc.name);
     k->loaded = 1;
     return KILN_OK;
 }

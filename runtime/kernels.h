@@ -44,6 +44,7 @@ typedef struct kiln_rt_kernel {
     CUfunction function;
     int loaded;
     int sched;                       /* its module has work-order counters (sched_slots.h) */
+    int split;                       /* it splits its last wave (launch.h), given a workspace */
 } kiln_rt_kernel;
 
 /* A tuning table entry's kernel. */

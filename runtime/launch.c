@@ -81,17 +81,17 @@ int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
     return ceil_div(grid, cluster) * cluster;
 }
 
-/* Whether k's module holds the work-order counters.  The template owns the
- * rule of which kernels have them: a module without them (or with the
+/* Whether k's module holds KILN_SCHED_SLOTS pairs of words named sym (the
+ * work-order counters, or the split's launch states).  The template owns
+ * the rule of which kernels have them: a module without them (or with the
  * 1-pair placeholder) gets no slot.  The image is searched for the name
  * (with its terminating NUL, as the symbol string table holds it) before
  * the driver is asked: cuModuleGetGlobal answers NOT_FOUND for every other
  * module, and compute-sanitizer reports each such answer as an error. */
-static int has_counters(const kiln_rt_env *env, const kiln_rt_kernel *k, const void *image,
-                        size_t image_size)
+static int has_slots(const kiln_rt_env *env, const kiln_rt_kernel *k, const void *image,
+                     size_t image_size, const char *sym)
 {
-    static const char sym[] = "kiln_sched_ctr";
-    if (!image || !memmem(image, image_size, sym, sizeof sym)) return 0;
+    if (!image || !memmem(image, image_size, sym, strlen(sym) + 1)) return 0;
     CUdeviceptr ctr;
     size_t bytes = 0;
     return env->drv->cuModuleGetGlobal(&ctr, &bytes, k->module, sym) == CUDA_SUCCESS &&
@@ -101,7 +101,10 @@ static int has_counters(const kiln_rt_env *env, const kiln_rt_kernel *k, const v
 kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, const void *image,
                                    size_t image_size, kiln_error *err)
 {
-    k->sched = has_counters(env, k, image, image_size);
+    k->sched = has_slots(env, k, image, image_size, "kiln_sched_ctr");
+    /* the last wave split along k (templates/sm90_gemm.cuh, SPLIT): a
+     * launch state per sched slot, and the context's workspace */
+    k->split = has_slots(env, k, image, image_size, "kiln_split_launch");
     if (k->launch.smem_bytes <= 0) return KILN_OK;
     CUresult r = env->drv->cuFuncSetAttribute(k->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                              k->launch.smem_bytes);
@@ -296,6 +299,8 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
     kiln_kernel_args args;
     kiln_launch_fill_args(p, env->dev->num_sms, &args);
     args.sched_slot = opts ? opts->sched_slot : 0;
+    const int split = k->split && opts && opts->workspace && args.sched_slot;
+    if (split) args.workspace = (void *)(uintptr_t)opts->workspace;
     kiln_tmap maps[3];
     memset(maps, 0, sizeof maps);
     kiln_status st = encode_maps(env->drv, opts ? opts->tmaps : NULL, k, p, &args, maps, err);
@@ -303,6 +308,10 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
 
     const kiln_launch_desc *l = &k->launch;
     int64_t grid = kiln_launch_grid(p, &k->desc, l, env->dev->num_sms);
+    /* A split launch takes every SM, however few tiles the problem may
+     * have: the pieces of a short last wave (or of the only one) go to the
+     * SMs the tiles leave idle. */
+    if (split && l->persistent && grid < env->dev->num_sms) grid = env->dev->num_sms;
     if (grid > 0x7fffffff)
         return kiln_error_set(err, KILN_ERROR_UNSUPPORTED,
                               "%s: %lld CTAs exceed the grid limit (2^31-1)", k->desc.name,

@@ -24,9 +24,10 @@ int64_t kiln_launch_tiles(const kiln_problem *p, const kiln_kernel_desc *d);
 int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
                          const kiln_launch_desc *l, int num_sms);
 
-/* Sets a loaded function's dynamic shared memory limit and k->sched,
- * whether its module holds the work-order counters sched_slots.h hands out
- * (`kiln_sched_ctr`, KILN_SCHED_SLOTS pairs), once, at load.  image and
+/* Sets a loaded function's dynamic shared memory limit, k->sched, whether
+ * its module holds the work-order counters sched_slots.h hands out
+ * (`kiln_sched_ctr`, KILN_SCHED_SLOTS pairs), and k->split, whether it
+ * splits its last wave (`kiln_split_launch`, as many), once, at load.  image and
  * image_size: the cubin the module was loaded from; the driver is asked
  * for the counters only when the image names them. */
 kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, const void *image,
@@ -45,7 +46,10 @@ typedef struct kiln_launch_opts {
                                 C, bias or the output: off by default. */
     int sched_slot;          /* the launch's work-order counters (sched_slots.h;
                                 context.c gives one only to a kernel with
-                                k->sched); 0: none */
+                                k->sched or k->split); 0: none */
+    CUdeviceptr workspace;   /* the context's split workspace (kernel_abi.h,
+                                KILN_SPLIT_*), or 0: a k->split kernel then
+                                walks whole tiles */
 } kiln_launch_opts;
 
 /* Launches k for p on stream (opts NULL: no cache, no PDL). */

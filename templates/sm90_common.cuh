@@ -379,6 +379,16 @@ struct kiln_cta {
     int ncl;             /* clusters in the grid */
 };
 
+/* The grid's clusters, read afresh (asm volatile) wherever a walk steps:
+ * ptxas kept the value from the kernel's start and spilled it in the
+ * producer's 24 registers rather than load it again. */
+KDEV int kiln_grid_clusters()
+{
+    kiln_u32 n;
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
+    return (int)n / CS;
+}
+
 KDEV kiln_cta kiln_cluster_place()
 {
     if (CS > 1) {
@@ -402,7 +412,8 @@ KDEV void kiln_cluster_retire()
 }
 
 /* A named barrier among nthreads consumer threads (0 is __syncthreads;
- * sm90_gemm's epilogue in a held ring slot uses 1; wgrad's tail masking
+ * sm90_gemm's epilogue in a held ring slot uses 1, its split tiles' count
+ * 2; wgrad's tail masking
  * uses 3, or 3 + cw in pingpong). */
 KDEV void kiln_named_sync(int id, int nthreads)
 {

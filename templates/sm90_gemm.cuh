@@ -110,6 +110,218 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
     return T;
 }
 
+/* ------------------------------------------------ the last wave split */
+
+/* A persistent grid of C CTAs walks T tiles in rounds; when T % C = R is
+ * small, the last round runs R tiles while C - R SMs idle (2^k tiles on
+ * 132 SMs: 3% of the call).  SPLIT kernels cut each of those R tiles'
+ * reductions (R <= C / 4) into S <= min(C / R, SPLIT_MAX_WAYS) k ranges,
+ * one for each of R x S CTAs, S chosen by what it saves (kiln_split_plan).
+ * Each piece's CTA writes its fp32 partial tile to its own slot of the
+ * context workspace (args.workspace, laid out as kernel_abi.h says) and
+ * counts itself in on the tile's counter; the last to arrive adds the S
+ * partials in k order, so the sum's bits do not depend on who is last, and
+ * runs the epilogue.  Nobody waits for another CTA, so a grid that is not
+ * all resident still finishes.  docs/sm90_kernel.md has the measurements.
+ *
+ * The slots are per CTA index, shared by every launch that uses the
+ * workspace: a launch splits only while it holds the workspace's lease,
+ * taken by its first CTA at the start (the others read the answer in the
+ * launch's state, kiln_split_launch[sched_slot]) and given back by its last
+ * CTA to finish.  A launch that finds the lease taken (another stream's)
+ * walks the whole tiles as before, as does one without a workspace or a
+ * sched slot. */
+constexpr bool SPLIT = !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BYTES;
+constexpr int SPLIT_MAX_WAYS = 8;   /* pieces of a tile at most */
+/* What moving a partial tile costs, in k-blocks of the main loop: its
+ * bytes over a k-block's loads, times 0.75 (2 for 128x256 tiles).  The
+ * first measurement (H200, bench/kiln_bench --against KILN_SPLIT=0) put
+ * a piece's write and the finisher's reads at about that. */
+constexpr float SPLIT_PART_KB = 0.75f * BM * BN * 4 / ((BM + BN) * BK * IN_ESZ);
+constexpr int SPLIT_MIN_GAIN = 4;   /* k-blocks a split must save at least */
+/* A launch's {state, finished CTAs} by sched slot: state 0 none yet, 3 being
+ * decided, 1 split (the lease is held), 2 whole tiles.  Its size tells the
+ * runtime the module splits (runtime/launch.c). */
+__device__ unsigned kiln_split_launch[SPLIT ? KILN_SCHED_SLOTS : 1][2];
+
+/* What thread 0 decides for the whole CTA, in scratch ints (kiln_smem::
+ * scratch; the scan uses 0..15 and 32..47, the pingpong turn 16..19): the
+ * walk's units [0, FULL) are whole tiles, [FULL, END) the pieces of the
+ * last wave's tiles, each tile WAYS pieces; ASKED: the launch took part in
+ * the lease, SAID: it holds it; LAST: the tile's last piece is this CTA's;
+ * UNIT..UNIT+3: this CTA's piece (kiln_unit).  Read from there where they
+ * are used: held in registers from the kernel's start, they spilled in the
+ * producer's. */
+constexpr int SPLIT_SAID = 20, SPLIT_LAST = 21, SPLIT_FULL = 22, SPLIT_END = 23, SPLIT_WAYS = 24,
+              SPLIT_ASKED = 25, SPLIT_UNIT = 26;
+
+/* Scratch int i through its 32-bit shared address (from m.sbase, which
+ * every role keeps): through m.scratch, a 64-bit pointer held in every
+ * role from the kernel's start, the producer's 24 or 40 registers spilled. */
+KDEV kiln_u32 kiln_split_at(const kiln_smem &m, int i)
+{
+    return m.sbase + kiln_gemm_layout::OFF_SCHED + (2 * (MAXG + 1) + i) * 4;
+}
+KDEV int kiln_split_get(const kiln_smem &m, int i)
+{
+    int v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(kiln_split_at(m, i)) : "memory");
+    return v;
+}
+KDEV void kiln_split_set(const kiln_smem &m, int i, int v)
+{
+    asm volatile("st.shared.b32 [%0], %1;" :: "r"(kiln_split_at(m, i)), "r"(v) : "memory");
+}
+
+/* Thread 0: this launch's answer (1: split), deciding it if first. */
+KDEV unsigned kiln_split_lease(const kiln_kernel_args &args, unsigned *state)
+{
+    unsigned v = atomicCAS(state, 0u, 3u);
+    if (v == 0) {
+        v = atomicCAS((unsigned *)args.workspace, 0u, 1u) == 0u ? 1u : 2u;
+        __threadfence();
+        atomicExch(state, v);
+    }
+    while (v == 3) v = *(volatile unsigned *)state;
+    __threadfence();
+    return v == 1;
+}
+
+/* Thread 0, once the schedule's item count is known and before the
+ * barrier that publishes the schedule: whether this launch splits its last
+ * round, and the walk.  The same answer in every CTA. */
+KDEV void kiln_split_plan(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m)
+{
+    if (!SPLIT || threadIdx.x != 0) return;
+    int *sp = m.scratch;
+    sp[SPLIT_FULL] = sp[SPLIT_END] = P.items;
+    sp[SPLIT_WAYS] = 1;
+    sp[SPLIT_ASKED] = sp[SPLIT_SAID] = 0;
+    if (!args.workspace || args.sched_slot < 1 || args.sched_slot > KILN_SCHED_SLOTS) return;
+    const int C = P.cta.ncl, R = P.items % C;
+    /* a last round of more than a quarter of the CTAs: its pieces take
+     * most SMs and start as their CTAs finish, and there the split gained
+     * nothing (H200: R = 36 and 40 of 132, 0.98-1.00) */
+    if (C > args.num_sms || C > KILN_SPLIT_CTAS || R == 0 || 4 * R > C) return;
+    /* S pieces save the last round nkb - ceil(nkb / S) k-blocks and cost
+     * S + 1 partial moves (each piece's write, the finisher's S reads) */
+    int S = 1;
+    float best = SPLIT_MIN_GAIN;
+    for (int s = 2; s <= min(C / R, SPLIT_MAX_WAYS); ++s) {
+        const float gain = P.nkb - (P.nkb + s - 1) / s - SPLIT_PART_KB * (s + 1);
+        if (gain > best) { best = gain; S = s; }
+    }
+    if (S < 2) return;
+    sp[SPLIT_ASKED] = 1;
+    if (!kiln_split_lease(args, kiln_split_launch[args.sched_slot - 1])) return;
+    sp[SPLIT_SAID] = 1;
+    sp[SPLIT_FULL] = P.items - R;
+    sp[SPLIT_END] = P.items - R + R * S;
+    sp[SPLIT_WAYS] = S;
+    /* the CTA's piece: unit FULL + cid of the walk, if cid < R * S */
+    const int j = P.cta.cid % S, kb0 = j * P.nkb / S;
+    sp[SPLIT_UNIT] = P.items - R + P.cta.cid / S;
+    sp[SPLIT_UNIT + 1] = kb0;
+    sp[SPLIT_UNIT + 2] = (j + 1) * P.nkb / S - kb0;
+    sp[SPLIT_UNIT + 3] = j;
+}
+
+/* Thread 0 of every CTA of a launch that asked, after all its threads are
+ * done: the last to finish resets the launch's state for the next launch
+ * on its slot (a stream's next, or a graph's replay) and gives the lease
+ * back. */
+KDEV void kiln_split_retire(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m)
+{
+    unsigned *state = kiln_split_launch[args.sched_slot - 1];
+    __threadfence();
+    if (atomicAdd(&state[1], 1u) != (unsigned)P.cta.ncl - 1) return;
+    state[1] = 0;
+    __threadfence();
+    if (kiln_split_get(m, SPLIT_SAID)) atomicExch((unsigned *)args.workspace, 0u);
+    atomicExch(&state[0], 0u);
+}
+
+/* One unit of a CTA's walk: tile `tile`'s k-blocks [kb0, kb0 + nkb);
+ * piece j of the tile's ways, or -1 for the whole tile. */
+struct kiln_unit {
+    int tile, kb0, nkb, j;
+};
+
+/* The end of the walk: the items, or with a split the whole tiles and the
+ * pieces; read from shared memory at each unit (held in a register, it
+ * spilled in the producer's 24 with raster group). */
+KDEV int kiln_walk_end(const kiln_gemm &P, const kiln_smem &m)
+{
+    return SPLIT ? kiln_split_get(m, SPLIT_END) : P.items;
+}
+
+/* Unit t of the walk: below FULL the whole tile t, else this CTA's piece
+ * (its one unit past FULL: t = FULL + cid, cid < END - FULL). */
+KDEV kiln_unit kiln_unit_of(const kiln_gemm &P, const kiln_smem &m, int t)
+{
+    if (!SPLIT || t < kiln_split_get(m, SPLIT_FULL)) return {t, 0, P.nkb, -1};
+    return {kiln_split_get(m, SPLIT_UNIT), kiln_split_get(m, SPLIT_UNIT + 1),
+            kiln_split_get(m, SPLIT_UNIT + 2), kiln_split_get(m, SPLIT_UNIT + 3)};
+}
+
+/* Consumer warp group cw, after a piece's main loop: its partial to this
+ * CTA's slot, then the count; true for the last piece of the tile, with
+ * acc replaced by the sum of all pieces (in k order) to store. */
+KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m,
+                            float (&acc)[MI][ACC_N], int cw)
+{
+    const kiln_unit U = {kiln_split_get(m, SPLIT_UNIT), 0, 0, kiln_split_get(m, SPLIT_UNIT + 3)};
+    constexpr int V = MI * ACC_N / 4;   /* float4 a thread */
+    const int ltid = threadIdx.x & 127;
+    char *ws = (char *)args.workspace;
+    auto part = [&](int cta) {   /* cw's half of a CTA's slot, float4 v of thread ltid at v*128 */
+        return (float4 *)(ws + KILN_SPLIT_PARTS_OFFSET + (size_t)cta * KILN_SPLIT_TILE_BYTES) +
+               cw * V * 128 + ltid;
+    };
+    /* the CTA's index afresh (CS == 1): kept from the kernel's start, it
+     * was a register more than the consumers' 232 and spilled */
+    const int cid = (int)blockIdx.x;
+    float4 *own = part(cid);
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        const float *a = &acc[v / (ACC_N / 4)][v % (ACC_N / 4) * 4];
+        own[v * 128] = make_float4(a[0], a[1], a[2], a[3]);
+    }
+    __threadfence();
+    kiln_named_sync(2, CONSUMERS * 128);
+    const int ways = kiln_split_get(m, SPLIT_WAYS);
+    unsigned *ctr = (unsigned *)(ws + KILN_SPLIT_CTR_OFFSET) + (U.tile - kiln_split_get(m, SPLIT_FULL));
+    if (threadIdx.x == 128) kiln_split_set(m, SPLIT_LAST, atomicAdd(ctr, 1u) == (unsigned)ways - 1);
+    kiln_named_sync(2, CONSUMERS * 128);
+    if (!kiln_split_get(m, SPLIT_LAST)) return false;
+    __threadfence();
+    /* acc (stored above) takes the sum, CH float4 of it at a time: piece
+     * 0's values, then each next piece's added (the pieces' loop outside
+     * the chunks', ptxas spilled the walk beside acc's registers) */
+    constexpr int CH = V < 8 ? V : 8;
+    const int first = cid - U.j;   /* the CTA of the tile's piece 0 */
+#pragma unroll
+    for (int v0 = 0; v0 < V; v0 += CH) {
+#pragma unroll 1
+        for (int i = 0; i < ways; ++i) {
+            const float4 *p = part(first + i);
+            float4 x[CH];
+#pragma unroll
+            for (int c = 0; c < CH; ++c) x[c] = __ldcg(p + (v0 + c) * 128);
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                float *a = &acc[(v0 + c) / (ACC_N / 4)][(v0 + c) % (ACC_N / 4) * 4];
+                a[0] = i ? a[0] + x[c].x : x[c].x;
+                a[1] = i ? a[1] + x[c].y : x[c].y;
+                a[2] = i ? a[2] + x[c].z : x[c].z;
+                a[3] = i ? a[3] + x[c].w : x[c].w;
+            }
+        }
+    }
+    if (threadIdx.x == 128) *ctr = 0;   /* for the next launch that holds the lease */
+    return true;
+}
+
 /* ------------------------------------------------ per-group weight maps */
 
 /* Weights given as G pointers (WPTRS and args.b_ptrs): tmap_b describes one
@@ -200,13 +412,14 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
 {
     kiln_ring r = {0, 0};
     kiln_wmap w = kiln_wmap_init(tmap_b);
-    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
-        const kiln_tile T = kiln_decode(P, m, t);
-        for (int kb = 0; kb < P.nkb; ++kb) {
+    for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters()) {
+        const kiln_unit U = kiln_unit_of(P, m, t);
+        const kiln_tile T = kiln_decode(P, m, U.tile);
+        for (int i = 0; i < U.nkb; ++i) {
             const kiln_u32 full = kiln_acquire(m, r);
             /* after the acquire: the slot it may rewrite is then free */
-            if (kb == 0) kiln_wmap_select(w, args, P, tmap_b, T.g);
-            kiln_load_kblock(P, T, m.stage(r.s), full, kb, tmap_a, w);
+            if (i == 0) kiln_wmap_select(w, args, P, tmap_b, T.g);
+            kiln_load_kblock(P, T, m.stage(r.s), full, U.kb0 + i, tmap_a, w);
             r.next();
         }
     }
@@ -260,6 +473,13 @@ KDEV kiln_scale_src kiln_scale_src_of(const kiln_kernel_args &args, const kiln_g
             ((kiln_u32)T.g * (kiln_u32)nbn + cb) * (kiln_u32)P.nkb};
 }
 
+/* src moved on by kb k-blocks (a piece of a split tile starts there) */
+KDEV void kiln_scale_skip(const kiln_kernel_args &args, kiln_scale_src &src, int kb)
+{
+    src.a += (kiln_u32)kb * (kiln_u32)args.ld_scale_a;
+    src.b += (kiln_u32)kb;
+}
+
 /* src's k-block's scales into slot s (free: its empty barrier waited for),
  * and this lane's arrival on its full barrier once they land; moves src to
  * the next k-block. */
@@ -283,9 +503,14 @@ KDEV void kiln_produce_scales(const kiln_kernel_args &args, const kiln_gemm &P, 
                               int lane)
 {
     kiln_ring r = {0, 0};
-    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl) {
-        kiln_scale_src src = kiln_scale_src_of(args, P, kiln_decode(P, m, t), lane);
-        for (int kb = 0; kb < P.nkb; ++kb) {
+    for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters()) {
+        /* the piece's fields read where used, not kept (kiln_unit_of's
+         * whole unit spilled in the 24 registers with raster group) */
+        const bool piece = SPLIT && t >= kiln_split_get(m, SPLIT_FULL);
+        kiln_scale_src src =
+            kiln_scale_src_of(args, P, kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t), lane);
+        if (piece) kiln_scale_skip(args, src, kiln_split_get(m, SPLIT_UNIT + 1));
+        for (int i = piece ? kiln_split_get(m, SPLIT_UNIT + 2) : P.nkb; i > 0; --i) {
             kiln_mbar_wait(m.empty(r.s), r.ph ^ 1);
             kiln_stage_scales(args, P, m, src, r.s, lane);
             r.next();
@@ -422,10 +647,10 @@ KDEV void kiln_release_staged(const kiln_smem &m, const kiln_ring &r, bool stage
  * flight, each slot released once the group after it is issued.  Hands the
  * tensor cores over (pingpong) as soon as the last group is issued. */
 KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
-                        float (&acc)[MI][ACC_N], int row_off, int lane, bool staged)
+                        float (&acc)[MI][ACC_N], int nkb, int row_off, int lane, bool staged)
 {
     int prev = -1;
-    for (int kb = 0; kb < P.nkb; ++kb) {
+    for (int kb = 0; kb < nkb; ++kb) {
         kiln_mbar_wait(m.full(r.s), r.ph);
         const kiln_u32 st = kiln_stage_uniform(m, r.s);
         const kiln_u32 sa = st + row_off * 128;
@@ -456,8 +681,8 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
  * have work while the promotion runs (with one set, both warp groups
  * drained the tensor pipe together: 12-20% slower on an H200). */
 KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r,
-                                const kiln_turn &turn, float (&acc)[MI][ACC_N], int row_off,
-                                int trow, int lane)
+                                const kiln_turn &turn, float (&acc)[MI][ACC_N], int nkb,
+                                int row_off, int trow, int lane)
 {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -470,7 +695,7 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
         kiln_wg_fence();
         kiln_kblock_mma(p, st + row_off * 128, st + A_BYTES, false);
         kiln_wg_commit();
-        if (kb + 1 == P.nkb) turn.pass();
+        if (kb + 1 == nkb) turn.pass();
         r.next();
     };
     /* The block recipe's factors of the k-block in slot s (waited for,
@@ -523,7 +748,7 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
          * cell). */
         float ph[MI][ACC_N / 2];
         kiln_u32 st = kiln_stage_uniform(m, r.s);
-        for (int kb = 0; kb < P.nkb; ++kb) {
+        for (int kb = 0; kb < nkb; ++kb) {
             const kiln_split_descs d = kiln_split_desc(st + row_off * 128, st + A_BYTES);
             kiln_mbar_wait(m.full(r.s), r.ph);
             factors f;
@@ -538,7 +763,7 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
                 kiln_fence_acc(ph);
                 add(ph, h * (ACC_N / 2), f);
             }
-            if (kb + 1 == P.nkb) turn.pass();
+            if (kb + 1 == nkb) turn.pass();
             r.next();
             st = kiln_stage_uniform(m, r.s);
         }
@@ -553,7 +778,7 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
                              the next wait so that their latency hides behind it */
         issue(pa, 0);
         int kb = 0;
-        for (; kb + 2 < P.nkb; kb += 2) {
+        for (; kb + 2 < nkb; kb += 2) {
             scales(held, fa);
             next = r.s;
             issue(pb, kb + 1);
@@ -570,7 +795,7 @@ KDEV void kiln_mainloop_promote(const kiln_gemm &P, const kiln_smem &m, kiln_rin
             held = next;
         }
         scales(held, fa);
-        if (kb + 1 < P.nkb) {
+        if (kb + 1 < nkb) {
             next = r.s;
             issue(pb, kb + 1);
             scales(next, fb);
@@ -809,26 +1034,35 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
     kiln_ring r = {0, 0};
     kiln_turn turn = {m.bar_turn, cw, 0, 0};
     int j = 0;
-    for (int t = P.cta.cid; t < P.items; t += P.cta.ncl, ++j) {
+    for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters(), ++j) {
+        /* the piece's tile and k-blocks from shared memory, and again
+         * after the main loop (kiln_split_finish): held across it, they
+         * were registers more than the consumers' 232 */
+        const bool piece = SPLIT && t >= kiln_split_get(m, SPLIT_FULL);
         if (!turn.mine(j)) {
-            r.skip(P.nkb);
+            r.skip(P.nkb);   /* pingpong: never split */
             continue;
         }
-        const kiln_tile T = kiln_decode(P, m, t);
+        const kiln_tile T = kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t);
         turn.wait();
         const int wrow0 = T.row0 + row_off + wq * 16;
         /* a tile before this one left its epilogue's slot held */
-        const bool staged = t != P.cta.cid;
+        const bool staged = j != 0;
         /* the block recipe: the first of this thread's rows in the tile */
         const int trow = row_off + wq * 16 + (lane >> 2);
-        if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, row_off, trow, lane);
-        else kiln_mainloop(P, m, r, turn, acc, row_off, lane, staged);
+        /* P.nkb itself where not a piece (through a shuffle, to make it
+         * provably uniform, the clustered block kernels spilled) */
+        const int nkb = piece ? kiln_split_get(m, SPLIT_UNIT + 2) : P.nkb;
+        if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
+        else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, lane, staged);
         /* the last k-block's slot (held with HOLD_BOXES) is written only once
          * both warp groups' wgmma have read it; `held` is this warp's part of
          * it as a generic pointer, its shared address taken relative to
          * stg's (the form measured: m.base plus offsets compiles to other
          * code, not run on a GPU) */
         if (HOLD_BOXES) kiln_named_sync(1, CONSUMERS * 128);
+        /* a piece of a split tile: stored by the tile's last piece only */
+        if (SPLIT && t >= kiln_split_get(m, SPLIT_FULL) && !kiln_split_finish(args, m, acc, cw)) continue;
         unsigned char *held =
             HOLD_BOXES ? stg + (int)(m.stage(kiln_slot_back(r, 1)) + (cw * 4 + wq) * HOLD_STRIDE -
                                      kiln_smem_addr(stg))
@@ -870,6 +1104,7 @@ KILN_SM90_KERNEL
     P.items = kiln_build_schedule(args, m, P.cap, [&](int gs, int ge) {
         return (((ge - gs + BM - 1) / BM + CM - 1) / CM) * P.tn;
     });
+    kiln_split_plan(args, P, m);
     if (CS > 1) kiln_cluster_sync();   /* peers' barriers are initialised */
     else __syncthreads();
 
@@ -883,4 +1118,8 @@ KILN_SM90_KERNEL
         kiln_consume(args, P, m, wg - 1, &tmap_d);
     }
     kiln_cluster_retire();
+    if (SPLIT && kiln_split_get(m, SPLIT_ASKED)) {
+        __syncthreads();   /* every read of the partials by this CTA is done */
+        if (threadIdx.x == 0) kiln_split_retire(args, P, m);
+    }
 }
