@@ -937,6 +937,26 @@ static void *wgrad_per_thread_main(void *arg)
     return NULL;
 }
 
+/* After two streams' calls (st: the first failure), once they are done:
+ * each case checked against the reference (unless a call failed) and
+ * freed, each stream (when not NULL) destroyed. */
+static void check_streams(kiln_context *ctx, kiln_status st, gcase *c, gbuf *b, CUstream *s)
+{
+    if (st) CASE_FAIL("kiln_gemm on two streams: %s", kiln_last_error(ctx));
+    CU(g_drv.cuCtxSynchronize());
+    kiln_call_report rep;
+    assert_int_equal(kiln_last_call(ctx, &rep), KILN_OK);
+    for (int i = 0; i < 2; i++) {
+        gresult r;
+        if (!st) {
+            case_check(&c[i], &b[i], &rep, 0, &r);
+            free(r.out);
+        }
+        case_free(&c[i], &b[i]);
+        if (s[i]) CU(g_drv.cuStreamDestroy(s[i]));
+    }
+}
+
 static void wgrad_two_streams(int per_thread)
 {
     int failures_before = g_failures;
@@ -981,21 +1001,9 @@ static void wgrad_two_streams(int per_thread)
         for (int rep = 0; rep < 40 && !st; rep++)
             for (int i = 0; i < 2 && !st; i++) st = kiln_gemm(ctx, &p[i], s[i]);
     }
-    if (st) CASE_FAIL("kiln_gemm on two streams: %s", kiln_last_error(ctx));
-    CU(g_drv.cuCtxSynchronize());
+    check_streams(ctx, st, c, b, s);
     if (!g_saw_dynamic) CASE_FAIL("the default wgrad kernel loaded without its work-order counters");
-    kiln_call_report rep;
-    assert_int_equal(kiln_last_call(ctx, &rep), KILN_OK);
-    for (int i = 0; i < 2; i++) {
-        gresult r;
-        if (!st) {
-            case_check(&c[i], &b[i], &rep, 0, &r);
-            free(r.out);
-        }
-        case_free(&c[i], &b[i]);
-        free(m[i]);
-        if (s[i]) CU(g_drv.cuStreamDestroy(s[i]));
-    }
+    for (int i = 0; i < 2; i++) free(m[i]);
     kiln_context_destroy(ctx);
     assert_int_equal(g_failures, failures_before);
 }
@@ -1132,6 +1140,87 @@ static void test_wgrad_discrete_runs(void **state)
 }
 
 /* Σm > capacity: rows past capacity are not computed, the flag is set. */
+/* ---- the last wave split along k (templates/sm90_gemm.cuh, SPLIT) ------ */
+
+/* Calls whose last wave is short, on the cooperative 128x256 kernels that
+ * split it: every element against the reference and the bytes outside
+ * untouched (case_check), and the same bits from a second call (the pieces
+ * are added in k order, whoever arrives last).  test_gpu_split.c shows
+ * that the cut happens. */
+static void split_case(const char *kernel, kiln_op op, int groups, const int32_t *counts,
+                       int64_t n, int64_t k, const char *what)
+{
+    kiln_context *ctx = forced_context(kernel, NULL);
+    if (!ctx) return;
+    char label[160];
+    snprintf(label, sizeof label, "%s: %s, N=%lld K=%lld", kernel, what, (long long)n, (long long)k);
+    gcase c = make_case(op, KILN_DTYPE_BF16, KILN_DTYPE_BF16, groups, n, k, counts, 5);
+    c.label = label;
+    c.want_kernel = kernel;
+    gbuf b;
+    kiln_problem p;
+    case_setup(&c, &b, &p);
+    gresult r[2] = {{0}, {0}};
+    kiln_call_report rep;
+    int runs = 0;
+    for (; runs < 2; runs++) {
+        if (runs) upload(b.dD, b.before, b.obytes);
+        if (!gpu_gemm_case(ctx, &p, label, &g_failures, &rep)) break;
+        case_check(&c, &b, &rep, 0, &r[runs]);
+    }
+    if (runs == 2 && memcmp(r[0].out, r[1].out, sizeof(float) * r[0].n_out))
+        CASE_FAIL("%s: a second call gave other bits", label);
+    FREE_ALL(r[0].out, r[1].out);
+    case_free(&c, &b);
+    kiln_context_destroy(ctx);
+}
+
+static void test_split_last_wave(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    /* 3 groups in 9 row tiles of 128 and tn column tiles: a few tiles more
+     * than the SMs, a last wave of 1 to 9 tiles in 3 pieces (12 k-blocks) */
+    static const int32_t over[3] = {300, 212, 500};
+    const int64_t tn = gpu_num_sms() / 9 + 1;
+    /* 2 row tiles (an empty group) and 2 column tiles: 4 tiles in all, in
+     * 8 pieces (32 k-blocks) */
+    static const int32_t few[3] = {100, 0, 37};
+    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, over, 256 * tn, 768,
+               "a few tiles past the SMs");
+    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, few, 512, 2048, "4 tiles");
+    split_case("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD, 3, few, 2048, 512, "4 tiles");
+    assert_int_equal(g_failures, failures_before);
+}
+
+/* Split calls on two streams at once: one holds the workspace's lease at a
+ * time, the other walks whole tiles; both right. */
+static void test_split_two_streams(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    kiln_context *ctx = forced_context("sm90_fprop_bf16_128x256", NULL);
+    assert_non_null(ctx);
+    static const int32_t counts[2][2] = {{100, 37}, {120, 60}};
+    gcase c[2];
+    gbuf b[2];
+    kiln_problem p[2];
+    CUstream s[2];
+    for (int i = 0; i < 2; i++) {
+        c[i] = make_case(KILN_OP_FPROP, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 2, 512, 2048, counts[i], 3);
+        c[i].label = i ? "split on stream 2" : "split on stream 1";
+        case_setup(&c[i], &b[i], &p[i]);
+        CU(g_drv.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
+    }
+    CU(g_drv.cuCtxSynchronize());
+    kiln_status st = KILN_OK;
+    for (int rep = 0; rep < 40 && !st; rep++)
+        for (int i = 0; i < 2 && !st; i++) st = kiln_gemm(ctx, &p[i], s[i]);
+    check_streams(ctx, st, c, b, s);
+    kiln_context_destroy(ctx);
+    assert_int_equal(g_failures, failures_before);
+}
+
 static void test_overflow(void **state)
 {
     (void)state;
@@ -1256,6 +1345,8 @@ int main(void)
         cmocka_unit_test(test_wgrad_discrete),
         cmocka_unit_test(test_wgrad_discrete_many_tiles),
         cmocka_unit_test(test_wgrad_discrete_runs),
+        cmocka_unit_test(test_split_last_wave),
+        cmocka_unit_test(test_split_two_streams),
         cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_cublaslt_small),
         cmocka_unit_test(test_generated_vs_cublaslt),

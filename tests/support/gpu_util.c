@@ -39,6 +39,13 @@ int gpu_setup_context(unsigned allowed, kiln_context **ctx)
     return 0;
 }
 
+int gpu_num_sms(void)
+{
+    int sms = 0;
+    CU(g_drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, g_gpu.dev));
+    return sms;
+}
+
 CUdeviceptr dev_alloc(size_t bytes)
 {
     CUdeviceptr p = 0;

@@ -58,6 +58,9 @@ int gpu_setup_context(unsigned allowed, kiln_context **ctx);
 static inline int rng_int(int lo, int hi) { return kts_rng_int(&g_rng, lo, hi); }
 static inline float rng_val(void) { return kts_rng_exact(&g_rng); }
 
+/* The SMs of device 0. */
+int gpu_num_sms(void);
+
 CUdeviceptr dev_alloc(size_t bytes);
 void dev_free(CUdeviceptr p);
 void upload(CUdeviceptr d, const void *h, size_t bytes);

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_gpu_split.c — that a call whose last wave is short splits that
+ * wave's reductions along k (templates/sm90_gemm.cuh, SPLIT), on a GPU: on
+ * the legacy stream, again and again (the launch state and the workspace's
+ * lease come back each time), and replayed from a CUDA graph.  The data make
+ * the fp32 sum depend on where the reduction is cut, so the output says
+ * whether the kernel cut it.  test_gpu_gemm.c checks split calls on random
+ * data against the reference.  Exits 77 without a GPU.
+ *
+ * fprop, one group of 128 tokens (capacity 160), N = 4 tiles of 256, K =
+ * 2048 (32 k-blocks of 64): 4 tiles on the SMs of a Hopper GPU are the
+ * whole call's last wave, which the kernel cuts into S pieces (S from its
+ * cost model, 2 to 8).  X is all ones; every row of W is 2^24 on k-block 0,
+ * -2^24 on k-block 16 and 1/256 elsewhere, so a k-block adds 2^30, -2^30 or
+ * 0.25 to a sum (a wgmma step of 16, 1/16), and what is added to 2^30 in
+ * fp32 is lost below 64 (its ulp there is 128):
+ *   whole tiles:  2^30, blocks 1-15 lost, -2^30 gives 0, blocks 17-31: 3.75
+ *   S pieces: each piece's sum, then the pieces added in k order, e.g.
+ *   S = 4:  2^30 | 2 | -2^30 | 2  gives 2
+ * probe_sum works out each S's value the same way in fp32.
+ */
+#include "testutil.h"
+
+#include "gpu_util.h"
+#include "half.h"
+
+enum { TOKENS = 128, CAP = 160, N = 1024, K = 2048, KB = K / 64 };
+static const char k_kernel[] = "sm90_fprop_bf16_128x256";
+
+typedef struct probe {
+    CUdeviceptr x, w, y, sizes;
+    kiln_problem p;
+} probe;
+
+static void probe_init(probe *c)
+{
+    uint16_t *x = xmalloc((size_t)CAP * K * 2), *w = xmalloc((size_t)N * K * 2);
+    for (size_t i = 0; i < (size_t)CAP * K; i++) x[i] = kiln_f32_to_bf16(1.0f);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < K; k++) {
+            const int64_t kb = k / 64;
+            const float v = kb == 0 ? 16777216.0f : kb == KB / 2 ? -16777216.0f : 1.0f / 256;
+            w[n * K + k] = kiln_f32_to_bf16(v);
+        }
+    const int32_t count = TOKENS;
+    c->x = dev_copy(x, (size_t)CAP * K * 2);
+    c->w = dev_copy(w, (size_t)N * K * 2);
+    c->sizes = dev_copy(&count, sizeof count);
+    c->y = dev_alloc((size_t)CAP * N * 2);
+    free(x);
+    free(w);
+    kts_problem_init(&c->p, KILN_OP_FPROP, 1, N, K, CAP, c->sizes, c->x, c->w, c->y);
+}
+
+/* What one output element holds in fp32 when the reduction is cut into S
+ * pieces (S = 1: whole) as the kernel cuts it, piece j's k-blocks from
+ * j * KB / S: each k-block's four wgmma steps added to the piece's sum, then
+ * the pieces' sums added in k order. */
+static float probe_sum(int S)
+{
+    volatile float total = 0;   /* volatile: every add rounded to fp32 */
+    for (int j = 0; j < S; j++) {
+        volatile float part = 0;
+        for (int kb = j * KB / S; kb < (j + 1) * KB / S; kb++)
+            for (int step = 0; step < 4; step++)
+                part += kb == 0 ? 268435456.0f : kb == KB / 2 ? -268435456.0f : 1.0f / 16;
+        total = j ? total + part : part;
+    }
+    return total;
+}
+
+/* The output after a call: every valid element `want`, every byte of the
+ * rows past the tokens still poison. */
+static void probe_check(const probe *c, float want, const char *what)
+{
+    uint16_t *y = xmalloc((size_t)CAP * N * 2);
+    download(y, c->y, (size_t)CAP * N * 2);
+    size_t wrong = 0;
+    float first = 0;
+    for (size_t i = 0; i < (size_t)TOKENS * N; i++) {
+        const float v = kiln_bf16_to_f32(y[i]);
+        if (v != want && !wrong++) first = v;
+    }
+    const int64_t past = kts_first_unpoisoned(y, (size_t)TOKENS * N * 2, (size_t)CAP * N * 2);
+    free(y);
+    printf("  %-44s %zu of %d elements not %g%s\n", what, wrong, TOKENS * N, want,
+           past >= 0 ? ", a row past the tokens written" : "");
+    if (wrong) fail_msg("%s: %zu elements are not %g (the first: %g)", what, wrong, want, first);
+    if (past >= 0) fail_msg("%s: byte %lld, past the tokens' rows, was written", what, (long long)past);
+}
+
+/* A context serving every call with k_kernel; split 0: KILN_SPLIT=0. */
+static kiln_context *probe_context(int split)
+{
+    setenv("KILN_KERNEL", k_kernel, 1);
+    if (!split) setenv("KILN_SPLIT", "0", 1);
+    kiln_context_options o;
+    kiln_context_options_init(&o);
+    o.allowed_backends = KILN_ALLOW_GENERATED;
+    kiln_context *ctx = NULL;
+    kiln_status st = kiln_context_create(&o, &ctx);
+    unsetenv("KILN_KERNEL");
+    unsetenv("KILN_SPLIT");
+    if (st != KILN_OK) fail_msg("kiln_context_create: %s", kiln_last_error(ctx));
+    return ctx;
+}
+
+static void probe_call(kiln_context *ctx, const probe *c, float want, const char *what)
+{
+    poison(c->y, (size_t)CAP * N * 2);
+    kiln_call_report rep;
+    int failures = 0;
+    if (!gpu_gemm_case(ctx, &c->p, what, &failures, &rep)) fail_msg("%s: the call failed", what);
+    if (strcmp(rep.kernel, k_kernel)) fail_msg("%s: ran %s, wanted %s", what, rep.kernel, k_kernel);
+    probe_check(c, want, what);
+}
+
+static void test_split_probe(void **state)
+{
+    (void)state;
+    if (gpu_num_sms() < 16) skip();   /* 4 tiles in fewer than 4 pieces each */
+    probe c;
+    probe_init(&c);
+
+    const float whole_sum = probe_sum(1);
+    assert_true(whole_sum == 3.75f);
+    kiln_context *whole = probe_context(0);
+    probe_call(whole, &c, whole_sum, "KILN_SPLIT=0: whole tiles");
+    kiln_context_destroy(whole);
+
+    /* the first split call: which S the kernel took, by its value */
+    kiln_context *ctx = probe_context(1);
+    poison(c.y, (size_t)CAP * N * 2);
+    kiln_call_report rep;
+    int failures = 0;
+    if (!gpu_gemm_case(ctx, &c.p, "split", &failures, &rep)) fail_msg("split: the call failed");
+    uint16_t first;
+    download(&first, c.y, sizeof first);
+    const float got = kiln_bf16_to_f32(first);
+    int S = 0;
+    for (int s = 2; s <= 8 && !S; s++)
+        if (probe_sum(s) == got && probe_sum(s) != whole_sum) S = s;
+    printf("  the first element %g: a cut into %d pieces (or more) gives it\n", got, S);
+    if (!S) fail_msg("split: the first element is %g, which no cut into 2 to 8 pieces gives", got);
+    const float split_sum = probe_sum(S);
+    char what[64];
+    for (int i = 1; i <= 3; i++) {
+        snprintf(what, sizeof what, "split, call %d on the legacy stream", i);
+        probe_call(ctx, &c, split_sum, what);
+    }
+
+    /* captured once, replayed three times: its own launch state, reset by
+     * each replay's last CTA, and the lease given back each time */
+    CUstream s;
+    CU(g_drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU(g_drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    kiln_status st = kiln_gemm(ctx, &c.p, s);
+    CUgraphExec exec;
+    CUgraph graph = graph_end_capture(s, st, ctx, "the probe", &exec);
+    for (int i = 1; i <= 3; i++) {
+        poison(c.y, (size_t)CAP * N * 2);
+        graph_replay(exec, s);
+        snprintf(what, sizeof what, "split, graph replay %d", i);
+        probe_check(&c, split_sum, what);
+    }
+    graph_destroy(exec, graph, s);
+    /* and a plain call after the graph's */
+    probe_call(ctx, &c, split_sum, "split, a call after the replays");
+    kiln_context_destroy(ctx);
+    DEV_FREE_ALL(c.x, c.w, c.y, c.sizes);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_split_probe)};
+    return gpu_run_group_tests(tests);
+}
