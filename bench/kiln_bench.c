@@ -22,7 +22,7 @@
  * usage: kiln_bench [--cases FILE] [--ops fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias,
  *                   wgrad_acc_dbias,fprop_ptrs,dgrad_ptrs,wgrad_discrete,
  *                   wgrad_acc_discrete] [--only a,b]
- *                   [--reps N] [--json FILE] [--peer FILE] [--untuned]
+ *                   [--reps N] [--json FILE] [--peer FILE] [--untuned | --against ENV=VALUE]
  *        kiln_bench --sizes [--cases FILE]
  *        kiln_bench --dispatch-report TUNE.csv [--cases FILE] [--table FILE]
  *
@@ -44,9 +44,10 @@
  * priced by a `kiln tune --csv` run over the same cases against the best
  * kernel it measured (dispatch_report.c; scripts/tune_corpus.sh makes one).
  *
- * --untuned also times kiln with every tuning table ignored (KILN_TUNING=off),
- * alternating with the tuned context call by call, so the two compare
- * without drift between runs.
+ * --against ENV=VALUE also times kiln with a second context made under that
+ * environment setting (KILN_SPLIT=0: no split of the last wave),
+ * alternating with the first call by call, so the two compare without
+ * drift between runs; --untuned is --against KILN_TUNING=off.
  */
 #include <math.h>
 #include <stdio.h>
@@ -331,7 +332,7 @@ static int load_peer(const char *path, peer_row *rows, int max)
 /* What one run of the benchmark holds: contexts, stream, options, and the
  * tables it prints at the end. */
 typedef struct bench {
-    kiln_context *gen, *lt, *plain; /* generated; cuBLASLt; generated with tuning off */
+    kiln_context *gen, *lt, *plain; /* generated; cuBLASLt; generated under --against */
     kiln_context *nocache;          /* generated with KILN_HOST_CACHE=0 (host time) */
     CUstream s;
     const char *ops;
@@ -415,8 +416,8 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     double ms_g = time_call(&rg, b->s), ms_l = time_call(&rl, b->s), ms_d = time_call(&rd, b->s);
     if (b->nocache) host_time_row(b->nocache, c->name, names[op], &rg, &rl, b->s, ms_g);
     if (b->plain) {
-        /* Tuned and untuned timed against each other (time_pair).  (The
-         * tuned side once also counted ms_g, timed before the cuBLASLt
+        /* The two contexts timed against each other (time_pair).  (The
+         * first side once also counted ms_g, timed before the cuBLASLt
          * runs: at the power limit that first, cooler median made one
          * kernel look up to 13% faster tuned than untuned.) */
         runner ru = rg;
@@ -467,7 +468,7 @@ static double bench_op(bench *b, const kiln_tune_shape *c, const case_bufs *cb, 
     return ms_g;
 }
 
-static kiln_context *make_context(unsigned allowed, int tuning_off);
+static kiln_context *make_context(unsigned allowed, const char *env);
 
 /* The largest relative error of db (f32, dense [G, N]) against a host sum
  * of dY over each group's tokens (in double; group by group, so the host
@@ -784,15 +785,23 @@ static int print_sizes(const kiln_tune_shape *cases, size_t n)
     return 0;
 }
 
-static kiln_context *make_context(unsigned allowed, int tuning_off)
+/* A context for the allowed backends, made under env ("NAME=VALUE", or
+ * NULL: as the environment is). */
+static kiln_context *make_context(unsigned allowed, const char *env)
 {
     kiln_context_options o;
     kiln_context_options_init(&o);
     o.allowed_backends = allowed;
-    if (tuning_off) setenv("KILN_TUNING", "off", 1);
+    char name[64] = "";
+    const char *eq = env ? strchr(env, '=') : NULL;
+    if (eq && (size_t)(eq - env) < sizeof name) {
+        memcpy(name, env, (size_t)(eq - env));
+        name[eq - env] = '\0';
+        setenv(name, eq + 1, 1);
+    }
     kiln_context *ctx = NULL;
     kiln_status st = kiln_context_create(&o, &ctx);
-    if (tuning_off) unsetenv("KILN_TUNING");
+    if (*name) unsetenv(name);
     if (st != KILN_OK) {
         fprintf(stderr, "kiln_context_create: %s\n", kiln_last_error(ctx));
         exit(1);
@@ -804,7 +813,8 @@ int main(int argc, char **argv)
 {
     const char *cases_path = "bench/cases.tsv", *only = NULL;
     const char *json_path = NULL, *peer_path = NULL, *report_csv = NULL, *table_path = NULL;
-    int untuned = 0, sizes_only = 0;
+    const char *against = NULL;
+    int sizes_only = 0;
     static bench b = {.ops = "fprop,dgrad,wgrad,wgrad_acc", .first_row = 1};
     /* line by line, so that a run cut short (a device call's time limit)
      * keeps what it printed, FAILED lines included */
@@ -816,13 +826,16 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--peer") && i + 1 < argc) peer_path = argv[++i];
-        else if (!strcmp(argv[i], "--untuned")) untuned = 1;
+        else if (!strcmp(argv[i], "--untuned")) against = "KILN_TUNING=off";
+        else if (!strcmp(argv[i], "--against") && i + 1 < argc && strchr(argv[i + 1], '='))
+            against = argv[++i];
         else if (!strcmp(argv[i], "--sizes")) sizes_only = 1;
         else if (!strcmp(argv[i], "--dispatch-report") && i + 1 < argc) report_csv = argv[++i];
         else if (!strcmp(argv[i], "--table") && i + 1 < argc) table_path = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--cases FILE] [--ops LIST] [--only LIST] [--reps N] "
-                            "[--json FILE] [--peer FILE] [--untuned] | --sizes [--cases FILE] | "
+                            "[--json FILE] [--peer FILE] [--untuned | --against ENV=VALUE] | "
+                            "--sizes [--cases FILE] | "
                             "--dispatch-report TUNE.csv [--cases FILE] [--table FILE]\n",
                     argv[0]);
             return 2;
@@ -855,7 +868,7 @@ int main(int argc, char **argv)
     }
     CU(drv.cuStreamCreate(&b.s, CU_STREAM_NON_BLOCKING));
     b.gen = make_context(KILN_ALLOW_GENERATED, 0);
-    if (untuned) b.plain = make_context(KILN_ALLOW_GENERATED, 1);
+    if (against) b.plain = make_context(KILN_ALLOW_GENERATED, against);
     b.lt = make_context(KILN_ALLOW_CUBLASLT, 0);
     const char *host = getenv("KILN_BENCH_HOST");
     if (!host || strcmp(host, "0")) {
@@ -875,10 +888,10 @@ int main(int argc, char **argv)
                 gpu.name, b.bw / 1e9, b.write_bw / 1e9);
     printf("device: %s, copy bandwidth %.0f GB/s, write-only (memset) %.0f GB/s, median of %d\n",
            gpu.name, b.bw / 1e9, b.write_bw / 1e9, reps);
-    if (untuned)
+    if (against)
         b.cl += (size_t)snprintf(b.cmp + b.cl, sizeof b.cmp - b.cl, "%-15s %-9s %9s %9s %7s  %s\n",
-                                 "case", "op", "tuned", "untuned", "ratio",
-                                 "tuned kernel / untuned kernel");
+                                 "case", "op", "shipped", "against", "ratio",
+                                 "shipped kernel / against kernel");
     b.tl += (size_t)snprintf(b.table + b.tl, sizeof b.table - b.tl,
                              "%-15s %-9s %9s %9s %9s %9s %7s %7s %7s  %s\n", "case", "op", "kiln",
                              "lt_loop", "lt_dense", "torch", "vs_loop", "vs_dns", "vs_trch", "kernel");
@@ -890,11 +903,10 @@ int main(int argc, char **argv)
     }
     printf("\nTFLOP/s (2·T·N·K per call); vs_* = kiln / peer\n%s", b.table);
     host_time_print();
-    if (untuned)
-        printf("\nWith the shipped tuning table vs without (KILN_TUNING=off), TFLOP/s, means of 4 "
-               "medians after a warm-up, in the order ABBA (time_pair); ratio > 1: tuned "
-               "faster\n%s",
-               b.cmp);
+    if (against)
+        printf("\nAs shipped vs against %s, TFLOP/s, means of 4 medians after a warm-up, in the "
+               "order ABBA (time_pair); ratio > 1: as shipped faster\n%s",
+               against, b.cmp);
     kiln_context_destroy(b.gen);
     kiln_context_destroy(b.plain);
     kiln_context_destroy(b.lt);

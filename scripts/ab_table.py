@@ -8,7 +8,7 @@ names = {}
 for path in sorted(glob.glob(f"{out}/bench_*_*.log")):
     side = re.search(r"bench_(old|new)_\d+\.log", path).group(1)
     text = open(path).read()
-    part = text.split("With the shipped tuning table vs without", 1)
+    part = text.split("As shipped vs against", 1)   # kiln_bench --untuned's table
     if len(part) < 2:
         continue
     for line in part[1].splitlines()[2:]:

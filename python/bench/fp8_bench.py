@@ -172,18 +172,21 @@ def pair_ms(fn, tfn, ref, reps, what):
 
 
 class Kiln:
-    def __init__(self, only_kernel=None, tuning_table=None, cache_dir=None):
-        # KILN_KERNEL is read when a context is made: one context per kernel
-        old = os.environ.pop("KILN_KERNEL", None)
-        if only_kernel:
-            os.environ["KILN_KERNEL"] = only_kernel
+    def __init__(self, only_kernel=None, tuning_table=None, cache_dir=None, env=None):
+        # KILN_KERNEL (and env, {NAME: VALUE}) are read when a context is
+        # made: one context per kernel and setting
+        env = dict(env or {})
+        env["KILN_KERNEL"] = only_kernel
+        old = {k: os.environ.pop(k, None) for k in env}
+        os.environ.update({k: v for k, v in env.items() if v})
         try:
             self.ctx = _lib.Context(allowed_backends=1, cache_dir=cache_dir,
                                     tuning_tables=[tuning_table] if tuning_table else None)
         finally:
-            os.environ.pop("KILN_KERNEL", None)
-            if old is not None:
-                os.environ["KILN_KERNEL"] = old
+            for k, v in old.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
 
     def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0,
             row_scale=None):
@@ -364,9 +367,10 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
     p = torch.rand(T, device=dev) + 0.5
     operands, refs, sides = {}, {}, {"fprop": {}, "dgrad": {}}
     for kname, kl in kernels:
-        scaled = kname.endswith("+s")
-        dgrad = "dgrad" in kname   # sm90_dgrad_* defaults, dgrad_* sweep kernels, dgrad@table
-        block = "_block" in kname
+        base = kname.partition(":")[0]   # without its :ENV=VALUE
+        scaled = base.endswith("+s")
+        dgrad = "dgrad" in base   # sm90_dgrad_* defaults, dgrad_* sweep kernels, dgrad@table
+        block = "_block" in base
         if (dgrad, block) not in operands:
             a_src = x if not dgrad else dy
             b_src = w if not dgrad else wt
@@ -386,7 +390,7 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
         out = torch.empty(T, K if dgrad else N, device=dev, dtype=torch.bfloat16)
         try:
             fn = kl.run(_lib.OP_DGRAD if dgrad else _lib.OP_FPROP,
-                        _lib.FP8_BLOCK if block else _lib.FP8_ROW, int(block or "promote" in kname),
+                        _lib.FP8_BLOCK if block else _lib.FP8_ROW, int(block or "promote" in base),
                         aq, bq, out, sa, sb, offs, G, N, K, row_scale=p if scaled else None)
             fn()
             torch.cuda.synchronize()
@@ -487,7 +491,8 @@ def main():
                     help="comma-separated kernel names: time each (KILN_KERNEL) on the cases "
                          "instead of the table against torch; NAME+s with a row scale in its "
                          "epilogue, fprop@table / dgrad@table (fprop@table_block ...) what "
-                         "the tables serve")
+                         "the tables serve; NAME:ENV=VALUE from a context made under that "
+                         "setting (fprop@table_block:KILN_SPLIT=0)")
     ap.add_argument("--variants", nargs="*", default=[],
                     help="NAME=TUNING_TABLE (NAME= for the shipped tables): row-wise fprop "
                          "(--variants-ops: or dgrad) served by each, against torch, at steady "
@@ -523,8 +528,11 @@ def main():
             torch.cuda.empty_cache()
         return
     if a.compare:
-        kernels = [(k, Kiln(None if "@table" in k else k.removesuffix("+s")))
-                   for k in a.compare.split(",")]
+        def side(k):   # NAME[+s][:ENV=VALUE]
+            name, _, env = k.partition(":")
+            env = dict([env.split("=", 1)]) if env else None
+            return k, Kiln(None if "@table" in name else name.removesuffix("+s"), env=env)
+        kernels = [side(k) for k in a.compare.split(",")]
         for name, K, N, sizes in cases:
             compare_case(kernels, name, K, N, sizes, a.reps, ceil)
         return

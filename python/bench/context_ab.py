@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""kiln's bf16 fprop and dgrad from contexts made under different environment
+settings, against each other and torch._grouped_mm, in one process at the
+card's steady state.
+
+Each side is a kiln context made with one setting (NAME=VALUE, e.g.
+KILN_SPLIT=0: no split of the last wave), called through the ctypes layer on
+the same tensors; the first side is made as the environment is.  A null
+side (the first setting again) gives the method's own spread.  Outputs are
+checked against an fp32 product first (relative error 1e-2).  Times are
+steady.alternate's medians; each row gives every side's time over the
+first's.
+
+    python/bench/context_ab.py --bench build/bench/kiln_bench \
+        --against KILN_SPLIT=1,KILN_SPLIT=0 [--only a,b] [--ops fprop,dgrad]
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+from kiln import _lib  # noqa: E402
+from steady import alternate  # noqa: E402
+import torch_peer  # noqa: E402
+
+
+def context(setting):
+    """A generated-only context made under setting ("NAME=VALUE", or "" for
+    the environment as it is)."""
+    name, _, value = setting.partition("=")
+    old = os.environ.get(name) if name else None
+    if name:
+        os.environ[name] = value
+    try:
+        return _lib.Context(allowed_backends=1)
+    finally:
+        if name:
+            os.environ.pop(name)
+            if old is not None:
+                os.environ[name] = old
+
+
+def call(ctx, op, a, w, out, offs, G, N, K):
+    p = _lib.new_problem(op)
+    p.a_type = p.b_type = p.out_type = _lib.DTYPE_BF16
+    p.groups, p.n, p.k, p.capacity = G, N, K, a.shape[0]
+    p.d_sizes, p.sizes_kind = offs.data_ptr(), _lib.SIZES_OFFSETS
+    p.d_a, p.d_b, p.d_out = a.data_ptr(), w.data_ptr(), out.data_ptr()
+    stream = torch.cuda.current_stream().cuda_stream
+    ctx.prepare(p)
+    return lambda: ctx.gemm(p, stream)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    torch_peer.case_args(ap)
+    ap.add_argument("--against", required=True, help="comma-separated NAME=VALUE settings")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--ops", default="fprop,dgrad")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=4)
+    a = ap.parse_args()
+    only = set(filter(None, a.only.split(",")))
+    settings = [""] + a.against.split(",")
+    ctxs = [(s or "as is", context(s)) for s in settings]
+    torch.manual_seed(0)
+    print(f"sides: {', '.join(n for n, _ in ctxs)}, torch; time over the first's", flush=True)
+    for name, K, N, sizes in torch_peer.load_cases(a.bench, a.cases):
+        if only and name not in only:
+            continue
+        G, T = len(sizes), sum(sizes)
+        offs, bounds, x, w, dy = torch_peer.case_operands(K, N, sizes)
+        for op in a.ops.split(","):
+            if op == "fprop":
+                kop, src, wk, ncol = _lib.OP_FPROP, x, w, N
+                ref = torch.cat([x[s:e].float() @ w[g].float().t() for g, (s, e) in enumerate(bounds)])
+                tfn = lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+            else:
+                kop, src, wk, ncol = _lib.OP_DGRAD, dy, w, K
+                ref = torch.cat([dy[s:e].float() @ w[g].float() for g, (s, e) in enumerate(bounds)])
+                tfn = lambda: torch._grouped_mm(dy, w, offs=offs)
+            sides, served = {}, {}
+            for sname, ctx in ctxs:
+                out = torch.empty(T, ncol, device="cuda", dtype=torch.bfloat16)
+                fn = call(ctx, kop, src, wk, out, offs, G, N, K)
+                fn()
+                torch.cuda.synchronize()
+                err = torch_peer.rel_err(out, ref)
+                if err > 1e-2:
+                    print(f"  {name} {op} {sname}: WRONG, relative error {err:.2e}", flush=True)
+                    continue
+                sides[sname] = fn
+                served[sname] = ctx.last_call()["kernel"]
+            sides["torch"] = tfn
+            del ref
+            ms = alternate(sides, a.reps, a.rounds)
+            first = ms[ctxs[0][0]]
+            flops = 2.0 * T * N * K
+            cells = "  ".join(f"{s} {ms[s]:.4f} ms x{ms[s] / first:.3f}" for s in ms)
+            print(f"  {name:16s} {op:5s} {flops / first / 1e9:7.1f} TFLOP/s  {cells}  "
+                  f"{served.get(ctxs[0][0], '?')}", flush=True)
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
