@@ -115,7 +115,7 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
 /* A persistent grid of C CTAs walks T tiles in rounds; when T % C = R is
  * small, the last round runs R tiles while C - R SMs idle (2^k tiles on
  * 132 SMs: 3% of the call).  SPLIT kernels cut each of those R tiles'
- * reductions (R <= C / 4) into S <= min(C / R, SPLIT_MAX_WAYS) k ranges,
+ * reductions (R <= C / 2) into S <= min(C / R, SPLIT_MAX_WAYS) k ranges,
  * one for each of R x S CTAs, S chosen by what it saves (kiln_split_plan).
  * Each piece's CTA writes its fp32 partial tile to its own slot of the
  * context workspace (args.workspace, laid out as kernel_abi.h says) and
@@ -199,10 +199,7 @@ KDEV void kiln_split_plan(const kiln_kernel_args &args, const kiln_gemm &P, cons
     sp[SPLIT_ASKED] = sp[SPLIT_SAID] = 0;
     if (!args.workspace || args.sched_slot < 1 || args.sched_slot > KILN_SCHED_SLOTS) return;
     const int C = P.cta.ncl, R = P.items % C;
-    /* a last round of more than a quarter of the CTAs: its pieces take
-     * most SMs and start as their CTAs finish, and there the split gained
-     * nothing (H200: R = 36 and 40 of 132, 0.98-1.00) */
-    if (C > args.num_sms || C > KILN_SPLIT_CTAS || R == 0 || 4 * R > C) return;
+    if (C > args.num_sms || C > KILN_SPLIT_CTAS || R == 0 || 2 * R > C) return;
     /* S pieces save the last round nkb - ceil(nkb / S) k-blocks and cost
      * S + 1 partial moves (each piece's write, the finisher's S reads) */
     int S = 1;
