@@ -155,13 +155,14 @@ KILN_API void kiln_context_options_init(kiln_context_options *opts);
  * libcuda.so.1 with dlopen; on failure *out is still set (so that
  * kiln_last_error can be read) and must be destroyed.  The caller's current
  * CUDA context is used if it is on the same device; otherwise the device's
- * primary context.  When generated kernels are allowed, the context also
- * allocates its workspace (128 KiB per SM and 4 KiB: 16.5 MiB on 132 SMs,
- * freed by kiln_context_destroy), where kernels whose last wave would leave
- * most SMs idle cut that wave's reductions along k (docs/sm90_kernel.md);
- * KILN_SPLIT=0 in the environment leaves it out, and the kernels then walk
- * whole tiles.  Results differ from the whole-tile walk's only in the order
- * of fp32 additions, and are the same bits from call to call. */
+ * primary context.  On an sm_90 device, when generated kernels are
+ * allowed, the context also allocates a workspace (128 KiB per SM and 4
+ * KiB: 16.5 MiB on 132 SMs, freed by kiln_context_destroy), where kernels
+ * whose last wave would leave most SMs idle cut that wave's reductions
+ * along k (docs/sm90_kernel.md); KILN_SPLIT=0 in the environment leaves it
+ * out, and the kernels then walk whole tiles.  Results differ from the
+ * whole-tile walk's only in the order of fp32 additions, and are the same
+ * bits from call to call. */
 KILN_API kiln_status kiln_context_create(const kiln_context_options *opts, kiln_context **out);
 KILN_API void kiln_context_destroy(kiln_context *ctx);
 

@@ -158,7 +158,11 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     if (opts.cache_max_bytes && ctx->kernels.store.cache)
         kiln_cache_set_max_bytes(ctx->kernels.store.cache, opts.cache_max_bytes);
     kiln_kernels_open_tuning(&ctx->kernels, opts.tuning_tables);
-    if (ctx->split && (ctx->allowed & KILN_ALLOW_GENERATED)) make_split_workspace(ctx);
+    /* the sm90 family's kernels, the only ones that split, run on sm_90
+     * only; a grid of more than KILN_SPLIT_CTAS never splits */
+    if (ctx->split && (ctx->allowed & KILN_ALLOW_GENERATED) && ctx->dev.cc_major == 9 &&
+        ctx->dev.num_sms <= KILN_SPLIT_CTAS)
+        make_split_workspace(ctx);
     kiln_kernels *ks = &ctx->kernels;
     kiln_rt_logf(&ctx->log, KILN_LOG_INFO,
                  "kiln %s on device %d (%s, %d SMs), %zu default kernels, %zu bundles, cache %s",
@@ -318,10 +322,9 @@ static void copy_text(char *dst, size_t size, const char *src)
  * the lock): its work-order counters (sched_slots.h), a slot of its own
  * when the stream is capturing a graph, the stream's slot otherwise, 0
  * when k has none; and the split workspace for a kernel that splits (a
- * launch state per slot: launch.h).  The
- * handle CU_STREAM_PER_THREAD names another stream in each thread, and
- * those run at once: each thread's is keyed by an address of that thread's
- * own. */
+ * launch state per slot: launch.h).  The handle CU_STREAM_PER_THREAD names
+ * another stream in each thread, and those run at once: each thread's is
+ * keyed by an address of that thread's own. */
 static kiln_status launch_state(kiln_context *ctx, const kiln_rt_kernel *k, CUstream stream,
                                 kiln_launch_opts *lo, kiln_error *err)
 {
