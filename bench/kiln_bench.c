@@ -794,7 +794,12 @@ static kiln_context *make_context(unsigned allowed, const char *env)
     o.allowed_backends = allowed;
     char name[64] = "";
     const char *eq = env ? strchr(env, '=') : NULL;
-    if (eq && (size_t)(eq - env) < sizeof name) {
+    if (eq && (size_t)(eq - env) >= sizeof name) {
+        fprintf(stderr, "--against %s: the name is longer than %zu characters\n", env,
+                sizeof name - 1);
+        exit(2);
+    }
+    if (eq) {
         memcpy(name, env, (size_t)(eq - env));
         name[eq - env] = '\0';
         setenv(name, eq + 1, 1);

@@ -134,9 +134,10 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
 constexpr bool SPLIT = !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BYTES;
 constexpr int SPLIT_MAX_WAYS = 8;   /* pieces of a tile at most */
 /* What moving a partial tile costs, in k-blocks of the main loop: its
- * bytes over a k-block's loads, times 0.75 (2 for 128x256 tiles).  The
- * first measurement (H200, bench/kiln_bench --against KILN_SPLIT=0) put
- * a piece's write and the finisher's reads at about that. */
+ * bytes over a k-block's loads, times 0.75 (2 for 128x256 tiles), an
+ * estimate of an SM's L2 reads against its TMA feed, not a measurement
+ * (the split's gains measured about as the model says on the cells it
+ * splits: docs/sm90_kernel.md). */
 constexpr float SPLIT_PART_KB = 0.75f * BM * BN * 4 / ((BM + BN) * BK * IN_ESZ);
 constexpr int SPLIT_MIN_GAIN = 4;   /* k-blocks a split must save at least */
 /* A launch's {state, finished CTAs} by sched slot: state 0 none yet, 3 being

@@ -1180,13 +1180,14 @@ static void test_split_last_wave(void **state)
     (void)state;
     int failures_before = g_failures;
     /* 3 groups in 9 row tiles of 128 and tn column tiles: a few tiles more
-     * than the SMs, a last wave of 1 to 9 tiles in 3 pieces (12 k-blocks) */
+     * than the SMs, a last wave of 1 to 9 tiles in 3 pieces (24 k-blocks:
+     * the cost model's S; at 12 k-blocks no S pays, and none is cut) */
     static const int32_t over[3] = {300, 212, 500};
     const int64_t tn = gpu_num_sms() / 9 + 1;
     /* 2 row tiles (an empty group) and 2 column tiles: 4 tiles in all, in
-     * 8 pieces (32 k-blocks) */
+     * 4 pieces (32 k-blocks) */
     static const int32_t few[3] = {100, 0, 37};
-    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, over, 256 * tn, 768,
+    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, over, 256 * tn, 1536,
                "a few tiles past the SMs");
     split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, few, 512, 2048, "4 tiles");
     split_case("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD, 3, few, 2048, 512, "4 tiles");
