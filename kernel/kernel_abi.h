@@ -32,10 +32,14 @@
  * last wave's reductions (templates/sm90_gemm.cuh, SPLIT): a lease word at
  * 0, a counter per tile of the last wave at KILN_SPLIT_CTR_OFFSET, then a
  * partial tile (BM x BN fp32 at most) per CTA of the grid, for grids of up
- * to num_sms (and KILN_SPLIT_CTAS) CTAs.  The runtime zeroes the words
- * before the parts once; each launch leaves them zero. */
+ * to num_sms (and KILN_SPLIT_CTAS) CTAs.  The runtime zeroes the lease
+ * and the counters once; each launch leaves them zero. */
 #define KILN_SPLIT_CTAS 256
 #define KILN_SPLIT_TILE_BYTES (128 * 1024)
+/* Word 1: the least saving the cost model must promise a launch before it
+ * splits, in thousandths of a CTA's walk (KILN_SPLIT_MIN, written by the
+ * runtime with the workspace). */
+#define KILN_SPLIT_MIN_WORD 1
 #define KILN_SPLIT_CTR_OFFSET 64
 #define KILN_SPLIT_PARTS_OFFSET 4096
 

@@ -2,6 +2,7 @@
 /* context.c — the public API: contexts, options, the lock, kiln_gemm,
  * kiln_prepare and reports.  The work is the modules': problem.c checks,
  * dispatch.c chooses, kernels.c loads, launch.c and the backends run. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,17 +58,39 @@ static kiln_status read_switch_env(const char *name, int *on, kiln_error *err)
     return KILN_OK;
 }
 
+/* The least saving, in thousandths of a CTA's walk, that the split's cost
+ * model must promise (templates/sm90_gemm.cuh, kiln_split_plan). */
+#define KILN_SPLIT_MIN_DEFAULT 0
+
+/* KILN_SPLIT_MIN=N (0 to 1000): the split's threshold in thousandths. */
+static kiln_status read_split_min_env(int *min, kiln_error *err)
+{
+    const char *v = getenv("KILN_SPLIT_MIN");
+    if (!v || !*v) return KILN_OK;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < 0 || n > 1000)
+        return kiln_error_set(err, KILN_ERROR_INVALID_ARGUMENT,
+                              "KILN_SPLIT_MIN=%.40s: expected thousandths from 0 to 1000", v);
+    *min = (int)n;
+    return KILN_OK;
+}
+
 /* KILN_HOST_CACHE=0 turns the per-call caches off (to measure them, or to
  * rule them out); KILN_PDL=1 turns programmatic dependent launch on
  * (launch.h); KILN_SPLIT=0 keeps the split workspace from being made, so
- * that every kernel walks whole tiles. */
+ * that every kernel walks whole tiles, and KILN_SPLIT_MIN sets how much a
+ * split must be worth. */
 static kiln_status read_launch_env(kiln_context *ctx, kiln_error *err)
 {
     int caches = 1;
     ctx->split = 1;
+    ctx->split_min = KILN_SPLIT_MIN_DEFAULT;
     kiln_status st = read_switch_env("KILN_HOST_CACHE", &caches, err);
     if (!st) st = read_switch_env("KILN_PDL", &ctx->pdl, err);
     if (!st) st = read_switch_env("KILN_SPLIT", &ctx->split, err);
+    if (!st) st = read_split_min_env(&ctx->split_min, err);
     if (st || !caches) return st;
     ctx->memo = kiln_dispatch_memo_create();
     ctx->tmaps = kiln_tmap_cache_create();
@@ -245,6 +268,10 @@ static void make_split_workspace(kiln_context *ctx)
     if (!st)
         st = kiln_driver_check(d, d->cuStreamSynchronize(NULL), "cuStreamSynchronize(split workspace)",
                                &err);
+    const unsigned min = (unsigned)ctx->split_min;
+    if (!st)
+        st = kiln_driver_check(d, d->cuMemcpyHtoD(ws + 4 * KILN_SPLIT_MIN_WORD, &min, 4),
+                               "cuMemcpyHtoD(split workspace)", &err);
     if (st && ws) d->cuMemFree(ws);
     leave(ctx, pushed);
     if (st) {
@@ -252,7 +279,8 @@ static void make_split_workspace(kiln_context *ctx)
         return;
     }
     ctx->split_ws = ws;
-    kiln_rt_logf(&ctx->log, KILN_LOG_INFO, "split workspace: %zu bytes", bytes);
+    kiln_rt_logf(&ctx->log, KILN_LOG_INFO, "split workspace: %zu bytes, threshold %d/1000", bytes,
+                 ctx->split_min);
 }
 
 /* Dispatches p and loads the generated kernel chosen (*k NULL for

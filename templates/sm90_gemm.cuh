@@ -202,9 +202,12 @@ KDEV void kiln_split_plan(const kiln_kernel_args &args, const kiln_gemm &P, cons
     const int C = P.cta.ncl, R = P.items % C;
     if (C > args.num_sms || C > KILN_SPLIT_CTAS || R == 0 || 2 * R > C) return;
     /* S pieces save the last round nkb - ceil(nkb / S) k-blocks and cost
-     * S + 1 partial moves (each piece's write, the finisher's S reads) */
+     * S + 1 partial moves (each piece's write, the finisher's S reads); the
+     * saving must be SPLIT_MIN_GAIN k-blocks and the runtime's share of the
+     * CTA's walk (ceil(items / C) tiles; KILN_SPLIT_MIN) */
+    const unsigned share = ((const unsigned *)args.workspace)[KILN_SPLIT_MIN_WORD];
     int S = 1;
-    float best = SPLIT_MIN_GAIN;
+    float best = fmaxf(SPLIT_MIN_GAIN, 1e-3f * share * ((P.items + C - 1) / C) * P.nkb);
     for (int s = 2; s <= min(C / R, SPLIT_MAX_WAYS); ++s) {
         const float gain = P.nkb - (P.nkb + s - 1) / s - SPLIT_PART_KB * (s + 1);
         if (gain > best) { best = gain; S = s; }

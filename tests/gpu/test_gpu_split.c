@@ -4,8 +4,10 @@
  * the legacy stream, again and again (the launch state and the workspace's
  * lease come back each time), and replayed from a CUDA graph.  The data make
  * the fp32 sum depend on where the reduction is cut, so the output says
- * whether the kernel cut it.  test_gpu_gemm.c checks split calls on random
- * data against the reference.  Exits 77 without a GPU.
+ * whether the kernel cut it, and that KILN_SPLIT=0 and a KILN_SPLIT_MIN
+ * above the cut's saving keep the tiles whole.  test_gpu_gemm.c checks
+ * split calls on random data against the reference.  Exits 77 without a
+ * GPU.
  *
  * fprop, one group of 128 tokens (capacity 160), N = 4 tiles of 256, K =
  * 2048 (32 k-blocks of 64): 4 tiles on the SMs of a Hopper GPU are the
@@ -89,11 +91,13 @@ static void probe_check(const probe *c, float want, const char *what)
     if (past >= 0) fail_msg("%s: byte %lld, past the tokens' rows, was written", what, (long long)past);
 }
 
-/* A context serving every call with k_kernel; split 0: KILN_SPLIT=0. */
-static kiln_context *probe_context(int split)
+/* A context serving every call with k_kernel, made with KILN_SPLIT and
+ * KILN_SPLIT_MIN set to split and min (NULL: unset). */
+static kiln_context *probe_context(const char *split, const char *min)
 {
     setenv("KILN_KERNEL", k_kernel, 1);
-    if (!split) setenv("KILN_SPLIT", "0", 1);
+    if (split) setenv("KILN_SPLIT", split, 1);
+    if (min) setenv("KILN_SPLIT_MIN", min, 1);
     kiln_context_options o;
     kiln_context_options_init(&o);
     o.allowed_backends = KILN_ALLOW_GENERATED;
@@ -101,6 +105,7 @@ static kiln_context *probe_context(int split)
     kiln_status st = kiln_context_create(&o, &ctx);
     unsetenv("KILN_KERNEL");
     unsetenv("KILN_SPLIT");
+    unsetenv("KILN_SPLIT_MIN");
     if (st != KILN_OK) fail_msg("kiln_context_create: %s", kiln_last_error(ctx));
     return ctx;
 }
@@ -124,12 +129,16 @@ static void test_split_probe(void **state)
 
     const float whole_sum = probe_sum(1);
     assert_true(whole_sum == 3.75f);
-    kiln_context *whole = probe_context(0);
+    kiln_context *whole = probe_context("0", NULL);
     probe_call(whole, &c, whole_sum, "KILN_SPLIT=0: whole tiles");
+    kiln_context_destroy(whole);
+    /* a threshold of the whole walk: no cut saves that much */
+    whole = probe_context(NULL, "1000");
+    probe_call(whole, &c, whole_sum, "KILN_SPLIT_MIN=1000: whole tiles");
     kiln_context_destroy(whole);
 
     /* the first split call: which S the kernel took, by its value */
-    kiln_context *ctx = probe_context(1);
+    kiln_context *ctx = probe_context(NULL, NULL);
     poison(c.y, (size_t)CAP * N * 2);
     kiln_call_report rep;
     int failures = 0;
@@ -166,6 +175,11 @@ static void test_split_probe(void **state)
     graph_destroy(exec, graph, s);
     /* and a plain call after the graph's */
     probe_call(ctx, &c, split_sum, "split, a call after the replays");
+    kiln_context_destroy(ctx);
+    /* a threshold below the cut's saving (about 14 of the walk's 32 k-blocks
+     * with the shipped cost model): the same cut */
+    ctx = probe_context(NULL, "300");
+    probe_call(ctx, &c, split_sum, "KILN_SPLIT_MIN=300: the same cut");
     kiln_context_destroy(ctx);
     DEV_FREE_ALL(c.x, c.w, c.y, c.sizes);
 }

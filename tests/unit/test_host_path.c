@@ -419,8 +419,8 @@ static void test_env(void **state)
         kiln_context_destroy(ctx);
     }
     unsetenv("KILN_PDL");
-    static const char *const names[] = {"KILN_HOST_CACHE", "KILN_PDL"};
-    for (int i = 0; i < 2; i++) {
+    static const char *const names[] = {"KILN_HOST_CACHE", "KILN_PDL", "KILN_SPLIT"};
+    for (int i = 0; i < 3; i++) {
         setenv(names[i], "yes", 1);
         kiln_context *ctx = NULL;
         assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
@@ -432,6 +432,39 @@ static void test_env(void **state)
     }
 }
 
+/* KILN_SPLIT: the workspace unless 0; KILN_SPLIT_MIN: the split's
+ * threshold in thousandths, 0 to 1000, anything else refused by name. */
+static void test_split_env(void **state)
+{
+    (void)state;
+    static const struct { const char *split, *min; int on, thousandths; } ok[] = {
+        {NULL, NULL, 1, 0}, {"0", "25", 0, 25}, {"1", "1000", 1, 1000}, {"", "0", 1, 0}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (ok[i].split) setenv("KILN_SPLIT", ok[i].split, 1);
+        else unsetenv("KILN_SPLIT");
+        if (ok[i].min) setenv("KILN_SPLIT_MIN", ok[i].min, 1);
+        else unsetenv("KILN_SPLIT_MIN");
+        kiln_context *ctx = NULL;
+        kiln_context_create(NULL, &ctx); /* fails here at the driver, after the environment */
+        assert_non_null(ctx);
+        assert_int_equal(ctx->split, ok[i].on);
+        assert_int_equal(ctx->split_min, ok[i].thousandths);
+        kiln_context_destroy(ctx);
+    }
+    unsetenv("KILN_SPLIT");
+    static const char *const bad[] = {"1001", "-1", "x", "12x", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("KILN_SPLIT_MIN", bad[i], 1);
+        kiln_context *ctx = NULL;
+        assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
+        char want[96];
+        snprintf(want, sizeof want, "KILN_SPLIT_MIN=%s: expected thousandths from 0 to 1000", bad[i]);
+        assert_string_equal(kiln_last_error(ctx), want);
+        kiln_context_destroy(ctx);
+    }
+    unsetenv("KILN_SPLIT_MIN");
+}
+
 KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_repeat_encodes_nothing),
                cmocka_unit_test(test_pdl),
@@ -441,4 +474,5 @@ KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_sched_slot_table),
                cmocka_unit_test(test_sched_slot_launch),
                cmocka_unit_test(test_sched_counters_at_load),
-               cmocka_unit_test(test_env))
+               cmocka_unit_test(test_env),
+               cmocka_unit_test(test_split_env))
