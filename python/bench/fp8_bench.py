@@ -134,6 +134,7 @@ rel_err = torch_peer.rel_err   # in chunks: the largest corpus shapes
 
 STEADY = False   # --steady: both sides timed by steady.alternate
 ALONE = 0.0      # --alone S: kiln's side then run alone S seconds under sampling
+ROUNDS = 3       # --rounds: steady.alternate's rounds
 EPILOGUE = False  # --epilogue: the fprop row+s rows
 
 
@@ -159,7 +160,7 @@ def pair_ms(fn, tfn, ref, reps, what):
     W) over the run's second half, the card held at its power limit."""
     tfn = checked(tfn, ref, what) if tfn else None
     if STEADY:
-        ms = alternate({"kiln": fn, "torch": tfn} if tfn else {"kiln": fn}, reps)
+        ms = alternate({"kiln": fn, "torch": tfn} if tfn else {"kiln": fn}, reps, ROUNDS)
         kms, tms = ms["kiln"], ms.get("torch")
     else:
         tms = timed(tfn, reps) if tfn else None
@@ -403,7 +404,7 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
         if not got:
             continue
         if STEADY:
-            ms = alternate({k: v[0] for k, v in got.items()}, reps)
+            ms = alternate({k: v[0] for k, v in got.items()}, reps, ROUNDS)
         else:
             ms = {k: timed(v[0], reps) for k, v in got.items()}
         first = next(iter(ms.values()))
@@ -483,6 +484,8 @@ def main():
     ap.add_argument("--steady", action="store_true",
                     help="time kiln and torch at the card's steady state, in alternating "
                          "rounds after a warm-up (python/bench/steady.py)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="with --steady: rounds of alternation (each side reps calls a round)")
     ap.add_argument("--alone", type=float, default=0.0,
                     help="then run each kiln row (with --compare: each side) alone this many "
                          "seconds under nvidia-smi sampling: its time held at the power limit, "
@@ -510,8 +513,8 @@ def main():
                     help="call kiln through the Python package (kiln.scaled_grouped_mm) "
                          "instead of its ctypes problem")
     a = ap.parse_args()
-    global STEADY, ALONE, EPILOGUE
-    STEADY, ALONE, EPILOGUE = a.steady, a.alone, a.epilogue
+    global STEADY, ALONE, EPILOGUE, ROUNDS
+    STEADY, ALONE, EPILOGUE, ROUNDS = a.steady, a.alone, a.epilogue, a.rounds
     only = set(filter(None, a.only.split(",")))
     torch.manual_seed(0)
     ceil = ceiling(a.reps)
