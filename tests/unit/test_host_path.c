@@ -394,6 +394,20 @@ static void test_sched_slot_launch(void **state)
     fake_context_free(ctx);
 }
 
+/* name=value in the environment: kiln_context_create refuses it with the
+ * message "name=value: expected ..." (read before the driver is loaded). */
+static void expect_refused(const char *name, const char *value, const char *expected)
+{
+    setenv(name, value, 1);
+    kiln_context *ctx = NULL;
+    assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
+    char want[128];
+    snprintf(want, sizeof want, "%s=%s: expected %s", name, value, expected);
+    assert_string_equal(kiln_last_error(ctx), want);
+    kiln_context_destroy(ctx);
+    unsetenv(name);
+}
+
 /* KILN_HOST_CACHE: 0 off, 1 or unset on; KILN_PDL: 1 on, 0 or unset off;
  * anything else refused (read before the driver is loaded, so this runs
  * without one). */
@@ -420,16 +434,7 @@ static void test_env(void **state)
     }
     unsetenv("KILN_PDL");
     static const char *const names[] = {"KILN_HOST_CACHE", "KILN_PDL", "KILN_SPLIT"};
-    for (int i = 0; i < 3; i++) {
-        setenv(names[i], "yes", 1);
-        kiln_context *ctx = NULL;
-        assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
-        char want[64];
-        snprintf(want, sizeof want, "%s=yes: expected 0 or 1", names[i]);
-        assert_string_equal(kiln_last_error(ctx), want);
-        kiln_context_destroy(ctx);
-        unsetenv(names[i]);
-    }
+    for (int i = 0; i < 3; i++) expect_refused(names[i], "yes", "0 or 1");
 }
 
 /* KILN_SPLIT: the workspace unless 0; KILN_SPLIT_MIN: the split's
@@ -453,16 +458,8 @@ static void test_split_env(void **state)
     }
     unsetenv("KILN_SPLIT");
     static const char *const bad[] = {"1001", "-1", "x", "12x", "99999999999999999999"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        setenv("KILN_SPLIT_MIN", bad[i], 1);
-        kiln_context *ctx = NULL;
-        assert_int_equal(kiln_context_create(NULL, &ctx), KILN_ERROR_INVALID_ARGUMENT);
-        char want[96];
-        snprintf(want, sizeof want, "KILN_SPLIT_MIN=%s: expected thousandths from 0 to 1000", bad[i]);
-        assert_string_equal(kiln_last_error(ctx), want);
-        kiln_context_destroy(ctx);
-    }
-    unsetenv("KILN_SPLIT_MIN");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_refused("KILN_SPLIT_MIN", bad[i], "thousandths from 0 to 1000");
 }
 
 KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
