@@ -162,9 +162,9 @@ KILN_API void kiln_context_options_init(kiln_context_options *opts);
  * along k (docs/sm90_kernel.md); KILN_SPLIT=0 in the environment leaves it
  * out, and the kernels then walk whole tiles.  KILN_SPLIT_MIN=N (0 to
  * 1000, default 0) splits only where the kernel's cost model promises to
- * save N thousandths of a CTA's walk (and always at least 4 k-blocks).  Results differ from the
- * whole-tile walk's only in the order of fp32 additions, and are the same
- * bits from call to call. */
+ * save N thousandths of a CTA's walk (and always at least 4 k-blocks).
+ * Results differ from the whole-tile walk's only in the order of fp32
+ * additions, and are the same bits from call to call. */
 KILN_API kiln_status kiln_context_create(const kiln_context_options *opts, kiln_context **out);
 KILN_API void kiln_context_destroy(kiln_context *ctx);
 

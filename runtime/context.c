@@ -265,13 +265,14 @@ static void make_split_workspace(kiln_context *ctx)
     if (!st)
         st = kiln_driver_check(d, d->cuMemsetD8Async(ws, 0, KILN_SPLIT_PARTS_OFFSET, NULL),
                                "cuMemsetD8Async(split workspace)", &err);
-    if (!st)
-        st = kiln_driver_check(d, d->cuStreamSynchronize(NULL), "cuStreamSynchronize(split workspace)",
-                               &err);
+    /* the threshold after the zeroes, on the same (legacy) stream */
     const unsigned min = (unsigned)ctx->split_min;
     if (!st)
         st = kiln_driver_check(d, d->cuMemcpyHtoD(ws + 4 * KILN_SPLIT_MIN_WORD, &min, 4),
                                "cuMemcpyHtoD(split workspace)", &err);
+    if (!st)
+        st = kiln_driver_check(d, d->cuStreamSynchronize(NULL), "cuStreamSynchronize(split workspace)",
+                               &err);
     if (st && ws) d->cuMemFree(ws);
     leave(ctx, pushed);
     if (st) {

@@ -58,7 +58,8 @@ struct kiln_context {
     int pdl;                      /* KILN_PDL=1 (launch.h kiln_launch_opts) */
     kiln_sched sched;             /* work-order counter slots, under the lock */
     int split;                    /* KILN_SPLIT (default 1): make the split workspace */
-    int split_min;                /* KILN_SPLIT_MIN: its word KILN_SPLIT_MIN_WORD */
+    int split_min;                /* KILN_SPLIT_MIN (thousandths, default 0), written to
+                                     the workspace's word KILN_SPLIT_MIN_WORD */
     CUdeviceptr split_ws;         /* the split workspace (launch.h), made with the
                                      context; 0: none (KILN_SPLIT=0, cuBLASLt only,
                                      or its allocation failed) */

@@ -1051,8 +1051,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         const bool staged = j != 0;
         /* the block recipe: the first of this thread's rows in the tile */
         const int trow = row_off + wq * 16 + (lane >> 2);
-        /* P.nkb itself where not a piece (through a shuffle, to make it
-         * provably uniform, the clustered block kernels spilled) */
+        /* the piece's k-blocks, or the whole tile's */
         const int nkb = piece ? kiln_split_get(m, SPLIT_UNIT + 2) : P.nkb;
         if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
         else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, lane, staged);
