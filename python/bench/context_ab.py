@@ -10,10 +10,13 @@ the same tensors; the first side is made as the environment is.  A null
 side (the first setting again) gives the method's own spread.  Outputs are
 checked against an fp32 product first (relative error 1e-2).  Times are
 steady.alternate's medians; each row gives every side's time over the
-first's.
+first's.  With --alone S every side (torch too) then runs alone S seconds
+under nvidia-smi sampling (power_clock.print_held_alone): its time, clock
+and energy a call held at the power limit, where alternating rounds of the
+power-limited shapes spread by several percent.
 
     python/bench/context_ab.py --bench build/bench/kiln_bench \
-        --against KILN_SPLIT=1,KILN_SPLIT=0 [--only a,b] [--ops fprop,dgrad]
+        --against KILN_SPLIT=1,KILN_SPLIT=0 [--only a,b] [--ops fprop,dgrad] [--alone 2]
 """
 import argparse
 import os
@@ -65,6 +68,8 @@ def main():
     ap.add_argument("--ops", default="fprop,dgrad")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--alone", type=float, default=0.0,
+                    help="then run each side alone this many seconds under nvidia-smi sampling")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
     settings = [""] + a.against.split(",")
@@ -105,6 +110,9 @@ def main():
             cells = "  ".join(f"{s} {ms[s]:.4f} ms x{ms[s] / first:.3f}" for s in ms)
             print(f"  {name:16s} {op:5s} {flops / first / 1e9:7.1f} TFLOP/s  {cells}  "
                   f"{served.get(ctxs[0][0], '?')}", flush=True)
+            if a.alone > 0:
+                from power_clock import print_held_alone
+                print_held_alone(sides, a.alone)
             torch.cuda.empty_cache()
 
 

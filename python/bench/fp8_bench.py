@@ -134,7 +134,7 @@ rel_err = torch_peer.rel_err   # in chunks: the largest corpus shapes
 
 STEADY = False   # --steady: both sides timed by steady.alternate
 ALONE = 0.0      # --alone S: kiln's side then run alone S seconds under sampling
-ROUNDS = 3       # --rounds: steady.alternate's rounds
+ROUNDS = None    # --rounds: steady.alternate's rounds (None: each mode's default)
 EPILOGUE = False  # --epilogue: the fprop row+s rows
 
 
@@ -160,7 +160,7 @@ def pair_ms(fn, tfn, ref, reps, what):
     W) over the run's second half, the card held at its power limit."""
     tfn = checked(tfn, ref, what) if tfn else None
     if STEADY:
-        ms = alternate({"kiln": fn, "torch": tfn} if tfn else {"kiln": fn}, reps, ROUNDS)
+        ms = alternate({"kiln": fn, "torch": tfn} if tfn else {"kiln": fn}, reps, ROUNDS or 3)
         kms, tms = ms["kiln"], ms.get("torch")
     else:
         tms = timed(tfn, reps) if tfn else None
@@ -404,7 +404,7 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
         if not got:
             continue
         if STEADY:
-            ms = alternate({k: v[0] for k, v in got.items()}, reps, ROUNDS)
+            ms = alternate({k: v[0] for k, v in got.items()}, reps, ROUNDS or 3)
         else:
             ms = {k: timed(v[0], reps) for k, v in got.items()}
         first = next(iter(ms.values()))
@@ -460,7 +460,7 @@ def variants_case(variants, tables, name, K, N, sizes, ceil, sample, op="fprop")
                                                       offs=offs, out_dtype=torch.bfloat16,
                                                       use_fast_accum=True)
     del ref
-    ms = alternate(sides, 20, 4, 0.5)
+    ms = alternate(sides, 20, ROUNDS or 4, 0.5)
     flops = 2.0 * T * N * K
     first = next(iter(ms))
     print(f"{name} {op} row: torch {ms['torch']:.4f} ms ({flops / ms['torch'] / 1e9:.1f} TFLOP/s)")
@@ -484,8 +484,9 @@ def main():
     ap.add_argument("--steady", action="store_true",
                     help="time kiln and torch at the card's steady state, in alternating "
                          "rounds after a warm-up (python/bench/steady.py)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="with --steady: rounds of alternation (each side reps calls a round)")
+    ap.add_argument("--rounds", type=int,
+                    help="rounds of alternation (each side reps calls a round): with --steady "
+                         "(3 by default) or --variants (4 by default)")
     ap.add_argument("--alone", type=float, default=0.0,
                     help="then run each kiln row (with --compare: each side) alone this many "
                          "seconds under nvidia-smi sampling: its time held at the power limit, "
@@ -514,7 +515,8 @@ def main():
                          "instead of its ctypes problem")
     a = ap.parse_args()
     global STEADY, ALONE, EPILOGUE, ROUNDS
-    STEADY, ALONE, EPILOGUE, ROUNDS = a.steady, a.alone, a.epilogue, a.rounds
+    STEADY, ALONE, EPILOGUE = a.steady, a.alone, a.epilogue
+    ROUNDS = a.rounds
     only = set(filter(None, a.only.split(",")))
     torch.manual_seed(0)
     ceil = ceiling(a.reps)
