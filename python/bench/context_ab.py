@@ -13,10 +13,14 @@ steady.alternate's medians; each row gives every side's time over the
 first's.  With --alone S every side (torch too) then runs alone S seconds
 under nvidia-smi sampling (power_clock.print_held_alone): its time, clock
 and energy a call held at the power limit, where alternating rounds of the
-power-limited shapes spread by several percent.
+power-limited shapes spread by several percent.  With --libs TAG=PATH a
+side SETTING#TAG runs on another build of libkiln loaded in the same
+process (lib_copies.py): a template change against the tree, side by side.
 
     python/bench/context_ab.py --bench build/bench/kiln_bench \
         --against KILN_SPLIT=1,KILN_SPLIT=0 [--only a,b] [--ops fprop,dgrad] [--alone 2]
+    python/bench/context_ab.py --libs new=/tmp/new/libkiln.so \
+        --against "#new,KILN_SPLIT=1,KILN_SPLIT=1#new" --alone 2   (each build twice)
 """
 import argparse
 import os
@@ -30,18 +34,19 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from kiln import _lib  # noqa: E402
 from steady import alternate  # noqa: E402
+from lib_copies import parse, split_side  # noqa: E402
 import torch_peer  # noqa: E402
 
 
-def context(setting):
-    """A generated-only context made under setting ("NAME=VALUE", or "" for
-    the environment as it is)."""
+def context(setting, lib):
+    """A generated-only context of lib (a _lib module) made under setting
+    ("NAME=VALUE", or "" for the environment as it is)."""
     name, _, value = setting.partition("=")
     old = os.environ.get(name) if name else None
     if name:
         os.environ[name] = value
     try:
-        return _lib.Context(allowed_backends=1)
+        return lib.Context(allowed_backends=1)
     finally:
         if name:
             os.environ.pop(name)
@@ -49,8 +54,8 @@ def context(setting):
                 os.environ[name] = old
 
 
-def call(ctx, op, a, w, out, offs, G, N, K):
-    p = _lib.new_problem(op)
+def call(ctx, lib, op, a, w, out, offs, G, N, K):
+    p = lib.new_problem(op)   # the problem of the library that runs it
     p.a_type = p.b_type = p.out_type = _lib.DTYPE_BF16
     p.groups, p.n, p.k, p.capacity = G, N, K, a.shape[0]
     p.d_sizes, p.sizes_kind = offs.data_ptr(), _lib.SIZES_OFFSETS
@@ -63,7 +68,12 @@ def call(ctx, op, a, w, out, offs, G, N, K):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     torch_peer.case_args(ap)
-    ap.add_argument("--against", required=True, help="comma-separated NAME=VALUE settings")
+    ap.add_argument("--against", required=True,
+                    help="comma-separated NAME=VALUE settings, each with #TAG to run on the "
+                         "library --libs names TAG (#TAG alone: the environment as it is)")
+    ap.add_argument("--libs", default="",
+                    help="TAG=PATH,...: other builds of libkiln, loaded beside the default one "
+                         "(python/bench/lib_copies.py)")
     ap.add_argument("--only", default="")
     ap.add_argument("--ops", default="fprop,dgrad")
     ap.add_argument("--reps", type=int, default=20)
@@ -72,10 +82,13 @@ def main():
                     help="then run each side alone this many seconds under nvidia-smi sampling")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
-    settings = [""] + a.against.split(",")
-    ctxs = [(s or "as is", context(s)) for s in settings]
+    libs = parse(a.libs, "context_ab.py")
+    ctxs = []
+    for s in [""] + a.against.split(","):
+        setting, lib = split_side(s, libs, "context_ab.py")
+        ctxs.append((s or "as is", context(setting, lib or _lib), lib or _lib))
     torch.manual_seed(0)
-    print(f"sides: {', '.join(n for n, _ in ctxs)}, torch; time over the first's", flush=True)
+    print(f"sides: {', '.join(n for n, _, _ in ctxs)}, torch; time over the first's", flush=True)
     for name, K, N, sizes in torch_peer.load_cases(a.bench, a.cases):
         if only and name not in only:
             continue
@@ -91,9 +104,9 @@ def main():
                 ref = torch.cat([dy[s:e].float() @ w[g].float() for g, (s, e) in enumerate(bounds)])
                 tfn = lambda: torch._grouped_mm(dy, w, offs=offs)
             sides, served = {}, {}
-            for sname, ctx in ctxs:
+            for sname, ctx, lib in ctxs:
                 out = torch.empty(T, ncol, device="cuda", dtype=torch.bfloat16)
-                fn = call(ctx, kop, src, wk, out, offs, G, N, K)
+                fn = call(ctx, lib, kop, src, wk, out, offs, G, N, K)
                 fn()
                 torch.cuda.synchronize()
                 err = torch_peer.rel_err(out, ref)

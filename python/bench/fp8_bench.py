@@ -31,7 +31,10 @@ fprop,dgrad also dgrad) served by one-kernel tuning tables instead
 (variant_bench.py's method, for fp8), and --sample S then runs each side
 alone for S seconds under nvidia-smi sampling; with --alone S the table's
 rows (with --compare, every side) are each also run alone for S seconds,
-and dgrad's time against fprop's is given from those runs.  --package
+and dgrad's time against fprop's is given from those runs.  --libs
+TAG=PATH loads another build of libkiln beside the default one
+(lib_copies.py), and a --compare side NAME#TAG runs on it: a template
+change against the tree in one process.  --package
 makes every kiln call through kiln.scaled_grouped_mm (the Python package)
 instead of a prepared ctypes problem: the same kernels, plus what the
 package costs a call.
@@ -173,16 +176,18 @@ def pair_ms(fn, tfn, ref, reps, what):
 
 
 class Kiln:
-    def __init__(self, only_kernel=None, tuning_table=None, cache_dir=None, env=None):
+    def __init__(self, only_kernel=None, tuning_table=None, cache_dir=None, env=None, lib=None):
         # KILN_KERNEL (and env, {NAME: VALUE}) are read when a context is
-        # made: one context per kernel and setting
+        # made: one context per kernel and setting.  lib: another build's
+        # ctypes layer (lib_copies.load), whose problems this side makes.
+        self.lib = lib or _lib
         env = dict(env or {})
         env["KILN_KERNEL"] = only_kernel
         old = {k: os.environ.pop(k, None) for k in env}
         os.environ.update({k: v for k, v in env.items() if v})
         try:
-            self.ctx = _lib.Context(allowed_backends=1, cache_dir=cache_dir,
-                                    tuning_tables=[tuning_table] if tuning_table else None)
+            self.ctx = self.lib.Context(allowed_backends=1, cache_dir=cache_dir,
+                                        tuning_tables=[tuning_table] if tuning_table else None)
         finally:
             for k, v in old.items():
                 os.environ.pop(k, None)
@@ -191,7 +196,7 @@ class Kiln:
 
     def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0,
             row_scale=None):
-        p = _lib.new_problem(op)
+        p = self.lib.new_problem(op)
         p.a_type = p.b_type = _lib.DTYPE_E4M3
         p.out_type = _lib.DTYPE_BF16
         p.groups, p.n, p.k, p.capacity = G, n, k, a.shape[0]
@@ -368,7 +373,7 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
     p = torch.rand(T, device=dev) + 0.5
     operands, refs, sides = {}, {}, {"fprop": {}, "dgrad": {}}
     for kname, kl in kernels:
-        base = kname.partition(":")[0]   # without its :ENV=VALUE
+        base = kname.partition(":")[0].partition("#")[0]   # without its :ENV=VALUE, #TAG
         scaled = base.endswith("+s")
         dgrad = "dgrad" in base   # sm90_dgrad_* defaults, dgrad_* sweep kernels, dgrad@table
         block = "_block" in base
@@ -496,7 +501,11 @@ def main():
                          "instead of the table against torch; NAME+s with a row scale in its "
                          "epilogue, fprop@table / dgrad@table (fprop@table_block ...) what "
                          "the tables serve; NAME:ENV=VALUE from a context made under that "
-                         "setting (fprop@table_block:KILN_SPLIT=0)")
+                         "setting (fprop@table_block:KILN_SPLIT=0); NAME#TAG through the "
+                         "library --libs names TAG")
+    ap.add_argument("--libs", default="",
+                    help="TAG=PATH,...: other builds of libkiln, loaded beside the default one "
+                         "(python/bench/lib_copies.py), for --compare sides NAME#TAG")
     ap.add_argument("--variants", nargs="*", default=[],
                     help="NAME=TUNING_TABLE (NAME= for the shipped tables): row-wise fprop "
                          "(--variants-ops: or dgrad) served by each, against torch, at steady "
@@ -533,10 +542,14 @@ def main():
             torch.cuda.empty_cache()
         return
     if a.compare:
-        def side(k):   # NAME[+s][:ENV=VALUE]
-            name, _, env = k.partition(":")
+        from lib_copies import parse, split_side
+        libs = parse(a.libs, "fp8_bench.py")
+
+        def side(k):   # NAME[+s][:ENV=VALUE][#TAG]
+            rest, lib = split_side(k, libs, "fp8_bench.py")
+            name, _, env = rest.partition(":")
             env = dict([env.split("=", 1)]) if env else None
-            return k, Kiln(None if "@table" in name else name.removesuffix("+s"), env=env)
+            return k, Kiln(None if "@table" in name else name.removesuffix("+s"), env=env, lib=lib)
         kernels = [side(k) for k in a.compare.split(",")]
         for name, K, N, sizes in cases:
             compare_case(kernels, name, K, N, sizes, a.reps, ceil)
