@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""kiln's bf16 fprop and dgrad from contexts made under different environment
+"""kiln's bf16 fprop, dgrad and wgrad from contexts made under different environment
 settings, against each other and torch._grouped_mm, in one process at the
 card's steady state.
 
@@ -54,12 +54,13 @@ def context(setting, lib):
                 os.environ[name] = old
 
 
-def call(ctx, lib, op, a, w, out, offs, G, N, K):
+def call(ctx, lib, op, a, b, out, offs, G, N, K):
+    """A prepared call of a [T,*] by b (W [G,N,K]; wgrad: X [T,K], a dY)."""
     p = lib.new_problem(op)   # the problem of the library that runs it
     p.a_type = p.b_type = p.out_type = _lib.DTYPE_BF16
     p.groups, p.n, p.k, p.capacity = G, N, K, a.shape[0]
     p.d_sizes, p.sizes_kind = offs.data_ptr(), _lib.SIZES_OFFSETS
-    p.d_a, p.d_b, p.d_out = a.data_ptr(), w.data_ptr(), out.data_ptr()
+    p.d_a, p.d_b, p.d_out = a.data_ptr(), b.data_ptr(), out.data_ptr()
     stream = torch.cuda.current_stream().cuda_stream
     ctx.prepare(p)
     return lambda: ctx.gemm(p, stream)
@@ -75,7 +76,8 @@ def main():
                     help="TAG=PATH,...: other builds of libkiln, loaded beside the default one "
                          "(python/bench/lib_copies.py)")
     ap.add_argument("--only", default="")
-    ap.add_argument("--ops", default="fprop,dgrad")
+    ap.add_argument("--ops", default="fprop,dgrad",
+                    help="comma-separated: fprop, dgrad, wgrad (overwriting bf16 dW)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--alone", type=float, default=0.0,
@@ -96,16 +98,22 @@ def main():
         offs, bounds, x, w, dy = torch_peer.case_operands(K, N, sizes)
         for op in a.ops.split(","):
             if op == "fprop":
-                kop, src, wk, ncol = _lib.OP_FPROP, x, w, N
+                kop, src, wk, shape = _lib.OP_FPROP, x, w, (T, N)
                 ref = torch.cat([x[s:e].float() @ w[g].float().t() for g, (s, e) in enumerate(bounds)])
                 tfn = lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
-            else:
-                kop, src, wk, ncol = _lib.OP_DGRAD, dy, w, K
+            elif op == "dgrad":
+                kop, src, wk, shape = _lib.OP_DGRAD, dy, w, (T, K)
                 ref = torch.cat([dy[s:e].float() @ w[g].float() for g, (s, e) in enumerate(bounds)])
                 tfn = lambda: torch._grouped_mm(dy, w, offs=offs)
+            elif op == "wgrad":   # dW_g [N,K] = dY_gᵀ X_g, overwritten (bf16)
+                kop, src, wk, shape = _lib.OP_WGRAD, dy, x, (G, N, K)
+                ref = torch.stack([dy[s:e].float().t() @ x[s:e].float() for s, e in bounds])
+                tfn = lambda: torch._grouped_mm(dy.t(), x, offs=offs)
+            else:
+                sys.exit(f"context_ab.py: --ops {op!r}: expected fprop, dgrad or wgrad")
             sides, served = {}, {}
             for sname, ctx, lib in ctxs:
-                out = torch.empty(T, ncol, device="cuda", dtype=torch.bfloat16)
+                out = torch.empty(shape, device="cuda", dtype=torch.bfloat16)
                 fn = call(ctx, lib, kop, src, wk, out, offs, G, N, K)
                 fn()
                 torch.cuda.synchronize()
