@@ -137,7 +137,7 @@ rel_err = torch_peer.rel_err   # in chunks: the largest corpus shapes
 
 STEADY = False   # --steady: both sides timed by steady.alternate
 ALONE = 0.0      # --alone S: kiln's side then run alone S seconds under sampling
-ROUNDS = None    # --rounds: steady.alternate's rounds (None: each mode's default)
+ROUNDS = 3       # --rounds: steady.alternate's rounds (--variants: 4 unless given)
 EPILOGUE = False  # --epilogue: the fprop row+s rows
 
 
@@ -163,7 +163,7 @@ def pair_ms(fn, tfn, ref, reps, what):
     W) over the run's second half, the card held at its power limit."""
     tfn = checked(tfn, ref, what) if tfn else None
     if STEADY:
-        ms = alternate({"kiln": fn, "torch": tfn} if tfn else {"kiln": fn}, reps, ROUNDS or 3)
+        ms = alternate({"kiln": fn, "torch": tfn} if tfn else {"kiln": fn}, reps, ROUNDS)
         kms, tms = ms["kiln"], ms.get("torch")
     else:
         tms = timed(tfn, reps) if tfn else None
@@ -409,7 +409,7 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
         if not got:
             continue
         if STEADY:
-            ms = alternate({k: v[0] for k, v in got.items()}, reps, ROUNDS or 3)
+            ms = alternate({k: v[0] for k, v in got.items()}, reps, ROUNDS)
         else:
             ms = {k: timed(v[0], reps) for k, v in got.items()}
         first = next(iter(ms.values()))
@@ -465,7 +465,7 @@ def variants_case(variants, tables, name, K, N, sizes, ceil, sample, op="fprop")
                                                       offs=offs, out_dtype=torch.bfloat16,
                                                       use_fast_accum=True)
     del ref
-    ms = alternate(sides, 20, ROUNDS or 4, 0.5)
+    ms = alternate(sides, 20, ROUNDS, 0.5)
     flops = 2.0 * T * N * K
     first = next(iter(ms))
     print(f"{name} {op} row: torch {ms['torch']:.4f} ms ({flops / ms['torch'] / 1e9:.1f} TFLOP/s)")
@@ -525,7 +525,7 @@ def main():
     a = ap.parse_args()
     global STEADY, ALONE, EPILOGUE, ROUNDS
     STEADY, ALONE, EPILOGUE = a.steady, a.alone, a.epilogue
-    ROUNDS = a.rounds
+    ROUNDS = a.rounds or (4 if a.variants else 3)
     only = set(filter(None, a.only.split(",")))
     torch.manual_seed(0)
     ceil = ceiling(a.reps)
