@@ -36,5 +36,7 @@ export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitize.supp${LSAN_OPTIONS:+:$LS
 # the sanitizers.
 [ -d build/pack-cache ] && export KILN_TEST_PACK_CACHE="$PWD/build/pack-cache"
 # The install test builds consumer projects against the installed library,
-# which here would need the sanitizer runtimes: it runs in the plain build.
-ctest --test-dir "$build" -L cpu -E "^install$" --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
+# which here would need the sanitizer runtimes, and lib_copies loads the
+# library into a Python that has none (ASan must come first): both run in
+# the plain build.
+ctest --test-dir "$build" -L cpu -E "^(install|lib_copies)$" --output-on-failure -j "${JOBS:-$(nproc)}" "$@"
