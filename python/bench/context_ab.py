@@ -88,7 +88,8 @@ def main():
     ctxs = []
     for s in [""] + a.against.split(","):
         setting, lib = split_side(s, libs, "context_ab.py")
-        ctxs.append((s or "as is", context(setting, lib or _lib), lib or _lib))
+        lib = lib or _lib   # no #TAG: the default build
+        ctxs.append((s or "as is", context(setting, lib), lib))
     torch.manual_seed(0)
     print(f"sides: {', '.join(n for n, _, _ in ctxs)}, torch; time over the first's", flush=True)
     for name, K, N, sizes in torch_peer.load_cases(a.bench, a.cases):
