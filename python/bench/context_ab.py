@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from kiln import _lib  # noqa: E402
 from steady import alternate  # noqa: E402
 from lib_copies import parse, split_side  # noqa: E402
+from environment import environment  # noqa: E402
 import torch_peer  # noqa: E402
 
 
@@ -42,16 +43,8 @@ def context(setting, lib):
     """A generated-only context of lib (a _lib module) made under setting
     ("NAME=VALUE", or "" for the environment as it is)."""
     name, _, value = setting.partition("=")
-    old = os.environ.get(name) if name else None
-    if name:
-        os.environ[name] = value
-    try:
+    with environment({name: value} if name else {}):
         return lib.Context(allowed_backends=1)
-    finally:
-        if name:
-            os.environ.pop(name)
-            if old is not None:
-                os.environ[name] = old
 
 
 def call(ctx, lib, op, a, b, out, offs, G, N, K):

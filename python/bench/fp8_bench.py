@@ -40,9 +40,7 @@ instead of a prepared ctypes problem: the same kernels, plus what the
 package costs a call.
 """
 import argparse
-import ctypes
 import json
-import os
 import pathlib
 import statistics
 import sys
@@ -56,6 +54,7 @@ from kiln import _lib  # noqa: E402
 import torch_peer  # noqa: E402  (load_cases: the benchmark's sizes)
 sys.path.insert(0, str(ROOT / "python" / "bench"))
 from steady import alternate  # noqa: E402
+from environment import environment  # noqa: E402
 
 FP8 = torch.float8_e4m3fn
 FMAX = 448.0
@@ -183,16 +182,9 @@ class Kiln:
         self.lib = lib or _lib
         env = dict(env or {})
         env["KILN_KERNEL"] = only_kernel
-        old = {k: os.environ.pop(k, None) for k in env}
-        os.environ.update({k: v for k, v in env.items() if v})
-        try:
+        with environment({k: v or None for k, v in env.items()}):   # empty: unset
             self.ctx = self.lib.Context(allowed_backends=1, cache_dir=cache_dir,
                                         tuning_tables=[tuning_table] if tuning_table else None)
-        finally:
-            for k, v in old.items():
-                os.environ.pop(k, None)
-                if v is not None:
-                    os.environ[k] = v
 
     def run(self, op, recipe, promote, a, b, out, sa, sb, offs, G, n, k, ld_sa=0,
             row_scale=None):

@@ -16,6 +16,8 @@ import os
 import pathlib
 import sys
 
+from environment import environment
+
 _LIB_PY = pathlib.Path(__file__).resolve().parents[1] / "kiln" / "_lib.py"
 _loaded = {}
 
@@ -30,15 +32,8 @@ def load(path):
         raise FileNotFoundError(f"{path}: no such library")
     spec = importlib.util.spec_from_file_location(f"kiln_lib_copy_{len(_loaded)}", _LIB_PY)
     mod = importlib.util.module_from_spec(spec)
-    old = os.environ.get("KILN_LIBRARY")
-    os.environ["KILN_LIBRARY"] = path
-    try:
+    with environment({"KILN_LIBRARY": path}):
         spec.loader.exec_module(mod)
-    finally:
-        if old is None:
-            os.environ.pop("KILN_LIBRARY", None)
-        else:
-            os.environ["KILN_LIBRARY"] = old
     _loaded[path] = mod
     return mod
 

@@ -53,6 +53,7 @@ import kiln  # noqa: E402
 from kiln import _lib, _torch  # noqa: E402
 from bf16_bench import TOL, operands, reference  # noqa: E402
 from power_clock import print_held_alone  # noqa: E402
+from environment import environment  # noqa: E402
 from steady import alternate  # noqa: E402
 from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_err  # noqa: E402
 from variant_sides import not_served, variant_tables  # noqa: E402
@@ -87,15 +88,8 @@ def variant_context(dev, cache_dir, table):
     shipped ones, or for "@KERNEL" the shipped ones with only KERNEL
     allowed (the context reads KILN_KERNEL when it is made)."""
     if table and table.startswith("@"):
-        old = os.environ.get("KILN_KERNEL")
-        os.environ["KILN_KERNEL"] = table[1:]
-        try:
+        with environment({"KILN_KERNEL": table[1:]}):
             return _lib.Context(device=dev, cache_dir=cache_dir)
-        finally:
-            if old is None:
-                del os.environ["KILN_KERNEL"]
-            else:
-                os.environ["KILN_KERNEL"] = old
     return _lib.Context(device=dev, cache_dir=cache_dir, tuning_tables=[table] if table else None)
 
 
