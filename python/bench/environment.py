@@ -8,6 +8,14 @@ import contextlib
 import os
 
 
+def _put(name, value):
+    """NAME set to value, or unset for None."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+
+
 @contextlib.contextmanager
 def environment(values):
     """Each NAME of values set to its value (None: unset) for the with
@@ -15,14 +23,8 @@ def environment(values):
     old = {name: os.environ.get(name) for name in values}
     try:
         for name, value in values.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+            _put(name, value)
         yield
     finally:
         for name, value in old.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+            _put(name, value)
