@@ -42,7 +42,6 @@ package costs a call.
 import argparse
 import json
 import pathlib
-import statistics
 import sys
 
 import torch
@@ -116,21 +115,7 @@ def deq_rows(q, s):
     return q.float() * s[:, None]
 
 
-def timed(fn, reps):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
-
-
+timed = torch_peer.time_ms   # the median of reps calls after 5 to warm up
 rel_err = torch_peer.rel_err   # in chunks: the largest corpus shapes
 
 
