@@ -16,7 +16,10 @@ case and op, the kernel each side served ("NAME MS ms ... KERNEL") and then
 CSVs (those runs' --csv) whose variant is the kernel that side served on
 that case and op is written again with the held-alone time in median_ms
 (TFLOP/s recomputed), the shape named SHAPE@held and the note "held alone
-S s"; the class, types and every other column stay the tune run's.
+S s"; the class, types and every other column stay the tune run's.  The
+fp8 form, fp8_bench.py --variants ... --sample S (row-wise fprop or dgrad),
+prints the same lines with its TFLOP/s beside each time and is read the
+same way.
 --exclude leaves shapes out (held-out layers must not shape the table);
 --keys keeps only the rows of those tuning keys (a re-time of some classes
 must give every shape of each, or table_from_csv.py --supersede would
@@ -35,8 +38,11 @@ import csv
 import re
 import sys
 
-CASE = re.compile(r"^(\S+) (fprop|dgrad|wgrad): torch ")
-SERVED = re.compile(r"^  (\S+) +[0-9.]+ ms  x[0-9.]+ torch .* (\S+)$")
+# variant_bench.py's case line "CASE OP: torch ..." and side line "  NAME MS ms
+# x.. torch ... KERNEL"; fp8_bench.py --variants's "CASE OP row: torch ..."
+# and "  NAME MS ms TF TFLOP/s ... x.. torch ... KERNEL"
+CASE = re.compile(r"^(\S+) (fprop|dgrad|wgrad)(?: row)?: torch ")
+SERVED = re.compile(r"^  (\S+) +[0-9.]+ ms +(?:[0-9.]+ TFLOP/s .*)?x[0-9.]+ torch .* (\S+)$")
 HELD = re.compile(r"^  (\S+) +alone for ([0-9.]+) s: +([0-9.]+) ms at ")
 COMPARE = re.compile(r"^  (\S+) +(\S+) +([0-9.]+) ms +[0-9.]+ TFLOP/s .* of the first .* (\S+)$")
 
@@ -75,7 +81,8 @@ def read_log(path):
             else:
                 served[cur + (m.group(1),)] = m.group(2)
     if not held:
-        raise Bad("%s: no held-alone lines (variant_bench.py --sample S) and no "
+        raise Bad("%s: no held-alone lines (variant_bench.py or fp8_bench.py --variants "
+                  "with --sample S) and no "
                   "fp8_bench.py --compare lines" % path)
     return served, held
 
@@ -83,7 +90,8 @@ def read_log(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--log", required=True,
-                    help="variant_bench.py --sample or fp8_bench.py --steady --compare output")
+                    help="variant_bench.py --sample, fp8_bench.py --variants --sample or "
+                         "fp8_bench.py --steady --compare output")
     ap.add_argument("--sides", required=True, help="comma-separated side names of the log")
     ap.add_argument("--exclude", default="", help="comma-separated shapes to leave out")
     ap.add_argument("--keys", default="",
