@@ -646,9 +646,12 @@ KDEV void kiln_release_staged(const kiln_smem &m, const kiln_ring &r, bool stage
 
 /* The main loop of one tile: wgmma over every k-block, one group kept in
  * flight, each slot released once the group after it is issued.  Hands the
- * tensor cores over (pingpong) as soon as the last group is issued. */
+ * tensor cores over (pingpong) as soon as the last group is issued, and
+ * runs under_last() while that group is in the tensor cores. */
+template <class Under>
 KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
-                        float (&acc)[MI][ACC_N], int nkb, int row_off, int lane, bool staged)
+                        float (&acc)[MI][ACC_N], int nkb, int row_off, int lane, bool staged,
+                        Under under_last)
 {
     int prev = -1;
     for (int kb = 0; kb < nkb; ++kb) {
@@ -668,6 +671,7 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
         r.next();
     }
     turn.pass();
+    under_last();   /* work that needs no accumulator, under the last k-block's wgmma */
     kiln_wg_wait<0>();
     if (!HOLD_BOXES && prev >= 0) kiln_release<CS>(m, prev, lane, P.cta.crank);
     kiln_fence_acc(acc);
@@ -944,29 +948,50 @@ KDEV float2 kiln_load2(const void *p)
  * go out by hand (kiln_box_to_global).  The cooperative schedule's two
  * warp groups both stand in their epilogue while the tensor cores idle, so
  * that is where shortening it pays; pingpong hides it already. */
-KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
-                            const float (&acc)[MI][ACC_N], unsigned char *stg,
-                            unsigned char *held, int wrow0, const kiln_tmap *tmap_d)
-{
-    const int lane = threadIdx.x & 31;
-    const bool use_bias = EPI_BIAS && args.bias;
-    const char *bias = use_bias ? (const char *)args.bias + (long long)T.g * args.ld_bias * OSZ
-                                : (const char *)0;
+/* The EPI_TMA epilogue's loaded terms: the row terms (kiln_row_terms)
+ * and, for the fp8 row recipe, this lane's column scales of each box
+ * column.  TERMS_UNDER_LAST kernels load them while the tile's last
+ * k-block is in the tensor cores (kiln_mainloop's under_last): the
+ * cooperative warp groups stand in their epilogue together while the
+ * tensor cores idle, and there they waited for these loads.  Measured on
+ * an H200, fp8 row-wise 128x256 in 2x1 clusters, one process (sixty-fourth
+ * session, docs/sm90_kernel.md): 0.96-0.99 of the time on four long
+ * layers.  Not in kernels that split a last wave (the registers held
+ * across the pieces' sum spilled 212 bytes there; an L1 prefetch of the
+ * same lines in their place moved nothing), nor with promotion (its own
+ * loop). */
+constexpr bool TERMS_UNDER_LAST = EPI_TMA && !FP8_PROMOTE && !SPLIT;
+struct kiln_tma_terms {
     float rmul[MI][2], bmul[MI][2];
-    kiln_row_terms(args, T, wrow0, lane, rmul, bmul);
-    /* fp8 row recipe: this lane's column scales of each box column, before
-     * the first store (see kiln_epilogue); n_out is a multiple of 8, so a
-     * clamped pair is in bounds */
     float2 csc[FP8_RECIPE == 2 ? BN / OCW : 1][OCW / 8];
+};
+
+KDEV void kiln_tma_terms_load(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
+                              int wrow0, int lane, kiln_tma_terms &e)
+{
+    kiln_row_terms(args, T, wrow0, lane, e.rmul, e.bmul);
+    /* n_out is a multiple of 8, so a clamped pair is in bounds */
     if (FP8_RECIPE == 2) {
         const float *fsb = args.scale_b + (long long)T.g * P.n_out;
 #pragma unroll
         for (int q = 0; q < BN / OCW; ++q)
 #pragma unroll
             for (int j = 0; j < OCW / 8; ++j)
-                csc[q][j] = *(const float2 *)(fsb + min(T.col0 + q * OCW + 8 * j + 2 * (lane & 3),
-                                                        P.n_out - 2));
+                e.csc[q][j] = *(const float2 *)(fsb + min(T.col0 + q * OCW + 8 * j + 2 * (lane & 3),
+                                                          P.n_out - 2));
     }
+}
+
+KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
+                            const float (&acc)[MI][ACC_N], unsigned char *stg,
+                            unsigned char *held, int wrow0, const kiln_tmap *tmap_d,
+                            kiln_tma_terms &e)
+{
+    const int lane = threadIdx.x & 31;
+    const bool use_bias = EPI_BIAS && args.bias;
+    const char *bias = use_bias ? (const char *)args.bias + (long long)T.g * args.ld_bias * OSZ
+                                : (const char *)0;
+    if (!TERMS_UNDER_LAST) kiln_tma_terms_load(args, P, T, wrow0, lane, e);
     /* box b of the warp's share: its first row and column; false when it
      * holds no output (past the group's rows or n_out) */
     auto place = [&](int b, int &wrow, int &col0) {
@@ -992,13 +1017,13 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
                  * bounds once clamped) */
                 const int c = min(col0 + 8 * j + 2 * (lane & 3), P.n_out - 2);
                 float2 cm = make_float2(1.0f, 1.0f), bv = make_float2(0.0f, 0.0f);
-                if (FP8_RECIPE == 2) cm = csc[q][j];
+                if (FP8_RECIPE == 2) cm = e.csc[q][j];
                 if (use_bias) bv = kiln_load2(bias + (long long)c * OSZ);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     const float *a = &acc[mi][q * (OCW / 2) + 4 * j + 2 * h];
-                    t[4 * j + 2 * h] = fmaf(a[0], rmul[mi][h] * cm.x, bmul[mi][h] * bv.x);
-                    t[4 * j + 2 * h + 1] = fmaf(a[1], rmul[mi][h] * cm.y, bmul[mi][h] * bv.y);
+                    t[4 * j + 2 * h] = fmaf(a[0], e.rmul[mi][h] * cm.x, e.bmul[mi][h] * bv.x);
+                    t[4 * j + 2 * h + 1] = fmaf(a[1], e.rmul[mi][h] * cm.y, e.bmul[mi][h] * bv.y);
                 }
             }
             kiln_box_from_frag<OSZ>(box_at(b - b0), t, lane);
@@ -1053,8 +1078,10 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         const int trow = row_off + wq * 16 + (lane >> 2);
         /* the piece's k-blocks, or the whole tile's */
         const int nkb = piece ? kiln_split_get(m, SPLIT_UNIT + 2) : P.nkb;
+        kiln_tma_terms e;
+        auto terms = [&] { if (TERMS_UNDER_LAST) kiln_tma_terms_load(args, P, T, wrow0, lane, e); };
         if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
-        else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, lane, staged);
+        else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, lane, staged, terms);
         /* the last k-block's slot (held with HOLD_BOXES) is written only once
          * both warp groups' wgmma have read it; `held` is this warp's part of
          * it as a generic pointer, its shared address taken relative to
@@ -1067,7 +1094,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
             HOLD_BOXES ? stg + (int)(m.stage(kiln_slot_back(r, 1)) + (cw * 4 + wq) * HOLD_STRIDE -
                                      kiln_smem_addr(stg))
                        : stg;
-        if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d);
+        if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d, e);
         else kiln_epilogue(args, P, T, acc, (float *)stg, wrow0);
     }
     /* shared memory must outlive the last stores' reads of it */
