@@ -22,7 +22,8 @@
    CSV give the rows of the sides' own kernels with their held-alone
    times (the excluded shape and the other side's kernel left out, bad
    input refused), and the committed held-alone CSV is what it gives from
-   the committed log and tune CSV.
+   the committed log and tune CSV (a variant_bench.py log and an
+   fp8_bench.py --variants one).
 
     table_from_csv_test.py KILN KILN_BENCH      (from the top folder)
 """
@@ -379,7 +380,13 @@ def test_shipped():
             # the block-scaled fp8 classes whose entry was cooperative,
             # re-timed the same way against the 128x256 default at 3 stages
             # (docs/dispatch.md, fifty-first session)
-            "docs/results/session51-fp8-block-classes-steady-h200-2026-12-01.csv"]
+            "docs/results/session51-fp8-block-classes-steady-h200-2026-12-01.csv",
+            # row-wise fp8 dgrad of Mixtral's fc1 class (tmax.g8.nmax.k4096),
+            # every shape of it, the table's 128x128 pingpong against 128x256
+            # cooperative (1x1 and 2x1 clusters), each held alone 1.5 s at the
+            # power limit (scripts/held_alone_csv.py from fp8_bench.py
+            # --variants --sample; docs/dispatch.md, sixty-fourth session)
+            "docs/results/session64-fp8-mixtral-dgrad-held-alone-h200-2026-12-02.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
@@ -434,6 +441,15 @@ def test_held_alone(d):
     want = open(os.path.join(res, "session32-mixtral-fc1-held-alone-h200-2026-11-29.csv")).read()
     check(rc == 0 and out == want, "the committed held-alone CSV is what the script gives from "
           "its committed log and tune CSV " + err.strip())
+    # fp8_bench.py --variants --sample: its lines carry TFLOP/s beside each
+    # time and its case lines say "OP row"; only dgrad's class is kept
+    rc, out, err = held("--log", os.path.join(res, "session64-fp8-mixtral-class-held-alone-h200-2026-12-02.log"),
+                        "--sides", "p128,c2regs,c1rm", "--keys", "dgrad:tmax.g8.nmax.k4096",
+                        os.path.join(res, "session64-fp8-mixtral-dgrad-onekernel-tune-h200-2026-12-02.csv"))
+    want = open(os.path.join(res, "session64-fp8-mixtral-dgrad-held-alone-h200-2026-12-02.csv")).read()
+    ok = rc == 0 and out == want and len(want.splitlines()) == 10
+    check(ok, "the committed fp8 held-alone CSV (3 sides x 3 shapes) is what the script gives "
+          "from its committed fp8_bench.py log and tune CSV " + err.strip())
 
 
 # fp8_bench.py --steady --compare lines: case, side, the alternating median,
