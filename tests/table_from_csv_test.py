@@ -386,7 +386,12 @@ def test_shipped():
             # cooperative (1x1 and 2x1 clusters), each held alone 1.5 s at the
             # power limit (scripts/held_alone_csv.py from fp8_bench.py
             # --variants --sample; docs/dispatch.md, sixty-fourth session)
-            "docs/results/session64-fp8-mixtral-dgrad-held-alone-h200-2026-12-02.csv"]
+            "docs/results/session64-fp8-mixtral-dgrad-held-alone-h200-2026-12-02.csv",
+            # row-wise fp8 dgrad of the other classes whose entry was 128x128
+            # pingpong (Mixtral 8x22B, DBRX, Llama 4 Scout and Qwen2-57B fc1),
+            # every shape, held alone the same way (docs/dispatch.md,
+            # sixty-fifth session)
+            "docs/results/session65-fp8-dgrad-held-alone-h200-2026-12-02.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
@@ -449,6 +454,15 @@ def test_held_alone(d):
     want = open(os.path.join(res, "session64-fp8-mixtral-dgrad-held-alone-h200-2026-12-02.csv")).read()
     ok = rc == 0 and out == want and len(want.splitlines()) == 10
     check(ok, "the committed fp8 held-alone CSV (3 sides x 3 shapes) is what the script gives "
+          "from its committed fp8_bench.py log and tune CSV " + err.strip())
+    # four sides over three classes' eight shapes, dgrad alone in the log
+    rc, out, err = held("--log", os.path.join(res, "session65-fp8-dgrad-classes-held-alone-h200-2026-12-02.log"),
+                        "--sides", "p4,p6,c1rm,c2rm", "--keys",
+                        "dgrad:t1024.g8.nmax.k8192,dgrad:t1024.g32.nmax.k8192,dgrad:t1024.g128.n8192.k4096",
+                        os.path.join(res, "session65-fp8-dgrad-onekernel-tune-h200-2026-12-02.csv"))
+    want = open(os.path.join(res, "session65-fp8-dgrad-held-alone-h200-2026-12-02.csv")).read()
+    ok = rc == 0 and out == want and len(want.splitlines()) == 33
+    check(ok, "the committed fp8 held-alone CSV (4 sides x 8 shapes) is what the script gives "
           "from its committed fp8_bench.py log and tune CSV " + err.strip())
 
 
