@@ -391,7 +391,10 @@ def test_shipped():
             # pingpong (Mixtral 8x22B, DBRX, Llama 4 Scout and Qwen2-57B fc1),
             # every shape, held alone the same way (docs/dispatch.md,
             # sixty-fifth session)
-            "docs/results/session65-fp8-dgrad-held-alone-h200-2026-12-02.csv"]
+            "docs/results/session65-fp8-dgrad-held-alone-h200-2026-12-02.csv",
+            # row-wise fp8 fprop of Mixtral 8x7B's fc2 class (reduction
+            # 14336), held alone the same way (sixty-fifth session)
+            "docs/results/session65-fp8-mixtral-fc2-fprop-held-alone-h200-2026-12-02.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
@@ -455,6 +458,14 @@ def test_held_alone(d):
     ok = rc == 0 and out == want and len(want.splitlines()) == 10
     check(ok, "the committed fp8 held-alone CSV (3 sides x 3 shapes) is what the script gives "
           "from its committed fp8_bench.py log and tune CSV " + err.strip())
+    # fprop of one class from a log that also holds another class's dgrad
+    rc, out, err = held("--log", os.path.join(res, "session65-fp8-long-reduction-classes-held-alone-h200-2026-12-02.log"),
+                        "--sides", "e64,c1rm,c2rm", "--keys", "fprop:tmax.g8.n4096.kmax",
+                        os.path.join(res, "session65-fp8-mixtral-fc2-onekernel-tune-h200-2026-12-02.csv"))
+    want = open(os.path.join(res, "session65-fp8-mixtral-fc2-fprop-held-alone-h200-2026-12-02.csv")).read()
+    ok = rc == 0 and out == want and len(want.splitlines()) == 7
+    check(ok, "the committed fp8 held-alone CSV (3 sides x 2 shapes, fprop) is what the script "
+          "gives from its committed fp8_bench.py log and tune CSV " + err.strip())
     # four sides over three classes' eight shapes, dgrad alone in the log
     rc, out, err = held("--log", os.path.join(res, "session65-fp8-dgrad-classes-held-alone-h200-2026-12-02.log"),
                         "--sides", "p4,p6,c1rm,c2rm", "--keys",
