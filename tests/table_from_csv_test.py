@@ -449,33 +449,27 @@ def test_held_alone(d):
     want = open(os.path.join(res, "session32-mixtral-fc1-held-alone-h200-2026-11-29.csv")).read()
     check(rc == 0 and out == want, "the committed held-alone CSV is what the script gives from "
           "its committed log and tune CSV " + err.strip())
-    # fp8_bench.py --variants --sample: its lines carry TFLOP/s beside each
-    # time and its case lines say "OP row"; only dgrad's class is kept
-    rc, out, err = held("--log", os.path.join(res, "session64-fp8-mixtral-class-held-alone-h200-2026-12-02.log"),
-                        "--sides", "p128,c2regs,c1rm", "--keys", "dgrad:tmax.g8.nmax.k4096",
-                        os.path.join(res, "session64-fp8-mixtral-dgrad-onekernel-tune-h200-2026-12-02.csv"))
-    want = open(os.path.join(res, "session64-fp8-mixtral-dgrad-held-alone-h200-2026-12-02.csv")).read()
-    ok = rc == 0 and out == want and len(want.splitlines()) == 10
-    check(ok, "the committed fp8 held-alone CSV (3 sides x 3 shapes) is what the script gives "
-          "from its committed fp8_bench.py log and tune CSV " + err.strip())
-    # fprop of one class from a log that also holds another class's dgrad
-    rc, out, err = held("--log", os.path.join(res, "session65-fp8-long-reduction-classes-held-alone-h200-2026-12-02.log"),
-                        "--sides", "e64,c1rm,c2rm", "--keys", "fprop:tmax.g8.n4096.kmax",
-                        os.path.join(res, "session65-fp8-mixtral-fc2-onekernel-tune-h200-2026-12-02.csv"))
-    want = open(os.path.join(res, "session65-fp8-mixtral-fc2-fprop-held-alone-h200-2026-12-02.csv")).read()
-    ok = rc == 0 and out == want and len(want.splitlines()) == 7
-    check(ok, "the committed fp8 held-alone CSV (3 sides x 2 shapes, fprop) is what the script "
-          "gives from its committed fp8_bench.py log and tune CSV " + err.strip())
-    # four sides over three classes' eight shapes, dgrad alone in the log
-    rc, out, err = held("--log", os.path.join(res, "session65-fp8-dgrad-classes-held-alone-h200-2026-12-02.log"),
-                        "--sides", "p4,p6,c1rm,c2rm", "--keys",
-                        "dgrad:t1024.g8.nmax.k8192,dgrad:t1024.g32.nmax.k8192,dgrad:t1024.g128.n8192.k4096",
-                        os.path.join(res, "session65-fp8-dgrad-onekernel-tune-h200-2026-12-02.csv"))
-    want = open(os.path.join(res, "session65-fp8-dgrad-held-alone-h200-2026-12-02.csv")).read()
-    ok = rc == 0 and out == want and len(want.splitlines()) == 33
-    check(ok, "the committed fp8 held-alone CSV (4 sides x 8 shapes) is what the script gives "
-          "from its committed fp8_bench.py log and tune CSV " + err.strip())
-
+    # fp8_bench.py --variants --sample logs: their lines carry TFLOP/s beside
+    # each time and their case lines say "OP row"; --keys keeps the classes
+    # re-timed (the session 65 fc2 log also holds a dgrad class left alone).
+    # Each: log, sides, keys, tune CSV, the committed CSV, its lines.
+    fp8_runs = [("session64-fp8-mixtral-class-held-alone-h200-2026-12-02.log", "p128,c2regs,c1rm",
+                 "dgrad:tmax.g8.nmax.k4096", "session64-fp8-mixtral-dgrad-onekernel-tune-h200-2026-12-02.csv",
+                 "session64-fp8-mixtral-dgrad-held-alone-h200-2026-12-02.csv", 10),
+                ("session65-fp8-long-reduction-classes-held-alone-h200-2026-12-02.log", "e64,c1rm,c2rm",
+                 "fprop:tmax.g8.n4096.kmax", "session65-fp8-mixtral-fc2-onekernel-tune-h200-2026-12-02.csv",
+                 "session65-fp8-mixtral-fc2-fprop-held-alone-h200-2026-12-02.csv", 7),
+                ("session65-fp8-dgrad-classes-held-alone-h200-2026-12-02.log", "p4,p6,c1rm,c2rm",
+                 "dgrad:t1024.g8.nmax.k8192,dgrad:t1024.g32.nmax.k8192,dgrad:t1024.g128.n8192.k4096",
+                 "session65-fp8-dgrad-onekernel-tune-h200-2026-12-02.csv",
+                 "session65-fp8-dgrad-held-alone-h200-2026-12-02.csv", 33)]
+    for log, sides, keys, tune_csv, csv_name, lines in fp8_runs:
+        rc, out, err = held("--log", os.path.join(res, log), "--sides", sides, "--keys", keys,
+                            os.path.join(res, tune_csv))
+        want = open(os.path.join(res, csv_name)).read()
+        ok = rc == 0 and out == want and len(want.splitlines()) == lines
+        check(ok, "%s (%d lines) is what the script gives from its committed fp8_bench.py log and "
+              "tune CSV %s" % (csv_name, lines, err.strip()))
 
 # fp8_bench.py --steady --compare lines: case, side, the alternating median,
 # ..., the kernel that served the side
