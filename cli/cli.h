@@ -39,6 +39,7 @@ enum {
     KILN_OPT_PLOT = 1u << 13,        /* tune: --plot FILE.svg */
     KILN_OPT_CSV = 1u << 14,         /* tune: --csv */
     KILN_OPT_ALLOW_FAKE = 1u << 15,  /* pack: --allow-fake-timings */
+    KILN_OPT_HOLD = 1u << 16,        /* tune: --hold SECONDS */
 };
 
 typedef struct kiln_cli_options {
@@ -56,6 +57,7 @@ typedef struct kiln_cli_options {
     int csv;
     int no_cache;
     int allow_fake_timings;
+    double hold_s;               /* tune: --hold; 0: none */
 } kiln_cli_options;
 
 /* One subcommand: its name, a line for `kiln --help`, its own --help text,

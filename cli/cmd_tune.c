@@ -506,8 +506,9 @@ static int make_timers(const char *name, const kiln_cli_options *o, kiln_tune_ti
     kiln_tune_timer **t = calloc((size_t)count, sizeof *t);
     if (!t) return KILN_EXIT_COMPILE;
     for (int i = 0; i < count; i++) {
-        kiln_status st = !strcmp(name, "gpu") ? kiln_tune_gpu_create(i, o->cache_dir, &t[i], &err)
-                                              : kiln_tune_fake_create(i, &t[i], &err);
+        kiln_status st = !strcmp(name, "gpu")
+                             ? kiln_tune_gpu_create(i, o->cache_dir, o->hold_s, &t[i], &err)
+                             : kiln_tune_fake_create(i, &t[i], &err);
         if (st) {
             fprintf(stderr, "kiln tune: device %d: %s\n", i, err.msg);
             for (int k = 0; k < i; k++) kiln_tune_timer_destroy(t[k]);
@@ -557,6 +558,9 @@ static int check_args(tune *t)
     if (why) fprintf(stderr, "kiln tune: %s (see kiln tune --help)\n", why);
     else if (strcmp(t->timer_name, "gpu") && strcmp(t->timer_name, "fake"))
         fprintf(stderr, "kiln tune: --timer takes fake or gpu (got '%s')\n", t->timer_name);
+    else if (o->hold_s > 0 && strcmp(t->timer_name, "gpu"))
+        fprintf(stderr, "kiln tune: --hold needs the gpu timer (the %s timer has no clock to "
+                        "settle)\n", t->timer_name);
     else if (strcmp(order, "forward") && strcmp(order, "reverse"))
         fprintf(stderr, "kiln tune: KILN_TUNE_ORDER=%s: expected forward or reverse\n", order);
     else {
@@ -872,8 +876,8 @@ static int run_tune(const kiln_cli_options *o, int n, char **args)
 const kiln_cli_command kiln_cmd_tune = {
     "tune", "time every kernel of a sweep on every shape; write a tuning table",
     "usage: kiln tune SWEEP... --shapes FILE [-o TABLE] [--journal FILE] [-j N]\n"
-    "                 [--timer fake|gpu] [--plot FILE.svg] [--json | --csv] [--arch LIST]\n"
-    "                 [--cache-dir DIR] [--template-dir DIR]\n"
+    "                 [--timer fake|gpu] [--hold SECONDS] [--plot FILE.svg] [--json | --csv]\n"
+    "                 [--arch LIST] [--cache-dir DIR] [--template-dir DIR]\n"
     "\n"
     "Compiles every kernel of the sweep specs (-j N in parallel, through the cache),\n"
     "times each on each shape of FILE (lines: name groups tokens_per_group K N sizes),\n"
@@ -885,6 +889,10 @@ const kiln_cli_command kiln_cmd_tune = {
     "                 also $KILN_TUNE_TIMER)\n"
     "  --timer fake   deterministic times from a formula, no GPU (for CI; `kiln pack`\n"
     "                 refuses such a table without --allow-fake-timings)\n"
+    "  --hold S       gpu timer: run each variant back to back for S seconds (0 < S <= 60)\n"
+    "                 before timing it, so it is timed at the clock it settles to at the\n"
+    "                 power limit, as a training step's long layers run; the timer's id,\n"
+    "                 in the table and the journal, ends @held<S>s\n"
     "  --plot F.svg   heat map of TFLOP/s per variant and shape, winners per key outlined\n"
     "  --json         the whole result as JSON on stdout (no NaN: null)\n"
     "  --csv          one CSV line per variant and shape on stdout\n"
@@ -893,5 +901,5 @@ const kiln_cli_command kiln_cmd_tune = {
     "Exit: 0 ok, 1 no table (a timer failure, nothing timed), 2 bad input.\n",
     KILN_OPT_CACHE_DIR | KILN_OPT_TEMPLATE_DIR | KILN_OPT_ARCH | KILN_OPT_OUTPUT | KILN_OPT_JOBS |
         KILN_OPT_JSON | KILN_OPT_CSV | KILN_OPT_NO_CACHE | KILN_OPT_SHAPES | KILN_OPT_JOURNAL |
-        KILN_OPT_TIMER | KILN_OPT_PLOT,
+        KILN_OPT_TIMER | KILN_OPT_PLOT | KILN_OPT_HOLD,
     run_tune};

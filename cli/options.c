@@ -36,6 +36,7 @@ static const option_row OPTIONS[] = {
     {KILN_OPT_PLOT, "plot", 0, required_argument},
     {KILN_OPT_CSV, "csv", 0, no_argument},
     {KILN_OPT_ALLOW_FAKE, "allow-fake-timings", 0, no_argument},
+    {KILN_OPT_HOLD, "hold", 0, required_argument},
 };
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0], OPT_HELP = 'h' };
 
@@ -67,6 +68,17 @@ static int store(kiln_cli_options *o, unsigned bit, const char *v)
             return 0;
         }
         o->jobs = (int)j;
+        break;
+    }
+    case KILN_OPT_HOLD: {
+        char *end;
+        double s = strtod(v, &end);
+        if (!*v || *end || !(s > 0 && s <= 60)) {
+            fprintf(stderr, "kiln %s: --hold takes seconds, more than 0 and at most 60 (got '%s')\n",
+                    o->command, v);
+            return 0;
+        }
+        o->hold_s = s;
         break;
     }
     default: return 0;

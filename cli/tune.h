@@ -155,10 +155,13 @@ double kiln_tune_fake_ms(const kiln_kernel_desc *d, const kiln_launch_desc *l,
 
 /* The GPU backend (tune_gpu.c): the runtime's driver loader and launcher,
  * CUDA events, rotating input buffers, a reference through kiln_gemm.
- * cache_dir is for the reference kernel (NULL: the default). */
+ * cache_dir is for the reference kernel (NULL: the default).  hold_s > 0:
+ * each variant first runs back to back for that many seconds, so that it is
+ * timed at the clock it settles to at the card's power limit (`--hold`); the
+ * timer's id then ends "@held<S>s", so a journal of bursts is not reused. */
 kiln_status kiln_tune_gpu_count(int *devices, kiln_error *err);
-kiln_status kiln_tune_gpu_create(int device_index, const char *cache_dir, kiln_tune_timer **out,
-                                 kiln_error *err);
+kiln_status kiln_tune_gpu_create(int device_index, const char *cache_dir, double hold_s,
+                                 kiln_tune_timer **out, kiln_error *err);
 
 void kiln_tune_timer_destroy(kiln_tune_timer *t);
 

@@ -10,8 +10,8 @@
  * from a warm cache), random data, and the reference result.  Per variant:
  * load its cubin, run once and compare with the reference (relative
  * Frobenius error over sampled rows; unwritten outputs show as NaN), then
- * warm up and time each launch with CUDA events, rotating the sets; the
- * median is the result.
+ * warm up (with --hold, run back to back for that long) and time each
+ * launch with CUDA events, rotating the sets; the median is the result.
  *
  * The reference is kiln_gemm on a context allowed only cuBLASLt (host sizes
  * are given), which is independent of every generated kernel; for fp8
@@ -51,6 +51,7 @@ typedef struct gpu_state {
     int l2_bytes;
     int warmup, runs;
     double budget_ms;            /* time one measurement may take, roughly */
+    double hold_ms;              /* --hold: back-to-back runs before timing */
     CUevent ev[2 * MAX_RUNS];
     int n_ev;
 
@@ -594,6 +595,36 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* --hold: launches k back to back, rotating the sets, until g->hold_ms have
+ * passed on the stream.  At the power limit a kernel's clock settles in
+ * about a second to what its own energy a FLOP allows; a burst is timed at
+ * whatever clock the variant before left, which favors the tiles of more
+ * work a cycle over those of less energy (docs/tuning.md, "Held alone").
+ * The stream is waited on every ~50 ms of work, which leaves it idle for
+ * microseconds only. */
+static kiln_status hold_clock(gpu_state *g, kiln_rt_kernel *k, float first_ms, kiln_error *e)
+{
+    const kiln_driver *d = DRV(g);
+    int chunk = first_ms > 0 && first_ms < 50 ? (int)(50 / first_ms) : 1;
+    kiln_problem p;
+    kiln_status st;
+    if ((st = kiln_driver_check(d, d->cuEventRecord(g->ev[0], g->stream), "cuEventRecord", e)))
+        return st;
+    for (long i = 0;;) {
+        for (int c = 0; c < chunk; c++, i++) {
+            problem_on(g, (int)(i % g->n_sets), &p);
+            if ((st = kiln_launch_generated(g->ctx, k, &p, g->stream, e))) return st;
+        }
+        float held = 0;
+        if ((st = kiln_driver_check(d, d->cuEventRecord(g->ev[1], g->stream), "cuEventRecord", e)) ||
+            (st = kiln_driver_check(d, d->cuEventSynchronize(g->ev[1]), "held runs", e)) ||
+            (st = kiln_driver_check(d, d->cuEventElapsedTime(&held, g->ev[0], g->ev[1]),
+                                    "cuEventElapsedTime", e)))
+            return st;
+        if (held >= g->hold_ms) return KILN_OK;
+    }
+}
+
 static kiln_status gpu_time(kiln_tune_timer *t, const kiln_tune_variant *v, kiln_tune_measure *m,
                             kiln_error *err)
 {
@@ -659,6 +690,7 @@ static kiln_status gpu_time(kiln_tune_timer *t, const kiln_tune_variant *v, kiln
         problem_on(g, i % g->n_sets, &p);
         if ((st = kiln_launch_generated(g->ctx, &k, &p, g->stream, &e))) goto failed;
     }
+    if (g->hold_ms > 0 && (st = hold_clock(g, &k, first_ms, &e))) goto failed;
     for (int i = 0; i < runs; i++) {
         problem_on(g, (i + 1) % g->n_sets, &p);
         if ((r = d->cuEventRecord(g->ev[2 * i], g->stream)) != CUDA_SUCCESS) {
@@ -753,8 +785,8 @@ static int env_int(const char *name, int def, int lo, int hi)
     return x < lo ? lo : x > hi ? hi : x;
 }
 
-kiln_status kiln_tune_gpu_create(int device_index, const char *cache_dir, kiln_tune_timer **out,
-                                 kiln_error *err)
+kiln_status kiln_tune_gpu_create(int device_index, const char *cache_dir, double hold_s,
+                                 kiln_tune_timer **out, kiln_error *err)
 {
     *out = NULL;
     kiln_tune_timer *t = calloc(1, sizeof *t);
@@ -780,6 +812,7 @@ kiln_status kiln_tune_gpu_create(int device_index, const char *cache_dir, kiln_t
     g->warmup = env_int("KILN_TUNE_WARMUP", 5, 0, 1000);
     g->runs = env_int("KILN_TUNE_RUNS", 30, 1, MAX_RUNS);
     g->budget_ms = env_int("KILN_TUNE_BUDGET_MS", 2000, 10, 600000);
+    g->hold_ms = hold_s > 0 ? 1000 * hold_s : 0;
     if (!push(g)) {
         gpu_destroy(t);
         return kiln_error_set(err, KILN_ERROR_DRIVER, "cuCtxPushCurrent failed");
@@ -807,6 +840,10 @@ kiln_status kiln_tune_gpu_create(int device_index, const char *cache_dir, kiln_t
     snprintf(t->id, sizeof t->id, "gpu:%s", name);
     for (char *p = t->id; *p; p++)
         if (*p == ' ' || *p == '\t') *p = '_';
+    if (hold_s > 0) {
+        size_t n = strlen(t->id);
+        snprintf(t->id + n, sizeof t->id - n, "@held%gs", hold_s);
+    }
     *out = t;
     return KILN_OK;
 }

@@ -630,6 +630,49 @@ static void test_bad_input(void **state)
     free(shapes);
 }
 
+/* --hold: refused with a clear message where it cannot apply or its value is
+ * bad (nothing written); on the GPU timer the timer's id carries it, into
+ * the table's header, so that a journal of bursts is not reused by a held
+ * run; where there is no GPU (this machine) the timer says so. */
+static void test_hold(void **state)
+{
+    (void)state;
+    char *table = path_in("hold", "t.txt"), *journal = path_in("hold", "t.journal"), *out = NULL;
+    struct { const char *args, *want; } bad[] = {
+        {"--timer fake --hold 1", "--hold needs the gpu timer (the fake timer"},
+        {"--timer gpu --hold 0", "--hold takes seconds, more than 0 and at most 60 (got '0')"},
+        {"--timer gpu --hold -1", "--hold needs a value (got the option '-1')"},
+        {"--timer gpu --hold 61", "(got '61')"},
+        {"--timer gpu --hold 1s", "(got '1s')"},
+        {"--timer gpu --hold nan", "(got 'nan')"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' %s", table,
+                      journal, bad[i].args);
+        if (rc != 2 || !strstr(out, bad[i].want))
+            fail_msg("%s: rc %d, want 2 and '%s':\n%s", bad[i].args, rc, bad[i].want, out);
+        free(out);
+        assert_false(exists(table));
+        assert_false(exists(journal));
+    }
+    int rc = tune(&out, "KILN_TUNE_RUNS=3 KILN_TUNE_WARMUP=1",
+                  SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer gpu --hold 0.05",
+                  table, journal);
+    if (rc != 0 || !strstr(out, "timer: gpu:")) {
+        if (rc != 1 || !strstr(out, "no GPU to time on")) fail_msg("gpu timer: rc %d:\n%s", rc, out);
+        assert_false(exists(table));
+    } else {
+        assert_non_null(strstr(out, "@held0.05s on GPU"));
+        char *t = slurp(table);
+        assert_non_null(strstr(t, "; timer gpu:"));
+        assert_non_null(strstr(t, "@held0.05s\n"));
+        free(t);
+    }
+    free(out);
+    free(journal);
+    free(table);
+}
+
 /* The sweeps over FP8_SHAPES on the GPU timer: where there is no GPU (this
  * machine) it must say so; on a GPU every kernel is checked against the
  * timer's reference and none may be wrong (`variants` and `measurements`:
@@ -870,6 +913,7 @@ int main(void)
         cmocka_unit_test(test_fates),
         cmocka_unit_test(test_plot_and_csv),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_hold),
         cmocka_unit_test(test_fp8_sweeps),
         cmocka_unit_test(test_dbias_sweeps),
         cmocka_unit_test(test_order),
