@@ -596,8 +596,9 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* --hold: launches k back to back, rotating the sets, until g->hold_ms have
- * passed on the stream.  At the power limit a kernel's clock settles in
- * about a second to what its own energy a FLOP allows; a burst is timed at
+ * passed on the stream.  Run long enough at the power limit, a kernel's
+ * clock settles to what its own energy a FLOP allows (the held-alone runs
+ * of docs/tuning.md hold each side 1.5-2 s); a burst is timed at
  * whatever clock the variant before left, which favors the tiles of more
  * work a cycle over those of less energy (docs/tuning.md, "Held alone").
  * The stream is waited on every ~50 ms of work, which leaves it idle for
