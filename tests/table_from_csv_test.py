@@ -288,6 +288,13 @@ DISCRETE_RETUNE = "docs/results/session46-wgrad-discrete-retune-h200-2026-12-01.
 ROBUST_DISCRETE = "0.04"
 
 
+# The sixty-sixth session's held sweep (raw CSV), the rows of the one class
+# the table takes from it, and that class (docs/dispatch.md).
+QWEN3_HELD = ("docs/results/session66-fp8-short-dgrad-classes-held-sweep-h200-2026-12-02.csv",
+              "docs/results/session66-fp8-qwen3-dgrad-class-held-sweep-h200-2026-12-02.csv",
+              "t1024.g128.n2048.k2048")
+
+
 def test_shipped():
     csvs = ["docs/results/session14-corpus-tune-h200-2026-11-24.csv",
             "docs/results/session14-corpus-tune-wgrad-h200-2026-11-24.csv",
@@ -394,12 +401,27 @@ def test_shipped():
             "docs/results/session65-fp8-dgrad-held-alone-h200-2026-12-02.csv",
             # row-wise fp8 fprop of Mixtral 8x7B's fc2 class (reduction
             # 14336), held alone the same way (sixty-fifth session)
-            "docs/results/session65-fp8-mixtral-fc2-fprop-held-alone-h200-2026-12-02.csv"]
+            "docs/results/session65-fp8-mixtral-fc2-fprop-held-alone-h200-2026-12-02.csv",
+            # row-wise fp8 dgrad of Qwen3-30B fc1's class, the whole dgrad
+            # sweep on every shape of it, kiln tune --hold 1.0 (sixty-sixth
+            # session; QWEN3_HELD below)
+            QWEN3_HELD[1]]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
     # After a new tuning run, commit its CSV and name it here (docs/dispatch.md).
     check(rc == 0, "the shipped table is what the committed CSVs give: " + text.strip())
+    # That held sweep also timed two classes with shapes it did not give
+    # (irregular_g64 is dirichlet_g128's class-mate), so the table takes only
+    # the Qwen3 class's rows: the committed class CSV is exactly those rows.
+    raw, cls, key = QWEN3_HELD
+    with open(os.path.join(ROOT, raw)) as f:
+        lines = f.read().splitlines()
+    col = lines[0].split(",").index("class")
+    want = [lines[0]] + [l for l in lines[1:] if l.split(",")[col] == key]
+    with open(os.path.join(ROOT, cls)) as f:
+        got = f.read().splitlines()
+    check(got == want and len(got) == 61, "%s is the rows of class %s of %s" % (cls, key, raw))
 
 
 HELD = os.path.join(ROOT, "scripts", "held_alone_csv.py")
