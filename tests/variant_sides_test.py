@@ -44,6 +44,19 @@ class VariantSides(unittest.TestCase):
         self.assertIn(self.table, why)
         self.assertIsNotNone(not_served(self.table, "not_a_kernel"))
 
+    def test_table_side_served_by_its_entry(self):
+        """A table naming the served kernel for some class still must have
+        served the call through an entry: the model's fallback is refused."""
+        exact = "exact table: tuned kernel kern_b for t1024.g32.n4096.k8192 (measured 1.000 ms)"
+        self.assertIsNone(not_served(self.table, "kern_b", exact))
+        nearest = "nearest class t1024.g32.n4096.k8192 (0.50 octaves from the call): kernel kern_b"
+        self.assertIsNone(not_served(self.table, "kern_b", nearest))
+        why = not_served(self.table, "kern_b", "model score: kern_b (sm90 64x256x128) est 1.0 us")
+        self.assertIn('by "model score"', why)
+        self.assertIn(self.table, why)
+        self.assertIsNone(not_served(None, "kern_b", "model score: kern_b"))
+        self.assertIsNone(not_served("@kern_b", "kern_b", "model score: kern_b"))
+
     def test_forced_and_shipped_sides(self):
         self.assertIsNone(not_served("@kern_a", "kern_a"))
         self.assertIn("not kern_a", not_served("@kern_a", "kern_b"))

@@ -195,6 +195,9 @@ class Kiln:
     def kernel(self):
         return self.ctx.last_call()["kernel"]
 
+    def reason(self):
+        return self.ctx.last_call()["reason"]
+
 
 class Package(Kiln):
     """The same calls through kiln.scaled_grouped_mm, the Python package (its
@@ -217,6 +220,9 @@ class Package(Kiln):
 
     def kernel(self):
         return self.kt.context(torch.device("cuda")).last_call()["kernel"]
+
+    def reason(self):
+        return self.kt.context(torch.device("cuda")).last_call()["reason"]
 
 
 def ceiling(reps):
@@ -433,7 +439,7 @@ def variants_case(variants, tables, name, K, N, sizes, ceil, sample, op="fprop")
         if err > 2e-2:
             print(f"  {name} {vname}: WRONG, relative error {err:.2e} ({served[vname]})")
             continue
-        why = not_served(tables.get(vname), served[vname])
+        why = not_served(tables.get(vname), served[vname], kl.reason())
         if why:
             print(f"  {name} {vname}: NOT THE VARIANT'S KERNEL, left out: {why}")
             continue

@@ -165,14 +165,16 @@ def main():
             fn()
             err = max(rel_err(out, ref_s if name.endswith("+s") else ref),
                       rel_err(db, db_ref) if with_db else 0.0)
-            served[name] = ctx.last_call()["kernel"]
+            call_report = ctx.last_call()
+            served[name] = call_report["kernel"]
             if with_db and ctx.no_dbias:
                 served[name] += " (db by torch: the kernel refused it)"
             if not err < TOL:
                 print(f"  {case} {name}: WRONG, relative error {err:.2e} ({served[name]})")
                 continue
             # the plain calls only: with terms the twin rule may serve another kernel
-            why = not_served(tables[name], served[name]) if name in tables else None
+            why = not_served(tables[name], served[name], call_report["reason"]) \
+                if name in tables else None
             if why:
                 print(f"  {case} {name}: NOT THE VARIANT'S KERNEL, left out: {why}")
                 continue

@@ -26,15 +26,28 @@ def table_kernels(path):
                 if "->" in line and not line.startswith("#")}
 
 
-def not_served(table, kernel):
+# How kiln_last_call's reason begins when a tuning table's entry served the
+# call (runtime/dispatch.c: the exact class, or the nearest measured one).
+TABLE_RULES = ("exact table:", "nearest class ")
+
+
+def not_served(table, kernel, reason=None):
     """Why a side of variant `table` (variant_tables' form) did not run a
     kernel the variant names, or None.  Dispatch serves a table's entry only
     where its cubin is in the bundle or the cache; otherwise it falls to the
-    shipped choice, which would then be timed under the variant's name."""
+    shipped choice, which would then be timed under the variant's name.
+    With `reason` (kiln_last_call's), a table side must also have been
+    served by one of its table's entries (the call's class, or the nearest
+    measured one): a whole table whose entry's kernel left the catalog
+    falls to the model's choice, which that table may name for other
+    classes (sixty-sixth session)."""
     if table is None:
         return None
     if table.startswith("@"):
         return None if kernel == table[1:] else f"served {kernel}, not {table[1:]}"
-    if kernel in table_kernels(table):
-        return None
-    return f"served {kernel}, which {table} does not name (its cubin missing, or no entry)"
+    if kernel not in table_kernels(table):
+        return f"served {kernel}, which {table} does not name (its cubin missing, or no entry)"
+    if reason is not None and not reason.startswith(TABLE_RULES):
+        return (f"served {kernel} by \"{reason.split(':')[0]}\", not by an entry of {table} "
+                "(the entry's kernel not in the catalog or the cache, or no entry)")
+    return None
