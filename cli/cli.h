@@ -94,6 +94,7 @@ typedef struct kiln_spec_set {
     size_t n_jobs;
     size_t dropped;
     size_t skipped;              /* (spec, arch) pairs left out by skip_unfit */
+    size_t unselected;           /* jobs left out by kiln_spec_set_keep */
 } kiln_spec_set;
 
 /* Loads every spec named (files, or directories searched recursively for
@@ -106,6 +107,13 @@ typedef struct kiln_spec_set {
 int kiln_spec_set_load(kiln_spec_set *set, const kiln_cli_options *o, int n, char **paths,
                        int skip_unfit);
 void kiln_spec_set_free(kiln_spec_set *set);
+
+/* Keeps only the jobs whose kernel is named in `names`: comma-separated
+ * exact names, as tables, `kiln tune --csv` and `kiln compile` print them
+ * (a family's points are NAME__m64_n256_...).  A name no job has, or an
+ * empty one, is bad input (one line on stderr, KILN_EXIT_USAGE; the set is
+ * left as it was). */
+int kiln_spec_set_keep(kiln_spec_set *set, const char *names, const char *command);
 
 /* ---- building ----------------------------------------------------------- */
 

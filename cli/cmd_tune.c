@@ -198,6 +198,7 @@ static const char *state_name(kiln_tune_state s)
 
 typedef struct summary {
     size_t variants, usable, compile_failed, spilled, serialized, other_arch, dropped;
+    size_t unselected;           /* sweep points left out by --kernel */
     size_t measured_now, from_journal, failed_cells;
     const char *table_path, *journal_path, *plot_path;
     const char *timer_id, *timer_device;
@@ -225,6 +226,7 @@ static void json_counts(kiln_json *j, const summary *sm, const kiln_tuning_table
     kiln_json_kint(j, "wgmma_serialized", (long long)sm->serialized);
     kiln_json_kint(j, "other_arch", (long long)sm->other_arch);
     kiln_json_kint(j, "dropped", (long long)sm->dropped);
+    kiln_json_kint(j, "unselected", (long long)sm->unselected);
     kiln_json_kint(j, "measured", (long long)sm->measured_now);
     kiln_json_kint(j, "from_journal", (long long)sm->from_journal);
     kiln_json_kint(j, "failed_measurements", (long long)sm->failed_cells);
@@ -410,8 +412,10 @@ static void print_text(const run *r, const kiln_tuning_table *table, const summa
     printf("%zu variants: %zu timed, %zu failed to compile, %zu spill registers, ", sm->variants,
            sm->usable, sm->compile_failed, sm->spilled);
     if (sm->serialized) printf("%zu with serialized wgmma, ", sm->serialized);
-    printf("%zu for another arch; %zu sweep points dropped by validation\n", sm->other_arch,
+    printf("%zu for another arch; %zu sweep points dropped by validation", sm->other_arch,
            sm->dropped);
+    if (set->unselected) printf("; %zu left out by --kernel", set->unselected);
+    printf("\n");
     size_t shown = 0;
     for (size_t i = 0; i < set->n_lists; i++)
         for (size_t k = 0; k < set->lists[i].dropped && shown < 5; k++, shown++)
@@ -658,6 +662,7 @@ static int make_variants(tune *t)
         from_journal(t, e);
     }
     t->sm.dropped = t->set.dropped;
+    t->sm.unselected = t->set.unselected;
     t->sm.journal_skipped = kiln_tune_journal_skipped(t->journal);
     t->sm.journal_repaired = kiln_tune_journal_repaired(t->journal);
     return KILN_EXIT_OK;
@@ -817,6 +822,7 @@ static int open_inputs(tune *t)
         return KILN_EXIT_USAGE;
     }
     int rc = kiln_spec_set_load(&t->set, t->o, t->n_paths, t->paths, 0);
+    if (rc == KILN_EXIT_OK && t->o->kernel) rc = kiln_spec_set_keep(&t->set, t->o->kernel, "tune");
     if (rc != KILN_EXIT_OK) return rc;
     /* The devices first: no point compiling for an hour to find no GPU. */
     rc = make_timers(t->timer_name, t->o, &t->timers, &t->n_timers);
@@ -876,7 +882,8 @@ static int run_tune(const kiln_cli_options *o, int n, char **args)
 const kiln_cli_command kiln_cmd_tune = {
     "tune", "time every kernel of a sweep on every shape; write a tuning table",
     "usage: kiln tune SWEEP... --shapes FILE [-o TABLE] [--journal FILE] [-j N]\n"
-    "                 [--timer fake|gpu] [--hold SECONDS] [--plot FILE.svg] [--json | --csv]\n"
+    "                 [--kernel NAME,...] [--timer fake|gpu] [--hold SECONDS]\n"
+    "                 [--plot FILE.svg] [--json | --csv]\n"
     "                 [--arch LIST] [--cache-dir DIR] [--template-dir DIR]\n"
     "\n"
     "Compiles every kernel of the sweep specs (-j N in parallel, through the cache),\n"
@@ -885,6 +892,8 @@ const kiln_cli_command kiln_cmd_tune = {
     "(default kiln-tuning.txt).  Every measurement is appended to the journal\n"
     "(default TABLE.journal) as it ends, so a killed run resumes where it stopped.\n"
     "\n"
+    "  --kernel L     only the kernels of the sweeps named in L (comma-separated, as\n"
+    "                 tables and --csv name them): a few candidates of a sweep\n"
     "  --timer gpu    CUDA events on every GPU, one worker per GPU (the default;\n"
     "                 also $KILN_TUNE_TIMER)\n"
     "  --timer fake   deterministic times from a formula, no GPU (for CI; `kiln pack`\n"
@@ -901,5 +910,5 @@ const kiln_cli_command kiln_cmd_tune = {
     "Exit: 0 ok, 1 no table (a timer failure, nothing timed), 2 bad input.\n",
     KILN_OPT_CACHE_DIR | KILN_OPT_TEMPLATE_DIR | KILN_OPT_ARCH | KILN_OPT_OUTPUT | KILN_OPT_JOBS |
         KILN_OPT_JSON | KILN_OPT_CSV | KILN_OPT_NO_CACHE | KILN_OPT_SHAPES | KILN_OPT_JOURNAL |
-        KILN_OPT_TIMER | KILN_OPT_PLOT | KILN_OPT_HOLD,
+        KILN_OPT_TIMER | KILN_OPT_PLOT | KILN_OPT_HOLD | KILN_OPT_KERNEL,
     run_tune};

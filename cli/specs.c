@@ -237,6 +237,47 @@ int kiln_spec_set_load(kiln_spec_set *set, const kiln_cli_options *o, int n, cha
     return KILN_EXIT_OK;
 }
 
+int kiln_spec_set_keep(kiln_spec_set *set, const char *names, const char *command)
+{
+    char *list = strdup(names);
+    unsigned char *keep = calloc(set->n_jobs ? set->n_jobs : 1, 1);
+    int rc = list && keep ? KILN_EXIT_OK : KILN_EXIT_COMPILE;
+    if (rc != KILN_EXIT_OK) fprintf(stderr, "kiln %s: out of memory\n", command);
+    /* strsep, not strtok: ",," must show as an empty name, not vanish. */
+    for (char *rest = list, *name; rc == KILN_EXIT_OK && (name = strsep(&rest, ","));) {
+        size_t found = 0;
+        for (size_t i = 0; i < set->n_jobs; i++) {
+            if (strcmp(set->jobs[i].spec->desc.name, name)) continue;
+            keep[i] = 1;
+            found++;
+        }
+        if (found) continue;
+        char shown[256], first[256];
+        kiln_printable(name, shown, sizeof shown);
+        if (!*name)
+            fprintf(stderr, "kiln %s: --kernel '%s': an empty name in the list\n", command,
+                    kiln_printable(names, first, sizeof first));
+        else if (set->n_jobs)
+            fprintf(stderr, "kiln %s: --kernel: no kernel of the specs is named '%s' (they give "
+                            "%zu, the first %s)\n", command, shown, set->n_jobs,
+                    kiln_printable(set->jobs[0].spec->desc.name, first, sizeof first));
+        else
+            fprintf(stderr, "kiln %s: --kernel: no kernel of the specs is named '%s' (they give "
+                            "none)\n", command, shown);
+        rc = KILN_EXIT_USAGE;
+    }
+    if (rc == KILN_EXIT_OK) {
+        size_t n = 0;
+        for (size_t i = 0; i < set->n_jobs; i++)
+            if (keep[i]) set->jobs[n++] = set->jobs[i];
+        set->unselected += set->n_jobs - n;
+        set->n_jobs = n;
+    }
+    free(keep);
+    free(list);
+    return rc;
+}
+
 void kiln_spec_set_free(kiln_spec_set *set)
 {
     for (size_t i = 0; i < set->n_lists; i++) kiln_spec_list_free(&set->lists[i]);

@@ -673,6 +673,51 @@ static void test_hold(void **state)
     free(table);
 }
 
+/* --kernel: only the named points of a sweep are built, timed and tabled,
+ * and the summary counts the rest; a name the sweeps do not give (a point
+ * validation dropped, a typo) or an empty one is bad input, nothing
+ * written. */
+static void test_kernel_select(void **state)
+{
+    (void)state;
+    char *table = path_in("select", "t.txt"), *journal = path_in("select", "t.journal");
+    char *out = NULL;
+    struct { const char *list, *want; } bad[] = {
+        {"tswp__m32_k16,nope", "--kernel: no kernel of the specs is named 'nope' (they give 4,"},
+        {"tswp__m256_k8", "no kernel of the specs is named 'tswp__m256_k8'"},
+        {"tswp__m32_k16,,tswp__m128_k16", "an empty name in the list"},
+        {"tswp__m32_k16,", "an empty name in the list"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake "
+                      "--kernel '%s'", table, journal, bad[i].list);
+        if (rc != 2 || !strstr(out, bad[i].want))
+            fail_msg("--kernel %s: rc %d, want 2 and '%s':\n%s", bad[i].list, rc, bad[i].want, out);
+        free(out);
+        assert_false(exists(table));
+        assert_false(exists(journal));
+    }
+    int rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake "
+                  "--kernel tswp__m128_k8,tswp__m32_k16", table, journal);
+    if (rc != 0) fail_msg("--kernel: rc %d:\n%s", rc, out);
+    assert_non_null(strstr(out, "2 variants: 2 timed"));
+    assert_non_null(strstr(out, "2 sweep points dropped by validation; 2 left out by --kernel\n"));
+    assert_null(strstr(out, "tswp__m128_k16"));
+    assert_null(strstr(out, "tswp__m32_k8 "));
+    free(out);
+    assert_int_equal(journal_records(journal), 6); /* 2 kernels x 3 shapes */
+    kiln_tuning_table *t = load_table(table);
+    assert_int_equal(kiln_tuning_table_count(t), 3);
+    for (size_t i = 0; i < kiln_tuning_table_count(t); i++) {
+        const kiln_tuning_entry *e = kiln_tuning_table_at(t, i);
+        if (strcmp(e->kernel, "tswp__m128_k8") && strcmp(e->kernel, "tswp__m32_k16"))
+            fail_msg("entry %zu names %s, which --kernel left out", i, e->kernel);
+    }
+    kiln_tuning_table_destroy(t);
+    free(journal);
+    free(table);
+}
+
 /* The sweeps over FP8_SHAPES on the GPU timer: where there is no GPU (this
  * machine) it must say so; on a GPU every kernel is checked against the
  * timer's reference and none may be wrong (`variants` and `measurements`:
@@ -914,6 +959,7 @@ int main(void)
         cmocka_unit_test(test_plot_and_csv),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_hold),
+        cmocka_unit_test(test_kernel_select),
         cmocka_unit_test(test_fp8_sweeps),
         cmocka_unit_test(test_dbias_sweeps),
         cmocka_unit_test(test_order),
