@@ -714,6 +714,12 @@ static void test_kernel_select(void **state)
             fail_msg("entry %zu names %s, which --kernel left out", i, e->kernel);
     }
     kiln_tuning_table_destroy(t);
+    rc = tune(&out, NULL, SWEEP " --shapes " SHAPES " -o '%s' --journal '%s' --timer fake "
+              "--kernel tswp__m32_k16 --json", table, journal);
+    if (rc != 0) fail_msg("--kernel --json: rc %d:\n%s", rc, out);
+    assert_int_equal(json_count(out, "variants"), 1);
+    assert_int_equal(json_count(out, "unselected"), 3);
+    free(out);
     free(journal);
     free(table);
 }
