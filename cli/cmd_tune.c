@@ -414,7 +414,7 @@ static void print_text(const run *r, const kiln_tuning_table *table, const summa
     if (sm->serialized) printf("%zu with serialized wgmma, ", sm->serialized);
     printf("%zu for another arch; %zu sweep points dropped by validation", sm->other_arch,
            sm->dropped);
-    if (set->unselected) printf("; %zu left out by --kernel", set->unselected);
+    if (sm->unselected) printf("; %zu left out by --kernel", sm->unselected);
     printf("\n");
     size_t shown = 0;
     for (size_t i = 0; i < set->n_lists; i++)

@@ -192,11 +192,14 @@ class Kiln:
         self.ctx.prepare(p)
         return lambda: self.ctx.gemm(p, stream)
 
+    def last_call(self):
+        return self.ctx.last_call()
+
     def kernel(self):
-        return self.ctx.last_call()["kernel"]
+        return self.last_call()["kernel"]
 
     def reason(self):
-        return self.ctx.last_call()["reason"]
+        return self.last_call()["reason"]
 
 
 class Package(Kiln):
@@ -218,11 +221,8 @@ class Package(Kiln):
                                                    use_fast_accum=not promote, op=what,
                                                    row_scale=row_scale)
 
-    def kernel(self):
-        return self.kt.context(torch.device("cuda")).last_call()["kernel"]
-
-    def reason(self):
-        return self.kt.context(torch.device("cuda")).last_call()["reason"]
+    def last_call(self):
+        return self.kt.context(torch.device("cuda")).last_call()
 
 
 def ceiling(reps):
