@@ -52,6 +52,9 @@ local epi_tma = not k.pingpong and not epi.beta
 -- tile's rows and B's for its 128-column blocks, in bm + 4 floats
 -- (sm90_gemm.cuh, SCALE_BYTES).
 local scale_bytes = spec.fp8.recipe == "block" and stages * (bm + 4) * 4 or 0
+-- The row recipe's TMA epilogue stages two tiles' column scales
+-- (sm90_gemm.cuh, CSC_BYTES).
+if spec.fp8.recipe == "row" and epi_tma then scale_bytes = 2 * bn * 4 end
 local stg_bufs, smem = 1, common.smem(k, common.staging_warp, 2 * stages, scale_bytes)
 if epi_tma then
   stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, 2 * stages, scale_bytes)

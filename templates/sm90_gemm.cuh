@@ -47,7 +47,13 @@ constexpr int SC_CB = BN > 128 ? 2 : 1;          /* 128-column blocks of a tile 
 constexpr int SC_STRIDE = BM + 4;                /* floats a slot: A's BM, B's SC_CB, 16-byte pitch */
 constexpr int SCALE_BYTES = FP8_RECIPE == 3 ? STAGES * SC_STRIDE * 4 : 0;
 static_assert(BM % 32 == 0, "a scale warp lane copies the scales of BM / 32 rows");
-typedef kiln_layout<STG_WARP_BYTES, SCALE_BYTES> kiln_gemm_layout;
+/* The fp8 row recipe's column scales of a tile, for the EPI_TMA epilogue:
+ * two tiles' BN floats (by the tile's parity), after the staging;
+ * templates/sm90.lua counts the same bytes (kiln_terms_ready). */
+constexpr bool CSC_SMEM = EPI_TMA && FP8_RECIPE == 2;
+constexpr int CSC_BYTES = CSC_SMEM ? 2 * BN * 4 : 0;
+static_assert(!CSC_SMEM || BN <= CONSUMERS * 128, "a consumer thread stages one column scale");
+typedef kiln_layout<STG_WARP_BYTES, SCALE_BYTES + CSC_BYTES> kiln_gemm_layout;
 
 /* EPI_TMA kernels whose staging holds at least two boxes less than a
  * warp's share (the ring left room for STG_BUFS) also stage in the ring
@@ -949,49 +955,68 @@ KDEV float2 kiln_load2(const void *p)
  * warp groups both stand in their epilogue while the tensor cores idle, so
  * that is where shortening it pays; pingpong hides it already. */
 /* The EPI_TMA epilogue's loaded terms: the row terms (kiln_row_terms)
- * and, for the fp8 row recipe, this lane's column scales of each box
- * column.  TERMS_UNDER_LAST kernels load them while the tile's last
- * k-block is in the tensor cores (kiln_mainloop's under_last): the
- * cooperative warp groups stand in their epilogue together while the
- * tensor cores idle, and there they waited for these loads.  Measured on
- * an H200, fp8 row-wise 128x256 in 2x1 clusters, one process (sixty-fourth
- * session, docs/sm90_kernel.md): 0.96-0.99 of the time on four long
- * layers.  Not in kernels that split a last wave (the registers held
- * across the pieces' sum spilled 212 bytes there; an L1 prefetch of the
- * same lines in their place moved nothing), nor with promotion (its own
- * loop). */
-constexpr bool TERMS_UNDER_LAST = EPI_TMA && !FP8_PROMOTE && !SPLIT;
+ * and, for the fp8 row recipe, one column scale of the tile a consumer
+ * thread (cs), staged for all in shared memory (kiln_terms_ready).  Each
+ * lane held its 32 column-scale pairs in registers before, each loaded
+ * from an address clamped on its own: 280 of the 890 instructions a warp
+ * ran in the 128x256 kernel's epilogue (ncu, H200, sixty-seventh session;
+ * now 666 in all, the kernel 3.5% fewer cycles), and too many registers
+ * to load under the last k-block in kernels that split a last wave (212
+ * to 444 bytes spilled there).  TERMS_UNDER_LAST kernels load them while
+ * the tile's last k-block is in the tensor cores (kiln_mainloop's
+ * under_last): the cooperative warp groups stand in their epilogue
+ * together while the tensor cores idle, and there they waited for these
+ * loads (fp8 row-wise 128x256 in 2x1 clusters, one process: 0.96-0.99 of
+ * the time on four long layers; sixty-fourth session, docs/sm90_kernel.md).
+ * A piece of a split tile loads them after the pieces' sum, not across
+ * it; promotion (its own loop) after its main loop. */
+constexpr bool TERMS_UNDER_LAST = EPI_TMA && !FP8_PROMOTE;
 struct kiln_tma_terms {
     float rmul[MI][2], bmul[MI][2];
-    float2 csc[FP8_RECIPE == 2 ? BN / OCW : 1][OCW / 8];
+    float cs;
 };
 
 KDEV void kiln_tma_terms_load(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
                               int wrow0, int lane, kiln_tma_terms &e)
 {
     kiln_row_terms(args, T, wrow0, lane, e.rmul, e.bmul);
-    /* n_out is a multiple of 8, so a clamped pair is in bounds */
-    if (FP8_RECIPE == 2) {
-        const float *fsb = args.scale_b + (long long)T.g * P.n_out;
-#pragma unroll
-        for (int q = 0; q < BN / OCW; ++q)
-#pragma unroll
-            for (int j = 0; j < OCW / 8; ++j)
-                e.csc[q][j] = *(const float2 *)(fsb + min(T.col0 + q * OCW + 8 * j + 2 * (lane & 3),
-                                                          P.n_out - 2));
-    }
+    const int ct = threadIdx.x - 128;   /* the consumer thread */
+    if (CSC_SMEM && ct < BN)
+        e.cs = args.scale_b[(long long)T.g * P.n_out + min(T.col0 + ct, P.n_out - 1)];
+}
+
+/* The tile's column scales in buffer buf of the staged pair */
+KDEV kiln_u32 kiln_csc_at(const kiln_smem &m, int buf)
+{
+    return m.sbase + kiln_gemm_layout::OFF_EXTRA + SCALE_BYTES + buf * BN * 4;
+}
+
+/* The epilogue's terms made ready: loaded (when not under the last
+ * k-block), the column scales staged in buffer buf (the tile's parity:
+ * the next tile's are written before every consumer has read these), and
+ * the consumers met, which also keeps the held ring slot (HOLD_BOXES)
+ * unwritten until both warp groups' wgmma have read it. */
+KDEV void kiln_terms_ready(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
+                           const kiln_smem &m, int wrow0, int lane, kiln_tma_terms &e, int buf,
+                           bool load)
+{
+    if (EPI_TMA && load) kiln_tma_terms_load(args, P, T, wrow0, lane, e);
+    const int ct = threadIdx.x - 128;
+    if (CSC_SMEM && ct < BN)
+        asm volatile("st.shared.f32 [%0], %1;" :: "r"(kiln_csc_at(m, buf) + ct * 4), "f"(e.cs) : "memory");
+    if (CSC_SMEM || HOLD_BOXES) kiln_named_sync(1, CONSUMERS * 128);
 }
 
 KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
                             const float (&acc)[MI][ACC_N], unsigned char *stg,
                             unsigned char *held, int wrow0, const kiln_tmap *tmap_d,
-                            kiln_tma_terms &e)
+                            const kiln_tma_terms &e, kiln_u32 csc)
 {
     const int lane = threadIdx.x & 31;
     const bool use_bias = EPI_BIAS && args.bias;
     const char *bias = use_bias ? (const char *)args.bias + (long long)T.g * args.ld_bias * OSZ
                                 : (const char *)0;
-    if (!TERMS_UNDER_LAST) kiln_tma_terms_load(args, P, T, wrow0, lane, e);
+    csc += 8 * (lane & 3);   /* this lane's column pair in each 8-column step */
     /* box b of the warp's share: its first row and column; false when it
      * holds no output (past the group's rows or n_out) */
     auto place = [&](int b, int &wrow, int &col0) {
@@ -1017,7 +1042,9 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
                  * bounds once clamped) */
                 const int c = min(col0 + 8 * j + 2 * (lane & 3), P.n_out - 2);
                 float2 cm = make_float2(1.0f, 1.0f), bv = make_float2(0.0f, 0.0f);
-                if (FP8_RECIPE == 2) cm = e.csc[q][j];
+                if (CSC_SMEM)
+                    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                                 : "=f"(cm.x), "=f"(cm.y) : "r"(csc + (q * OCW + 8 * j) * 4));
                 if (use_bias) bv = kiln_load2(bias + (long long)c * OSZ);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
@@ -1079,22 +1106,26 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         /* the piece's k-blocks, or the whole tile's */
         const int nkb = piece ? kiln_split_get(m, SPLIT_UNIT + 2) : P.nkb;
         kiln_tma_terms e;
-        auto terms = [&] { if (TERMS_UNDER_LAST) kiln_tma_terms_load(args, P, T, wrow0, lane, e); };
+        auto terms = [&] { if (TERMS_UNDER_LAST && !piece) kiln_tma_terms_load(args, P, T, wrow0, lane, e); };
         if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
         else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, lane, staged, terms);
-        /* the last k-block's slot (held with HOLD_BOXES) is written only once
-         * both warp groups' wgmma have read it; `held` is this warp's part of
-         * it as a generic pointer, its shared address taken relative to
-         * stg's (the form measured: m.base plus offsets compiles to other
-         * code, not run on a GPU) */
-        if (HOLD_BOXES) kiln_named_sync(1, CONSUMERS * 128);
-        /* a piece of a split tile: stored by the tile's last piece only */
-        if (SPLIT && t >= kiln_split_get(m, SPLIT_FULL) && !kiln_split_finish(args, m, acc, cw)) continue;
+        /* a piece of a split tile: stored by the tile's last piece only,
+         * its terms loaded after the pieces' sum (not held across it) */
+        if (!piece) {
+            kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, !TERMS_UNDER_LAST);
+        } else {
+            if (!kiln_split_finish(args, m, acc, cw)) continue;
+            kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, true);
+        }
+        /* `held` is this warp's part of the last k-block's slot (HOLD_BOXES)
+         * as a generic pointer, its shared address taken relative to stg's
+         * (the form measured: m.base plus offsets compiles to other code,
+         * not run on a GPU) */
         unsigned char *held =
             HOLD_BOXES ? stg + (int)(m.stage(kiln_slot_back(r, 1)) + (cw * 4 + wq) * HOLD_STRIDE -
                                      kiln_smem_addr(stg))
                        : stg;
-        if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d, e);
+        if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d, e, kiln_csc_at(m, j & 1));
         else kiln_epilogue(args, P, T, acc, (float *)stg, wrow0);
     }
     /* shared memory must outlive the last stores' reads of it */

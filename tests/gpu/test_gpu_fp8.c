@@ -359,8 +359,12 @@ static f8variant variant_of(const kiln_catalog_entry *ce)
  * of its own): 5 groups with n_out 320 (a partial column tile; for
  * 128x256 tiles the second's upper half wholly past N, its weight rows
  * zero-filled, its column block's scale past the last), k_red 4240 (34
- * k-blocks: the block scales' windows turn over) and 40 small groups. */
-static void run_forced(const kiln_catalog_entry *ce)
+ * k-blocks: the block scales' windows turn over) and 40 small groups.
+ * With `many`, a fourth: 288 or more tiles of two k-blocks, so that each
+ * CTA runs three tiles or more one after another, each tile's main loop
+ * shorter than the ring (the cooperative row recipe's column scales are
+ * staged in shared memory by the tile's parity). */
+static void run_forced(const kiln_catalog_entry *ce, int many)
 {
     kiln_context *shared = g_ctx;
     const f8variant v = variant_of(ce);
@@ -379,6 +383,10 @@ static void run_forced(const kiln_catalog_entry *ce)
         run_case(&v, five, 5, 600, 320, 400, "forced: 5 groups, n_out 320");
         run_case(&v, four, 4, 200, 256, 4240, "forced: k_red 4240");
         run_case(&v, small, 40, 600, 512, 256, "forced: 40 groups of 0-20 rows");
+        if (many) {
+            const int32_t six[6] = {700, 700, 700, 700, 700, 700};
+            run_case(&v, six, 6, 4300, 2048, 256, "forced: 6 groups of 700 rows, n_out 2048, k_red 256");
+        }
         if (v.recipe == KILN_FP8_BLOCK) {
             const f8layout odd = {0, 3};
             run_block_layout(&v, &odd, "forced: ");
@@ -389,13 +397,13 @@ static void run_forced(const kiln_catalog_entry *ce)
 }
 
 /* Forces each catalog kernel that pick accepts (run_forced); how many. */
-static int run_forced_where(int (*pick)(const kiln_catalog_entry *ce))
+static int run_forced_where(int (*pick)(const kiln_catalog_entry *ce), int many)
 {
     int found = 0;
     for (size_t e = 0; e < kiln_catalog_count; e++)
         if (pick(&kiln_catalog[e])) {
             found++;
-            run_forced(&kiln_catalog[e]);
+            run_forced(&kiln_catalog[e], many);
         }
     return found;
 }
@@ -417,7 +425,7 @@ static void test_half_width_promotion(void **state)
 {
     (void)state;
     const int before = g_failures;
-    if (!run_forced_where(promoting_128x256))
+    if (!run_forced_where(promoting_128x256, 0))
         FAIL_CASE("the catalog carries no 128x256 promoting kernel (the table's winners)");
     assert_int_equal(g_failures, before);
 }
@@ -430,9 +438,29 @@ static void test_every_default(void **state)
 {
     (void)state;
     const int before = g_failures;
-    const int found = run_forced_where(fp8_default);
+    const int found = run_forced_where(fp8_default, 0);
     if (found < (int)NVAR)
         FAIL_CASE("%d fp8 defaults in the catalog, fewer than the %d recipes", found, (int)NVAR);
+    assert_int_equal(g_failures, before);
+}
+
+static int row_cooperative(const kiln_catalog_entry *ce)
+{
+    return strstr(ce->desc, " fp8_recipe=row") && strstr(ce->desc, " schedule=cooperative") &&
+           strstr(ce->desc, " fp8_accumulate=fast");
+}
+
+/* The row recipe's cooperative kernels of fast accumulation (the TMA
+ * epilogue, its column scales staged in shared memory, loaded under the
+ * tile's last k-block; none is a default, the shipped table names them),
+ * each forced, with the case of many tiles a CTA.  The table names such
+ * kernels, so finding none fails. */
+static void test_row_cooperative(void **state)
+{
+    (void)state;
+    const int before = g_failures;
+    if (!run_forced_where(row_cooperative, 1))
+        FAIL_CASE("the catalog carries no cooperative row-recipe kernel (the table's winners)");
     assert_int_equal(g_failures, before);
 }
 
@@ -485,5 +513,6 @@ static void test_block_scale_layouts(void **state)
 
 GPU_CONTEXT_MAIN(KILN_ALLOW_GENERATED, &g_ctx, cmocka_unit_test(test_recipes),
                  cmocka_unit_test(test_group_shapes), cmocka_unit_test(test_kblock_counts),
-                 cmocka_unit_test(test_half_width_promotion), cmocka_unit_test(test_every_default),
+                 cmocka_unit_test(test_half_width_promotion), cmocka_unit_test(test_row_cooperative),
+                 cmocka_unit_test(test_every_default),
                  cmocka_unit_test(test_graph_replay), cmocka_unit_test(test_block_scale_layouts))
