@@ -7,6 +7,7 @@ merged into a table (docs/tuning.md).
                               [--descs TABLE]... [--types A/B/OUT] [--robust FRACTION]
                               [--robust-for CSV=FRACTION]... [--supersede] [--check] CSV...
     scripts/table_from_csv.py --table TABLE --entries NEW_TABLE [-o OUT] [--check]
+    scripts/table_from_csv.py --table TABLE --redescribe --descs TABLE... [-o OUT] [--check]
 
 From CSVs: one entry per key (arch, op, types, epilogue, shape class) with
 kiln tune's own rule (cli/tuner.c, kiln_tune_choose): a variant competes for
@@ -58,6 +59,16 @@ kernel description must agree.
 gives takes the later one's entry (chosen from that CSV's rows alone: a
 re-tune of some classes in a later call); without it such a key is an
 error.  The header counts, per CSV, the entries it still gives.
+
+--redescribe: no measurements; every entry of TABLE whose kernel a --descs
+table names takes that table's bundle id, cache key and description, the
+rest of its line, the other entries and the header stay as they are, and
+the integrity line is recomputed.  For a template change that alters what
+a named kernel's description says (its shared memory, say): the runtime
+and the catalog find a table's kernel by its description, so the old one
+names no kernel (unit_test_catalog fails).  Make the --descs tables with
+`kiln tune SWEEP --kernel NAME --shapes ONE_SHAPE --timer fake -o T`, a
+kernel each.
 
 --check: write nothing; exit 1 if OUT (default TABLE) is not exactly what
 would be written.  Exit 2 on bad input, with the file and line.
@@ -342,6 +353,25 @@ def merged_text(head, new, old, note):
     return "".join(l + "\n" for l in lines), len(new), len(kept)
 
 
+def redescribed_text(path, known):
+    """The text of table `path` with the ids and description of every entry
+    whose kernel `known` names taken from there; how many lines changed."""
+    head, entries = read_table(path)
+    lines, n = list(head), 0
+    for k in sorted(entries, key=sort_key):
+        e = entries[k]
+        if e.kernel in known:
+            before = e.line()
+            e.bundle_id, e.cache_key, e.desc = known[e.kernel]
+            n += e.line() != before
+        lines.append(e.line())
+    h = hashlib.sha256()
+    for l in lines:
+        h.update((l + "\n").encode())
+    lines.append("integrity entries=%d sha256=%s" % (len(entries), h.hexdigest()))
+    return "".join(l + "\n" for l in lines), n
+
+
 def is_fraction(f):
     """A band for --robust and --robust-for: in [0, 1)."""
     return 0 <= f < 1
@@ -367,9 +397,14 @@ def main(argv):
     p.add_argument("--supersede", action="store_true",
                    help="a later CSV's entry replaces an earlier CSV's of the same key (a "
                         "re-tune of some classes) instead of being refused")
+    p.add_argument("--redescribe", action="store_true",
+                   help="no measurements: the entries naming a --descs table's kernels take "
+                        "its ids and description (see --help)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if OUT differs")
     a = p.parse_args(argv)
     out = a.output or a.table
+    if a.redescribe:
+        return redescribe(a, out)
     try:
         _, old = read_table(a.table)
         if a.entries:
@@ -429,6 +464,32 @@ def main(argv):
         f.write(text)
     os.replace(out + ".tmp", out)
     print("wrote %s: %d new entries, %d kept" % (out, n_new, n_kept))
+    return 0
+
+
+def redescribe(a, out):
+    """--redescribe: TABLE's entries re-described from the --descs tables."""
+    try:
+        if a.csv or a.timer or a.entries:
+            raise Bad("--redescribe takes no CSV, --timer or --entries: only --descs tables")
+        if not a.descs:
+            raise Bad("--redescribe: name the tables to take descriptions from with --descs")
+        known = kernel_index([(d, read_table(d)[1]) for d in a.descs])
+        text, n = redescribed_text(a.table, known)
+    except Bad as e:
+        print("table_from_csv.py: %s" % e, file=sys.stderr)
+        return 2
+    if a.check:
+        cur = open(out, encoding="utf-8").read() if os.path.exists(out) else None
+        if cur != text:
+            print("table_from_csv.py: %s is not %s re-described" % (out, a.table), file=sys.stderr)
+            return 1
+        print("%s: as re-described (%d entries would change)" % (out, n))
+        return 0
+    with open(out + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(out + ".tmp", out)
+    print("wrote %s: %d entries re-described" % (out, n))
     return 0
 
 

@@ -216,6 +216,52 @@ def test_fake_tune(d, kiln):
           "--entries: kiln tune's table merged into the shipped one (%s)" % text.strip())
 
 
+def write_table(path, lines):
+    """A table of these lines (header first) and its integrity line."""
+    h = hashlib.sha256()
+    for l in lines:
+        h.update((l + "\n").encode())
+    n = sum(1 for l in lines if l.startswith("sm_"))
+    with open(path, "w") as f:
+        f.write("".join(l + "\n" for l in lines) +
+                "integrity entries=%d sha256=%s\n" % (n, h.hexdigest()))
+
+
+def test_redescribe(d):
+    """--redescribe: the entries naming a --descs table's kernel take its ids
+    and description; every other line stays; nothing else is taken."""
+    lines = open(SHIPPED).read().splitlines()[:-1]
+    named = [l for l in lines if l.startswith("sm_") and l.split()[8] == KA]
+    check(len(named) > 1, "the shipped table names %s more than once" % KA)
+    f = named[0].split(" ")
+    desc = " ".join(f[14:])
+    grown = desc.replace(" smem=", " smem=1", 1)   # another description of the same kernel
+    check(grown != desc, "the description has a smem field")
+    new_line = " ".join(f[:9] + ["a" * 64, "b" * 64] + f[11:14]) + " " + grown
+    descs, out = os.path.join(d, "descs.tuning"), os.path.join(d, "redescribed.tuning")
+    write_table(descs, ["kiln-tuning 1", new_line])
+    rc, text = run("--table", SHIPPED, "-o", out, "--redescribe", "--descs", descs)
+    got = open(out).read().splitlines() if rc == 0 else []
+    want = []
+    for l in lines:
+        g = l.split(" ")
+        if l.startswith("sm_") and g[8] == KA:
+            l = " ".join(g[:9] + ["a" * 64, "b" * 64] + g[11:14]) + " " + grown
+        want.append(l)
+    check(rc == 0 and got[:-1] == want and got[-1].startswith("integrity entries=") and
+          "%d entries re-described" % len(named) in text,
+          "--redescribe: the %d entries naming %s re-described, every other line as it was (%s)"
+          % (len(named), KA, text.strip()))
+    rc, text = run("--table", SHIPPED, "-o", out, "--redescribe", "--descs", descs, "--check")
+    check(rc == 0, "--redescribe --check: the table written is the table re-described")
+    rc, text = run("--table", SHIPPED, "--redescribe", "--descs", descs, "--check")
+    check(rc == 1 and "not" in text, "--redescribe --check: the shipped table is not: " + text.strip())
+    rc, text = run("--table", SHIPPED, "-o", out, "--redescribe")
+    check(rc == 2 and "--descs" in text, "--redescribe without --descs: refused: " + text.strip())
+    rc, text = run("--table", SHIPPED, "-o", out, "--redescribe", "--descs", descs, descs)
+    check(rc == 2 and "no CSV" in text, "--redescribe with a CSV: refused: " + text.strip())
+
+
 def test_robust(d):
     """--robust: of the variants within the fraction of the winner on every
     shape of the class, the one of least risk; kiln tune's rule without."""
@@ -598,6 +644,7 @@ def main():
         test_robust(d)
         test_supersede(d)
         test_fake_tune(d, kiln)
+        test_redescribe(d)
         test_held_alone(d)
         test_compare_log(d)
         test_s51_csv(d, kiln)
