@@ -452,18 +452,26 @@ def main(argv):
     except Bad as e:
         print("table_from_csv.py: %s" % e, file=sys.stderr)
         return 2
-    if a.check:
+    return emit(out, text, a.check,
+                "%s is not what the measurements give (run without --check to rewrite it)" % out,
+                "%s: as the measurements give (%d entries from them, %d kept)" % (out, n_new, n_kept),
+                "wrote %s: %d new entries, %d kept" % (out, n_new, n_kept))
+
+
+def emit(out, text, check, unlike, same, wrote):
+    """--check: 0 if OUT holds text (saying `same`), else 1 (saying `unlike`);
+    otherwise text written to OUT (saying `wrote`)."""
+    if check:
         cur = open(out, encoding="utf-8").read() if os.path.exists(out) else None
         if cur != text:
-            print("table_from_csv.py: %s is not what the measurements give (run without --check "
-                  "to rewrite it)" % out, file=sys.stderr)
+            print("table_from_csv.py: " + unlike, file=sys.stderr)
             return 1
-        print("%s: as the measurements give (%d entries from them, %d kept)" % (out, n_new, n_kept))
+        print(same)
         return 0
     with open(out + ".tmp", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(out + ".tmp", out)
-    print("wrote %s: %d new entries, %d kept" % (out, n_new, n_kept))
+    print(wrote)
     return 0
 
 
@@ -479,18 +487,9 @@ def redescribe(a, out):
     except Bad as e:
         print("table_from_csv.py: %s" % e, file=sys.stderr)
         return 2
-    if a.check:
-        cur = open(out, encoding="utf-8").read() if os.path.exists(out) else None
-        if cur != text:
-            print("table_from_csv.py: %s is not %s re-described" % (out, a.table), file=sys.stderr)
-            return 1
-        print("%s: as re-described (%d entries would change)" % (out, n))
-        return 0
-    with open(out + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(out + ".tmp", out)
-    print("wrote %s: %d entries re-described" % (out, n))
-    return 0
+    return emit(out, text, a.check, "%s is not %s re-described" % (out, a.table),
+                "%s: as re-described (%d entries would change)" % (out, n),
+                "wrote %s: %d entries re-described" % (out, n))
 
 
 if __name__ == "__main__":
