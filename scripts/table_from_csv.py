@@ -61,7 +61,7 @@ re-tune of some classes in a later call); without it such a key is an
 error.  The header counts, per CSV, the entries it still gives.
 
 --redescribe: no measurements; every entry of TABLE whose kernel a --descs
-table names takes that table's bundle id, cache key and description, the
+table names takes that table's bundle id, cache key and description; the
 rest of its line, the other entries and the header stay as they are, and
 the integrity line is recomputed.  For a template change that alters what
 a named kernel's description says (its shared memory, say): the runtime
@@ -346,11 +346,16 @@ def merged_text(head, new, old, note):
     allk = dict(kept)
     allk.update(new)
     lines += [allk[k].line() for k in sorted(allk, key=sort_key)]
+    return table_text(lines, len(allk)), len(new), len(kept)
+
+
+def table_text(lines, n):
+    """The lines (header and n entries) and their integrity line, as text."""
     h = hashlib.sha256()
     for l in lines:
         h.update((l + "\n").encode())
-    lines.append("integrity entries=%d sha256=%s" % (len(allk), h.hexdigest()))
-    return "".join(l + "\n" for l in lines), len(new), len(kept)
+    lines = lines + ["integrity entries=%d sha256=%s" % (n, h.hexdigest())]
+    return "".join(l + "\n" for l in lines)
 
 
 def redescribed_text(path, known):
@@ -365,11 +370,7 @@ def redescribed_text(path, known):
             e.bundle_id, e.cache_key, e.desc = known[e.kernel]
             n += e.line() != before
         lines.append(e.line())
-    h = hashlib.sha256()
-    for l in lines:
-        h.update((l + "\n").encode())
-    lines.append("integrity entries=%d sha256=%s" % (len(entries), h.hexdigest()))
-    return "".join(l + "\n" for l in lines), n
+    return table_text(lines, len(entries)), n
 
 
 def is_fraction(f):
