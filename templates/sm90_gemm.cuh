@@ -527,12 +527,18 @@ KDEV void kiln_produce_scales(const kiln_kernel_args &args, const kiln_gemm &P, 
 
 using kiln_factors = float[MI][2][SC_CB];
 
-/* A float at a shared address; volatile, so that it stays where the code
- * puts it (after the wgmma it is to run under). */
+/* A float, or two, at a shared address; volatile, so that it stays where
+ * the code puts it (after the wgmma it is to run under). */
 KDEV float kiln_lds(kiln_u32 addr)
 {
     float v;
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+    return v;
+}
+KDEV float2 kiln_lds2(kiln_u32 addr)
+{
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
     return v;
 }
 
@@ -1042,9 +1048,7 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
                  * bounds once clamped) */
                 const int c = min(col0 + 8 * j + 2 * (lane & 3), P.n_out - 2);
                 float2 cm = make_float2(1.0f, 1.0f), bv = make_float2(0.0f, 0.0f);
-                if (CSC_SMEM)
-                    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
-                                 : "=f"(cm.x), "=f"(cm.y) : "r"(csc + (q * OCW + 8 * j) * 4));
+                if (CSC_SMEM) cm = kiln_lds2(csc + (q * OCW + 8 * j) * 4);
                 if (use_bias) bv = kiln_load2(bias + (long long)c * OSZ);
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
