@@ -52,7 +52,7 @@ static_assert(BK * IN_ESZ == 128, "a k-block must be one 128-byte swizzle row (B
 static_assert(!PINGPONG || CONSUMERS == 2, "pingpong needs 2 consumer warpgroups");
 static_assert(WG_M % 64 == 0, "rows per consumer warpgroup must be a multiple of 64");
 static_assert(BN % 64 == 0 && BN <= 256, "BN must be 64, 128, 192 or 256");
-static_assert(MI * ACC_N <= 128, "too many accumulators per thread");
+static_assert(MI * ACC_N <= (PINGPONG ? 192 : 128), "too many accumulators per thread");
 
 /* The carve of the dynamic shared memory, from a 1024-byte aligned base:
  * the ring, CONSUMERS*4 warps' staging of STG_WARP bytes each, the schedule
@@ -799,6 +799,14 @@ KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, i
                          int row_end, int col_end, Emit emit)
 {
     const int lane = threadIdx.x & 31;
+    /* The bounds as rows and columns left past this lane's first piece,
+     * compared with constants, and the slab's writes at constant offsets
+     * from one address: ptxas kept a register for each piece's row and
+     * each write's address, which the 192 accumulators of a 128x192
+     * pingpong tile left no room for (spilled). */
+    const int rows_left = row_end - wrow0 - (lane >> 2);
+    const int cols_left = col_end - col0 - 8 * (lane & 3);
+    float *const w = stg + (lane >> 2) * STG_LD + 2 * (lane & 3);
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
         const int wrow = wrow0 + mi * 64;
@@ -806,10 +814,9 @@ KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, i
         for (int q = 0; q < BN / 32; ++q) {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                const int r = lane >> 2, c = 8 * j + 2 * (lane & 3);
-                *(float2 *)&stg[r * STG_LD + c] =
+                *(float2 *)(w + 8 * j) =
                     make_float2(acc[mi][16 * q + 4 * j], acc[mi][16 * q + 4 * j + 1]);
-                *(float2 *)&stg[(r + 8) * STG_LD + c] =
+                *(float2 *)(w + 8 * STG_LD + 8 * j) =
                     make_float2(acc[mi][16 * q + 4 * j + 2], acc[mi][16 * q + 4 * j + 3]);
             }
             __syncwarp();
@@ -818,7 +825,7 @@ KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, i
                 const int rr = it * 8 + (lane >> 2), cc = (lane & 3) * 8;
                 const int grow = wrow + rr;
                 const int gcol = col0 + q * 32 + cc;
-                if (grow < row_end && gcol < col_end) {
+                if (rows_left > 64 * mi + 8 * it && cols_left > 32 * q) {
                     float v[8];
                     const float4 v0 = *(const float4 *)&stg[rr * STG_LD + cc];
                     const float4 v1 = *(const float4 *)&stg[rr * STG_LD + cc + 4];

@@ -879,13 +879,17 @@ KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const 
 {
     const int lane = threadIdx.x & 31;
     float rmul[MI][2], bmul[MI][2];   /* fp8 row recipe only */
-    /* fp8 row recipe: this lane's 8 columns of each 32-column step */
-    float4 csc[FP8_RECIPE == 2 ? BN / 32 : 1][2];
+    /* fp8 row recipe: this lane's 8 columns of each 32-column step, held
+     * from the first store; a 128x192 pingpong tile's 192 accumulators
+     * leave no room for its 48 (1.6 KB spilled), so it loads each piece's
+     * beside the piece (CSC_BESIDE). */
+    constexpr bool CSC_BESIDE = FP8_RECIPE == 2 && MI * ACC_N > 128;
+    float4 csc[FP8_RECIPE == 2 && !CSC_BESIDE ? BN / 32 : 1][2];
+    const float *fsb = FP8_RECIPE == 2 ? args.scale_b + (long long)T.g * P.n_out : (const float *)0;
     if (FP8_RECIPE == 2) {
         kiln_row_terms(args, T, wrow0, lane, rmul, bmul);
-        const float *fsb = args.scale_b + (long long)T.g * P.n_out;
 #pragma unroll
-        for (int q = 0; q < BN / 32; ++q) {
+        for (int q = 0; q < (CSC_BESIDE ? 0 : BN / 32); ++q) {
             /* n_out is a multiple of 8: a clamped run is in bounds (and unused) */
             const int c = min(T.col0 + 32 * q + 8 * (lane & 3), P.n_out - 8);
             csc[q][0] = *(const float4 *)(fsb + c);
@@ -906,7 +910,20 @@ KDEV void kiln_epilogue(const kiln_kernel_args &args, const kiln_gemm &P, const 
         if (FP8_RECIPE == 2) {
             sacc = rmul[mi][it];
             sb = bmul[mi][it];
-            const float4 s0 = csc[q][0], s1 = csc[q][1];
+            float4 s0, s1;
+            if (CSC_BESIDE) {
+                /* a piece in bounds (emit's contract) with n_out a
+                 * multiple of 8: its 8 scales are too, no clamp; read
+                 * through the non-coherent path, which the stores before
+                 * it do not order.  The column from q and the lane, not
+                 * gcol: from gcol ptxas kept an address a piece (spilled) */
+                const float *cp = fsb + T.col0 + 32 * q + 8 * (lane & 3);
+                s0 = __ldg((const float4 *)cp);
+                s1 = __ldg((const float4 *)(cp + 4));
+            } else {
+                s0 = csc[q][0];
+                s1 = csc[q][1];
+            }
             v[0] *= sacc * s0.x; v[1] *= sacc * s0.y; v[2] *= sacc * s0.z; v[3] *= sacc * s0.w;
             v[4] *= sacc * s1.x; v[5] *= sacc * s1.y; v[6] *= sacc * s1.z; v[7] *= sacc * s1.w;
         } else {

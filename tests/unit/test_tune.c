@@ -810,10 +810,10 @@ static void test_fp8_sweeps(void **state)
 {
     (void)state;
     char *table = path_in("fp8", "table.txt"), *out = NULL;
-    /* 20 row-wise and 20 block-scaled kernels a op (specs/sweeps), 2 shapes */
+    /* 22 row-wise and 20 block-scaled kernels a op (specs/sweeps), 2 shapes */
     kiln_tuning_table *t = fake_sweep(
-        FP8_SWEEPS, table, "80 variants: 80 timed, 0 failed to compile, 0 spill registers",
-        "160 measurements: 160 now, 0 from the journal, 0 failed",
+        FP8_SWEEPS, table, "84 variants: 84 timed, 0 failed to compile, 0 spill registers",
+        "168 measurements: 168 now, 0 from the journal, 0 failed",
         "sm_90a fprop e4m3 e4m3 bf16 fp8_recipe=row t256.g8.n1024.k1024",
         "sm_90a dgrad e4m3 e4m3 bf16 fp8_recipe=block+fp8_accumulate t64.g32.n1024.k1024");
     assert_int_equal(kiln_tuning_table_count(t), 8); /* 2 ops x 2 recipes x 2 classes */
@@ -853,8 +853,8 @@ static void test_fp8_sweeps(void **state)
     free(out);
 
     /* every kernel checked against the fp8 reference */
-    gpu_timer_run(FP8_SWEEPS, "fp8", "64 variants: 64 timed",
-                  "128 measurements: 128 now, 0 from the journal, 0 failed", 8);
+    gpu_timer_run(FP8_SWEEPS, "fp8", "84 variants: 84 timed",
+                  "168 measurements: 168 now, 0 from the journal, 0 failed", 8);
     free(table);
 }
 
