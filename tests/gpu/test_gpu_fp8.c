@@ -408,6 +408,17 @@ static int run_forced_where(int (*pick)(const kiln_catalog_entry *ce), int many)
     return found;
 }
 
+/* Forces each catalog kernel that pick accepts, as run_forced_where; a
+ * catalog with none (`what`: the kind the shipped table names) fails. */
+static void run_forced_table_kind(int (*pick)(const kiln_catalog_entry *ce), int many,
+                                  const char *what)
+{
+    const int before = g_failures;
+    if (!run_forced_where(pick, many))
+        FAIL_CASE("the catalog carries no %s (the table's winners)", what);
+    assert_int_equal(g_failures, before);
+}
+
 static int promoting_128x256(const kiln_catalog_entry *ce)
 {
     return strstr(ce->desc, " fp8_accumulate=promote") && strstr(ce->desc, " tile=128x256x128");
@@ -424,10 +435,7 @@ static int fp8_default(const kiln_catalog_entry *ce)
 static void test_half_width_promotion(void **state)
 {
     (void)state;
-    const int before = g_failures;
-    if (!run_forced_where(promoting_128x256, 0))
-        FAIL_CASE("the catalog carries no 128x256 promoting kernel (the table's winners)");
-    assert_int_equal(g_failures, before);
+    run_forced_table_kind(promoting_128x256, 0, "128x256 promoting kernel");
 }
 
 /* Every fp8 default of the catalog (what dispatch's model serves on shapes
@@ -458,10 +466,7 @@ static int row_cooperative(const kiln_catalog_entry *ce)
 static void test_row_cooperative(void **state)
 {
     (void)state;
-    const int before = g_failures;
-    if (!run_forced_where(row_cooperative, 1))
-        FAIL_CASE("the catalog carries no cooperative row-recipe kernel (the table's winners)");
-    assert_int_equal(g_failures, before);
+    run_forced_table_kind(row_cooperative, 1, "cooperative row-recipe kernel");
 }
 
 static int row_pingpong_wide(const kiln_catalog_entry *ce)
@@ -479,10 +484,7 @@ static int row_pingpong_wide(const kiln_catalog_entry *ce)
 static void test_row_pingpong_wide(void **state)
 {
     (void)state;
-    const int before = g_failures;
-    if (!run_forced_where(row_pingpong_wide, 1))
-        FAIL_CASE("the catalog carries no 128x192 pingpong row-recipe kernel (the table's winners)");
-    assert_int_equal(g_failures, before);
+    run_forced_table_kind(row_pingpong_wide, 1, "128x192 pingpong row-recipe kernel");
 }
 
 /* Captured once, replayed after the counts changed in place. */
