@@ -463,7 +463,7 @@ def test_shipped():
             # every in-sample shape of each, the class's entry against the
             # new 128x192 pingpong kernel (and its raster m twin where the
             # entry walks m), kiln tune --hold 0.5; the run's rows of that
-            # kind (PINGPONG192_HELD below; its fp8 and bf16 fprop rows
+            # kind (PINGPONG192_HELD above; its fp8 and bf16 fprop rows
             # wait for the held-out layers' timing: docs/dispatch.md,
             # sixty-ninth session)
             PINGPONG192_HELD[1]]
