@@ -477,22 +477,23 @@ def test_shipped():
     # fastest; the table takes the Qwen3 class's rows alone, and the
     # committed class CSV is exactly those rows.
     raw, cls, key = QWEN3_HELD
-    with open(os.path.join(ROOT, raw)) as f:
-        lines = f.read().splitlines()
-    col = lines[0].split(",").index("class")
-    want = [lines[0]] + [row for row in lines[1:] if row.split(",")[col] == key]
-    with open(os.path.join(ROOT, cls)) as f:
-        got = f.read().splitlines()
+    got, want = part_of_run(raw, cls, {"class": key})
     check(got == want and len(got) == 61, "%s is the rows of class %s of %s" % (cls, key, raw))
     raw, kind, (op, a) = PINGPONG192_HELD
+    got, want = part_of_run(raw, kind, {"op": op, "a": a})
+    check(got == want and len(got) == 91, "%s is the %s %s rows of %s" % (kind, a, op, raw))
+
+
+def part_of_run(raw, part, where):
+    """(the lines of the committed CSV part, the header and rows of the
+    committed run raw whose columns have the values of where)."""
     with open(os.path.join(ROOT, raw)) as f:
         lines = f.read().splitlines()
     head = lines[0].split(",")
     want = [lines[0]] + [row for row in lines[1:]
-                         if [row.split(",")[head.index(c)] for c in ("op", "a")] == [op, a]]
-    with open(os.path.join(ROOT, kind)) as f:
-        got = f.read().splitlines()
-    check(got == want and len(got) == 91, "%s is the %s %s rows of %s" % (kind, a, op, raw))
+                         if all(row.split(",")[head.index(c)] == v for c, v in where.items())]
+    with open(os.path.join(ROOT, part)) as f:
+        return f.read().splitlines(), want
 
 
 HELD = os.path.join(ROOT, "scripts", "held_alone_csv.py")
