@@ -123,6 +123,7 @@ STEADY = False   # --steady: both sides timed by steady.alternate
 ALONE = 0.0      # --alone S: kiln's side then run alone S seconds under sampling
 ROUNDS = 3       # --rounds: steady.alternate's rounds (--variants: 4 unless given)
 EPILOGUE = False  # --epilogue: the fprop row+s rows
+JOINT = False    # --joint: --compare's sides of both ops in one set of rounds
 
 
 def checked(fn, ref, what):
@@ -345,7 +346,11 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
     block recipe) are the shipped tables' choice, so "fprop@table+s" is
     what dispatch serves such a call with.
     With --steady the kernels of one op are timed in alternating rounds
-    (python/bench/steady.py) and each is given against the op's first; with
+    (python/bench/steady.py) and each is given against the op's first (with
+    --joint the sides of both ops in one set of rounds, each against the
+    first side named: dgrad against fprop with the card in one state, where
+    rounds of one op after the other's put them at different points of its
+    heating, which at the power limit moves a call's time); with
     --alone S each then runs alone S seconds under nvidia-smi sampling (its
     time, clock and energy a call held at the power limit)."""
     G, T = len(sizes), sum(sizes)
@@ -388,6 +393,8 @@ def compare_case(kernels, name, K, N, sizes, reps, ceil):
             continue
         ref = refs[dgrad] * p[:, None] if scaled else refs[dgrad]
         sides["dgrad" if dgrad else "fprop"][kname] = (fn, rel_err(out, ref), kl.kernel())
+    if JOINT:   # one set of rounds for both ops' sides, fprop's first
+        sides = {"fprop+dgrad": {**sides["fprop"], **sides["dgrad"]}}
     for op, got in sides.items():
         if not got:
             continue
@@ -486,6 +493,10 @@ def main():
                          "the tables serve; NAME:ENV=VALUE from a context made under that "
                          "setting (fprop@table_block:KILN_SPLIT=0); NAME#TAG through the "
                          "library --libs names TAG")
+    ap.add_argument("--joint", action="store_true",
+                    help="with --compare: time the sides of both ops in one set of alternating "
+                         "rounds, each against the first named (fprop@table,dgrad@table: dgrad "
+                         "over fprop at one state of the card)")
     ap.add_argument("--libs", default="",
                     help="TAG=PATH,...: other builds of libkiln, loaded beside the default one "
                          "(python/bench/lib_copies.py), for --compare sides NAME#TAG")
@@ -506,8 +517,8 @@ def main():
                     help="call kiln through the Python package (kiln.scaled_grouped_mm) "
                          "instead of its ctypes problem")
     a = ap.parse_args()
-    global STEADY, ALONE, EPILOGUE, ROUNDS
-    STEADY, ALONE, EPILOGUE = a.steady, a.alone, a.epilogue
+    global STEADY, ALONE, EPILOGUE, ROUNDS, JOINT
+    STEADY, ALONE, EPILOGUE, JOINT = a.steady, a.alone, a.epilogue, a.joint
     ROUNDS = a.rounds or (4 if a.variants else 3)
     only = set(filter(None, a.only.split(",")))
     torch.manual_seed(0)
