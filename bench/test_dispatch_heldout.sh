@@ -16,6 +16,13 @@
 # kind listed must appear: a default renamed or removed shows here rather
 # than passing unpriced.
 #
+# bf16 plain fprop/dgrad (bench/unseen.tsv) and row-wise fp8 fprop/dgrad
+# (both sets) are priced by the seventieth session's run of every candidate
+# (session70-heldout-fprop-dgrad-tune), which replaces the twenty-ninth and
+# thirtieth sessions' rows of those kinds: the 128x192 pingpong kernels the
+# sixty-ninth session added, which the tables now name, serve about half of
+# these layers, and the old runs never timed them.
+#
 # The dense accumulating kinds are priced by the thirty-fifth session's run
 # instead (session35-heldout-wgrad-acc-defaults: both defaults, with and
 # without db, on the 21 held-out layers of 100-1100 tokens a group, where
@@ -74,13 +81,18 @@ sm90_dgrad_e4m3_block_64x128=dgrad_sm90_e4m3_block__m64_n128_k128_s8_c1x1_rgroup
 sm90_wgrad_bf16_f32_discrete_acc_128x128=wgrad_sm90_bf16_discrete_acc__m128_n128_k64_s4_cooperative
 sm90_fprop_bf16_128x192=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperative
 sm90_dgrad_bf16_128x192=dgrad_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperative"
-for csv in docs/results/session29-unseen-tune-h200-2026-11-29.csv \
-           docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv \
-           docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv; do
+# CSV=DROP: the run's rows less those whose "op|epilogue" matches DROP (an
+# awk regex; the kinds a later run re-timed)
+for run in "docs/results/session29-unseen-tune-h200-2026-11-29.csv=^(fprop|dgrad)[|]plain$" \
+           "docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv=[|]fp8_recipe=row$" \
+           "docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv=" \
+           "docs/results/session70-heldout-fprop-dgrad-tune-h200-2026-12-03.csv="; do
+  csv=${run%%=*} drop=${run#*=}
   # every twin's row again under its default's name, unless the run timed
   # the default itself
-  awk -F, -v twins="$TWINS" '
+  awk -F, -v twins="$TWINS" -v drop="$drop" '
     BEGIN { n = split(twins, t, "\n"); for (i = 1; i <= n; i++) { split(t[i], kv, "="); alias[kv[2]] = kv[1] } }
+    NR > 1 && drop != "" && ($3 "|" $4) ~ drop { next }
     { print; rows[NR] = $0; seen[$1] = 1 }
     END { for (r = 1; r <= NR; r++) { split(rows[r], f, ","); v = f[1]
             if ((v in alias) && !(alias[v] in seen)) { sub(/^[^,]*/, alias[v], rows[r]); print rows[r] } } }
