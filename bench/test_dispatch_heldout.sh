@@ -64,8 +64,7 @@
 # llama4mav_fc2_ep8_rand, glm45_fc2_ep8_rand) take the 128x192 pingpong
 # kernels the sixty-ninth session added, which that run never timed: the
 # seventieth session timed every candidate on them again in one call, and
-# its rows replace theirs (session70-unseen2-tune-fprop-dgrad: the
-# thirty-ninth session's other seven layers, those three re-timed).
+# its rows (session70-unseen2-tune-fprop-dgrad) replace theirs.
 #   test_dispatch_heldout.sh KILN_BENCH
 set -eu
 bench=$1
@@ -81,22 +80,22 @@ sm90_dgrad_e4m3_block_64x128=dgrad_sm90_e4m3_block__m64_n128_k128_s8_c1x1_rgroup
 sm90_wgrad_bf16_f32_discrete_acc_128x128=wgrad_sm90_bf16_discrete_acc__m128_n128_k64_s4_cooperative
 sm90_fprop_bf16_128x192=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperative
 sm90_dgrad_bf16_128x192=dgrad_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperative"
-# CSV=DROP: the run's rows less those whose "op|epilogue" matches DROP (an
-# awk regex; the kinds a later run re-timed)
-for run in "docs/results/session29-unseen-tune-h200-2026-11-29.csv=^(fprop|dgrad)[|]plain$" \
-           "docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv=[|]fp8_recipe=row$" \
+# rows CSV [DROP]: a run's lines less the rows whose "op|epilogue|shape"
+# matches the awk regex DROP (kinds or layers a later run re-timed)
+rows() { awk -F, -v drop="${2:-}" 'NR == 1 || drop == "" || ($3 "|" $4 "|" $5) !~ drop' "$1"; }
+# CSV=DROP
+for run in "docs/results/session29-unseen-tune-h200-2026-11-29.csv=^(fprop|dgrad)[|]plain[|]" \
+           "docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv=[|]fp8_recipe=row[|]" \
            "docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv=" \
            "docs/results/session70-heldout-fprop-dgrad-tune-h200-2026-12-03.csv="; do
-  csv=${run%%=*} drop=${run#*=}
   # every twin's row again under its default's name, unless the run timed
   # the default itself
-  awk -F, -v twins="$TWINS" -v drop="$drop" '
+  rows "${run%%=*}" "${run#*=}" | awk -F, -v twins="$TWINS" '
     BEGIN { n = split(twins, t, "\n"); for (i = 1; i <= n; i++) { split(t[i], kv, "="); alias[kv[2]] = kv[1] } }
-    NR > 1 && drop != "" && ($3 "|" $4) ~ drop { next }
     { print; rows[NR] = $0; seen[$1] = 1 }
     END { for (r = 1; r <= NR; r++) { split(rows[r], f, ","); v = f[1]
             if ((v in alias) && !(alias[v] in seen)) { sub(/^[^,]*/, alias[v], rows[r]); print rows[r] } } }
-  ' "$csv" > "$dir/run.csv"
+  ' > "$dir/run.csv"
   "$bench" --dispatch-report "$dir/run.csv" --cases "$dir/shapes.tsv" >> "$dir/report.txt"
 done
 "$bench" --dispatch-report docs/results/session35-heldout-wgrad-acc-defaults-h200-2026-11-29.csv \
@@ -106,7 +105,9 @@ done
 "$bench" --dispatch-report docs/results/session41-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv \
   --cases "$dir/shapes.tsv" > "$dir/overwrite.txt"
 cat bench/unseen2.tsv >> "$dir/shapes.tsv"
-{ cat docs/results/session70-unseen2-tune-fprop-dgrad-h200-2026-12-03.csv
+{ rows docs/results/session39-unseen2-tune-fprop-dgrad-h200-2026-11-30.csv \
+       '[|](minimaxm2_fc1_ep8_dir|llama4mav_fc2_ep8_rand|glm45_fc2_ep8_rand)$'
+  tail -n +2 docs/results/session70-unseen2-tune-fprop-dgrad-h200-2026-12-03.csv
   tail -n +2 docs/results/session39-unseen2-tune-wgrad-h200-2026-11-30.csv
   tail -n +2 docs/results/session39-unseen2-tune-fp8-block-h200-2026-11-30.csv; } > "$dir/run2.csv"
 "$bench" --dispatch-report "$dir/run2.csv" --cases "$dir/shapes.tsv" > "$dir/unseen2.txt"
