@@ -121,12 +121,12 @@ function M.check(spec, arch, what)
   end
   local rows = pingpong and bm or bm // consumers
   local regs = rows * bn // 128
-  -- A pingpong warp group of fprop or dgrad may hold 192 (128x192): its
-  -- 232 registers keep the rest of the loop and the staged epilogue
-  -- without a spill, and the tile reads a third fewer operand bytes a FLOP
-  -- than 64x256 or 128x128 (sm90_gemm.cuh, docs/sm90_kernel.md).  wgrad's
-  -- epilogues have not run with so many.
-  local max_regs = (pingpong and spec.op ~= "wgrad") and 192 or 128
+  -- A pingpong warp group may hold 192 (128x192, 192x128): its 232
+  -- registers (wgrad's 240, below) keep the rest of the loop and the
+  -- epilogue without a spill, and the tile reads a third fewer operand
+  -- bytes a FLOP than 64x256 or 128x128 (sm90_gemm.cuh, docs/sm90_kernel.md,
+  -- docs/sm90_wgrad.md).
+  local max_regs = pingpong and 192 or 128
   if regs > max_regs then
     fail("tile", "tile %dx%d with %d warp group%s needs %d fp32 accumulator registers per " ..
          "thread; at most %d (use more warp groups or a smaller tile)",
@@ -159,7 +159,11 @@ function M.check(spec, arch, what)
   end
   return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
           schedule = schedule, pingpong = pingpong, raster = raster, esize = esize,
-          promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn}
+          promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn,
+          regs = regs,
+          -- wgrad's 192-accumulator consumers also keep the item walk and
+          -- the store boxes' state: at 232 registers they spilled
+          wide_regs = (promote and regs > 64) or (spec.op == "wgrad" and regs > 128)}
 end
 
 -- Shared memory of a kernel: the ring of A and B stages, per-warp staging
@@ -217,10 +221,11 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
   -- setmaxnreg: 128 x producer + 256 x consumers <= 64K registers.  The
-  -- half-width promotion needs 240 (it spilled at 232); its producer fits 24.
-  local consumer_regs = (k.promote_split or k.consumers ~= 2) and 240 or 232
+  -- half-width promotion and wgrad's 192 accumulators need 240 (they
+  -- spilled at 232); their producers fit 24.
+  local consumer_regs = (k.wide_regs or k.consumers ~= 2) and 240 or 232
   pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d, PRODUCER_REGS = %d;",
-                                consumer_regs, k.promote_split and 24 or 40)
+                                consumer_regs, k.wide_regs and 24 or 40)
   pre[#pre + 1] = string.format("constexpr int SMEM_BYTES = %d;  /* dynamic shared memory of the launch */", smem)
   pre[#pre + 1] = wgmma
   pre[#pre + 1] = ""

@@ -41,6 +41,15 @@ return function(spec, arch, mode)
          "must be 128 or 256 (got %d)", bm)
   end
 
+  -- 192 accumulators a thread (128x192 and 192x128 pingpong) are built for
+  -- dense overwrite without db: the discrete, db and accumulate epilogues
+  -- spilled beside them (12-48 bytes at 4 stages).
+  if k.regs > 128 and (output ~= "dense" or accumulate or w.dbias or w.rows) then
+    fail("tile", "wgrad tile %dx%d pingpong holds %d fp32 accumulators a thread: built for " ..
+         "wgrad.output: dense, overwriting, without dbias (use 128x128 pingpong or a " ..
+         "cooperative tile)", bm, bn, k.regs)
+  end
+
   -- dW goes out through TMA from swizzled 2 KiB boxes per consumer warp:
   -- accumulate by TMA reduce-add (1 or 2 boxes, 2 where they fit), overwrite
   -- by TMA stores (as many boxes as fit, up to the warp's whole share of a
@@ -82,6 +91,13 @@ return function(spec, arch, mode)
     smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   else
     stg_bufs, smem, share = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
+    -- With 192 accumulators a warp's share is not staged whole (that
+    -- epilogue spilled 504 bytes at 3 stages): a box at a time, under the
+    -- other warp group's main loop.
+    if k.regs > 128 and stg_bufs >= share then
+      stg_bufs = share - 1
+      smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
+    end
   end
   common.check_smem(k, smem, arch)
   -- 16-bit dW whose warp share fits the staging whole: each warp's 16
