@@ -102,13 +102,14 @@ done
   --cases "$dir/shapes.tsv" > "$dir/split.txt"
 "$bench" --dispatch-report docs/results/session36-heldout-wgrad-acc-tune-h200-2026-11-30.csv \
   --cases "$dir/shapes.tsv" > "$dir/acc.txt"
-"$bench" --dispatch-report docs/results/session41-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv \
-  --cases "$dir/shapes.tsv" > "$dir/overwrite.txt"
+{ rows docs/results/session41-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv '^wgrad[|]plain[|]'
+  tail -n +2 docs/results/session71-heldout-wgrad-overwrite-tune-h200-2026-12-03.csv; } > "$dir/overwrite.csv"
+"$bench" --dispatch-report "$dir/overwrite.csv" --cases "$dir/shapes.tsv" > "$dir/overwrite.txt"
 cat bench/unseen2.tsv >> "$dir/shapes.tsv"
 { rows docs/results/session39-unseen2-tune-fprop-dgrad-h200-2026-11-30.csv \
        '[|](minimaxm2_fc1_ep8_dir|llama4mav_fc2_ep8_rand|glm45_fc2_ep8_rand)$'
   tail -n +2 docs/results/session70-unseen2-tune-fprop-dgrad-h200-2026-12-03.csv
-  tail -n +2 docs/results/session39-unseen2-tune-wgrad-h200-2026-11-30.csv
+  tail -n +2 docs/results/session71-unseen2-tune-wgrad-h200-2026-12-03.csv
   tail -n +2 docs/results/session39-unseen2-tune-fp8-block-h200-2026-11-30.csv; } > "$dir/run2.csv"
 "$bench" --dispatch-report "$dir/run2.csv" --cases "$dir/shapes.tsv" > "$dir/unseen2.txt"
 # "dispatch (tables)  KIND geomean X, ..." and "model alone (defaults)  KIND ...",

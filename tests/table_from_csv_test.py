@@ -458,7 +458,12 @@ def test_shipped():
             # kernel (and its raster m twin where the entry walks m), kiln
             # tune --hold 0.5 (docs/dispatch.md, sixty-ninth and seventieth
             # sessions)
-            "docs/results/session69-128x192-pingpong-classes-held-h200-2026-12-03.csv"]
+            "docs/results/session69-128x192-pingpong-classes-held-h200-2026-12-03.csv",
+            # plain overwriting wgrad, every class and every in-sample shape
+            # of it, the class's entry against the 128x192 pingpong kernels
+            # the seventy-first session added (raster group, n and m), kiln
+            # tune --hold 0.5 (docs/dispatch.md, seventy-first session)
+            "docs/results/session71-wgrad-128x192-pingpong-classes-held-h200-2026-12-03.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)

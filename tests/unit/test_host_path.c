@@ -237,7 +237,7 @@ static void check_dw_map(const char *name, int discrete)
 static void test_wgrad_dw_in_chunks(void **state)
 {
     (void)state;
-    check_dw_map("wgrad_sm90_bf16_plain__m128_n256_k64_s3_cooperative", 0);
+    check_dw_map("wgrad_sm90_bf16_raster__m128_n256_k64_s3_rn_cooperative", 0);
 }
 
 static void test_wgrad_discrete_dw_in_chunks(void **state)
@@ -349,7 +349,7 @@ static void *call_per_thread(void *arg)
 static void test_sched_slot_launch(void **state)
 {
     (void)state;
-    static const char name[] = "wgrad_sm90_bf16_plain__m128_n256_k64_s3_cooperative";
+    static const char name[] = "wgrad_sm90_bf16_raster__m128_n256_k64_s3_rn_cooperative";
     kiln_context *ctx = context(1);
     ctx->drv.cuStreamIsCapturing = fake_is_capturing;
     snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "%s", name);
