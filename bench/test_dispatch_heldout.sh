@@ -41,7 +41,10 @@
 # session's run of the same candidates as that session's (the kernels its
 # entries named, their twins, the defaults) on the same layers, after the
 # fortieth session rotated the static work order
-# (session41-heldout-wgrad-overwrite-tune), both columns at LIMIT.
+# (session41-heldout-wgrad-overwrite-tune), both columns at LIMIT; its
+# plain rows give way to the seventy-first session's run of the same
+# candidates and the 128x192 pingpong kernels the tables then took
+# (session71-heldout-wgrad-overwrite-tune).
 # Discrete wgrad: accumulating by the forty-fourth session's run of the
 # discrete sweeps and defaults on the same layers, after the forty-third
 # session re-pointed the overwriting kernels' maps with the warp (it
@@ -64,7 +67,10 @@
 # llama4mav_fc2_ep8_rand, glm45_fc2_ep8_rand) take the 128x192 pingpong
 # kernels the sixty-ninth session added, which that run never timed: the
 # seventieth session timed every candidate on them again in one call, and
-# its rows (session70-unseen2-tune-fprop-dgrad) replace theirs.
+# its rows (session70-unseen2-tune-fprop-dgrad) replace theirs.  Its plain
+# wgrad rows are the seventy-first session's run of the same candidates and
+# the 128x192 pingpong wgrad kernels (session71-unseen2-tune-wgrad), on all
+# ten layers in one call.
 #   test_dispatch_heldout.sh KILN_BENCH
 set -eu
 bench=$1
