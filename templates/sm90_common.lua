@@ -160,10 +160,7 @@ function M.check(spec, arch, what)
   return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
           schedule = schedule, pingpong = pingpong, raster = raster, esize = esize,
           promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn,
-          regs = regs,
-          -- wgrad's 192-accumulator consumers also keep the item walk and
-          -- the store boxes' state: at 232 registers they spilled
-          wide_regs = (promote and regs > 64) or (spec.op == "wgrad" and regs > 128)}
+          regs = regs}
 end
 
 -- Shared memory of a kernel: the ring of A and B stages, per-warp staging
@@ -221,11 +218,12 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
   -- setmaxnreg: 128 x producer + 256 x consumers <= 64K registers.  The
-  -- half-width promotion and wgrad's 192 accumulators need 240 (they
-  -- spilled at 232); their producers fit 24.
-  local consumer_regs = (k.wide_regs or k.consumers ~= 2) and 240 or 232
+  -- half-width promotion and the kernels a template marks wide_regs need
+  -- 240 (they spilled at 232); their producers fit 24.
+  local wide = k.promote_split or k.wide_regs
+  local consumer_regs = (wide or k.consumers ~= 2) and 240 or 232
   pre[#pre + 1] = string.format("constexpr int CONSUMER_REGS = %d, PRODUCER_REGS = %d;",
-                                consumer_regs, k.wide_regs and 24 or 40)
+                                consumer_regs, wide and 24 or 40)
   pre[#pre + 1] = string.format("constexpr int SMEM_BYTES = %d;  /* dynamic shared memory of the launch */", smem)
   pre[#pre + 1] = wgmma
   pre[#pre + 1] = ""

@@ -43,8 +43,11 @@ return function(spec, arch, mode)
 
   -- 192 accumulators a thread (128x192 and 192x128 pingpong) are built for
   -- dense overwrite without db: the discrete, db and accumulate epilogues
-  -- spilled beside them (12-48 bytes at 4 stages).
-  if k.regs > 128 and (output ~= "dense" or accumulate or w.dbias or w.rows) then
+  -- spilled beside them (12-48 bytes at 4 stages).  Their consumers also
+  -- keep the item walk and the store boxes' state: at 232 registers they
+  -- spilled, so they take 240 (sm90_common.lua, preamble).
+  k.wide_regs = k.regs > 128
+  if k.wide_regs and (output ~= "dense" or accumulate or w.dbias or w.rows) then
     fail("tile", "wgrad tile %dx%d pingpong holds %d fp32 accumulators a thread: built for " ..
          "wgrad.output: dense, overwriting, without dbias (use 128x128 pingpong or a " ..
          "cooperative tile)", bm, bn, k.regs)
@@ -94,7 +97,7 @@ return function(spec, arch, mode)
     -- With 192 accumulators a warp's share is not staged whole (that
     -- epilogue spilled 504 bytes at 3 stages): a box at a time, under the
     -- other warp group's main loop.
-    if k.regs > 128 and stg_bufs >= share then
+    if k.wide_regs and stg_bufs >= share then
       stg_bufs = share - 1
       smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
     end
