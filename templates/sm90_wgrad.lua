@@ -41,16 +41,19 @@ return function(spec, arch, mode)
          "must be 128 or 256 (got %d)", bm)
   end
 
-  -- 192 accumulators a thread (128x192 and 192x128 pingpong) are built for
-  -- dense overwrite without db: the discrete, db and accumulate epilogues
-  -- spilled beside them (12-48 bytes at 4 stages).  Their consumers also
+  -- 192 accumulators a thread (128x192 and 192x128 pingpong) are built
+  -- where the epilogue beside them compiles with no spill at 3 and 4
+  -- stages: dense overwrite without db, and accumulating (dense or
+  -- discrete, db or not; its reduce-add boxes hold less state than the
+  -- stores' whole share).  Overwriting discrete dW spilled 12 bytes,
+  -- overwriting with db 48, wgrad.rows 144-168.  Their consumers also
   -- keep the item walk and the store boxes' state: at 232 registers they
   -- spilled, so they take 240 (sm90_common.lua, preamble).
   k.wide_regs = k.regs > 128
-  if k.wide_regs and (output ~= "dense" or accumulate or w.dbias or w.rows) then
+  if k.wide_regs and (w.rows or not accumulate and (output ~= "dense" or w.dbias)) then
     fail("tile", "wgrad tile %dx%d pingpong holds %d fp32 accumulators a thread: built for " ..
-         "wgrad.output: dense, overwriting, without dbias (use 128x128 pingpong or a " ..
-         "cooperative tile)", bm, bn, k.regs)
+         "wgrad.accumulate: true, or wgrad.output: dense without dbias, never wgrad.rows " ..
+         "(use 128x128 pingpong or a cooperative tile)", bm, bn, k.regs)
   end
 
   -- dW goes out through TMA from swizzled 2 KiB boxes per consumer warp:
