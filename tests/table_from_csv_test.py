@@ -463,7 +463,13 @@ def test_shipped():
             # of it, the class's entry against the 128x192 pingpong kernels
             # the seventy-first session added (raster group, n and m), kiln
             # tune --hold 0.5 (docs/dispatch.md, seventy-first session)
-            "docs/results/session71-wgrad-128x192-pingpong-classes-held-h200-2026-12-03.csv"]
+            "docs/results/session71-wgrad-128x192-pingpong-classes-held-h200-2026-12-03.csv",
+            # dense accumulating wgrad, every class from 256 tokens a group up
+            # and every in-sample shape of it, the class's entry against the
+            # 128x192 pingpong accumulate kernels the seventy-second session
+            # added (raster group, n and m), kiln tune --hold 0.5
+            # (docs/dispatch.md, seventy-second session)
+            "docs/results/session72-wgrad-acc-128x192-pingpong-classes-held-h200-2026-12-03.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
