@@ -36,11 +36,13 @@
 # times every kernel the table's accumulate entries name and the defaults
 # on all 38 held-out layers: both columns of those kinds, the cascade's at
 # LIMIT and the model's at LIMIT_SPLIT (the model ranking the defaults by
-# its estimate rather than by the shape class gave 1.034 there); its
-# accumulate rows of the 33 layers from 256 tokens a group up give way to
-# the seventy-second session's run of the same candidates and the 128x192
-# pingpong accumulate kernels (session72-heldout-wgrad-acc-tune), all in
-# one call, as the tables then named those kernels for ten classes.  Dense
+# its estimate rather than by the shape class gave 1.034 there); its rows
+# of the 33 layers from 256 tokens a group up give way to the
+# seventy-second session's runs of the same candidates and the 128x192
+# pingpong accumulate kernels (session72-heldout-wgrad-acc-tune and
+# -acc-dbias-tune, each kind in one call): the tables name those kernels for
+# ten plain accumulate classes (and, once the GPU suite has forced them, may
+# for the db ones).  Dense
 # overwriting wgrad, plain and with db, is priced by the forty-first
 # session's run of the same candidates as that session's (the kernels its
 # entries named, their twins, the defaults) on the same layers, after the
@@ -57,7 +59,11 @@
 # by the forty-sixth session's re-time of every discrete candidate (the
 # discrete raster sweep among them) on the same layers with the shipped
 # build, the mean of two rounds of its calls 1 and 2
-# (session46-heldout-wgrad-discrete holds both kinds).
+# (session46-heldout-wgrad-discrete holds both kinds); its accumulating
+# rows of the same 33 layers give way to the seventy-second session's run
+# of the same candidates and the 128x192 pingpong discrete accumulate
+# kernel (session72-heldout-wgrad-discrete-acc-tune), timed before any
+# table names it.
 #
 # The thirty-ninth session's third set (bench/unseen2.tsv less
 # kimik2_fc1_dir: every bf16 fprop/dgrad candidate, every fp8 row-wise and
@@ -93,14 +99,18 @@ sm90_dgrad_bf16_128x192=dgrad_sm90_bf16_plain__m128_n192_k64_s4_rgroup_cooperati
 # rows CSV [DROP]: a run's lines less the rows whose "op|epilogue|shape"
 # matches the awk regex DROP (kinds or layers a later run re-timed)
 rows() { awk -F, -v drop="${2:-}" 'NR == 1 || drop == "" || ($3 "|" $4 "|" $5) !~ drop' "$1"; }
-# minus CSV LATER: a run's lines less the "op|epilogue|shape" keys a later run
-# (LATER) timed again
-minus() { awk -F, 'NR == FNR { if (FNR > 1) later[$3 "|" $4 "|" $5] = 1; next }
-                   FNR == 1 || !(($3 "|" $4 "|" $5) in later)' "$2" "$1"; }
+# minus CSV LATER...: a run's lines less the "op|epilogue|shape" keys that
+# later runs (LATER...) timed again
+minus() { local run=$1; shift
+          awk -F, -v run="$run" 'FILENAME != run { if (FNR > 1) later[$3 "|" $4 "|" $5] = 1; next }
+                                 FNR == 1 || !(($3 "|" $4 "|" $5) in later)' "$@" "$run"; }
+dis72=docs/results/session72-heldout-wgrad-discrete-acc-tune-h200-2026-12-03.csv
+{ minus docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv $dis72
+  tail -n +2 $dis72; } > "$dir/discrete.csv"
 # CSV=DROP
 for run in "docs/results/session29-unseen-tune-h200-2026-11-29.csv=^(fprop|dgrad)[|]plain[|]" \
            "docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv=[|]fp8_recipe=row[|]" \
-           "docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv=" \
+           "$dir/discrete.csv=" \
            "docs/results/session70-heldout-fprop-dgrad-tune-h200-2026-12-03.csv="; do
   # every twin's row again under its default's name, unless the run timed
   # the default itself
@@ -114,9 +124,10 @@ for run in "docs/results/session29-unseen-tune-h200-2026-11-29.csv=^(fprop|dgrad
 done
 "$bench" --dispatch-report docs/results/session35-heldout-wgrad-acc-defaults-h200-2026-11-29.csv \
   --cases "$dir/shapes.tsv" > "$dir/split.txt"
-{ minus docs/results/session36-heldout-wgrad-acc-tune-h200-2026-11-30.csv \
-        docs/results/session72-heldout-wgrad-acc-tune-h200-2026-12-03.csv
-  tail -n +2 docs/results/session72-heldout-wgrad-acc-tune-h200-2026-12-03.csv; } > "$dir/acc.csv"
+acc72="docs/results/session72-heldout-wgrad-acc-tune-h200-2026-12-03.csv
+docs/results/session72-heldout-wgrad-acc-dbias-tune-h200-2026-12-03.csv"
+{ minus docs/results/session36-heldout-wgrad-acc-tune-h200-2026-11-30.csv $acc72
+  for f in $acc72; do tail -n +2 "$f"; done; } > "$dir/acc.csv"
 "$bench" --dispatch-report "$dir/acc.csv" --cases "$dir/shapes.tsv" > "$dir/acc.txt"
 { rows docs/results/session41-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv '^wgrad[|]plain[|]'
   tail -n +2 docs/results/session71-heldout-wgrad-overwrite-tune-h200-2026-12-03.csv; } > "$dir/overwrite.csv"
