@@ -44,9 +44,9 @@ return function(spec, arch, mode)
   -- 192 accumulators a thread (128x192 and 192x128 pingpong) are built
   -- where the epilogue beside them compiles with no spill at 3 and 4
   -- stages: dense overwrite without db, and accumulating (dense or
-  -- discrete, db or not; its reduce-add boxes hold less state than the
-  -- stores' whole share).  Overwriting discrete dW spilled 12 bytes,
-  -- overwriting with db 48, wgrad.rows 144-168.  Their consumers also
+  -- discrete, db or not; kiln compile, seventy-second session).
+  -- Overwriting discrete dW spilled 12 bytes, overwriting with db 48,
+  -- wgrad.rows 144-168.  Their consumers also
   -- keep the item walk and the store boxes' state: at 232 registers they
   -- spilled, so they take 240 (sm90_common.lua, preamble).
   k.wide_regs = k.regs > 128
