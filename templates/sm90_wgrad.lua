@@ -46,7 +46,8 @@ return function(spec, arch, mode)
   -- stages: dense overwrite without db, and accumulating (dense or
   -- discrete, db or not; kiln compile, seventy-second session).
   -- Overwriting discrete dW spilled 12 bytes, overwriting with db 48,
-  -- wgrad.rows 144-168.  Their consumers also
+  -- wgrad.rows 144-168 (what spills there: docs/sm90_wgrad.md,
+  -- seventy-third session).  Their consumers also
   -- keep the item walk and the store boxes' state: at 232 registers they
   -- spilled, so they take 240 (sm90_common.lua, preamble).
   k.wide_regs = k.regs > 128
