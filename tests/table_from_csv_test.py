@@ -469,7 +469,13 @@ def test_shipped():
             # 128x192 pingpong accumulate kernels the seventy-second session
             # added (raster group, n and m), kiln tune --hold 0.5
             # (docs/dispatch.md, seventy-second session)
-            "docs/results/session72-wgrad-acc-128x192-pingpong-classes-held-h200-2026-12-03.csv"]
+            "docs/results/session72-wgrad-acc-128x192-pingpong-classes-held-h200-2026-12-03.csv",
+            # accumulating wgrad with db, and discrete accumulating wgrad,
+            # the same way: every class from 256 tokens a group up, its entry
+            # against the 128x192 pingpong kernel of its sweep (seventy-second
+            # session's runs, shipped by the seventy-third)
+            "docs/results/session72-wgrad-acc-dbias-128x192-pingpong-classes-held-h200-2026-12-03.csv",
+            "docs/results/session72-wgrad-discrete-acc-128x192-pingpong-classes-held-h200-2026-12-03.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
