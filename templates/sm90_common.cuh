@@ -760,16 +760,14 @@ template <int CS_> KDEV void kiln_release(const kiln_smem &m, int s, int lane, k
 struct kiln_turn {
     kiln_u32 bar;   /* WG0's turn at bar, WG1's at bar + 8 */
     int cw;
-    kiln_u32 ph;
-    int n_mine;
     KDEV bool mine(int j) const { return !PINGPONG || (j & 1) == cw; }
-    KDEV void wait()
+    /* Before item j (one of this warpgroup's).  Its turns so far are j / 2
+     * (WG0's first needs none), so the parity to wait on follows from j:
+     * kept as counters, they were two more registers live across the
+     * walk, which 192 accumulators a thread could not spare. */
+    KDEV void wait(int j) const
     {
-        if (PINGPONG && (cw == 1 || n_mine > 0)) {
-            kiln_mbar_wait(bar + 8 * cw, ph);
-            ph ^= 1;
-        }
-        ++n_mine;
+        if (PINGPONG && j > 0) kiln_mbar_wait(bar + 8 * cw, ((j >> 1) + (cw ^ 1)) & 1);
     }
     KDEV void pass() const { if (PINGPONG) kiln_mbar_arrive(bar + 8 * (cw ^ 1)); }
 };

@@ -1106,7 +1106,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
     const int row_off = PINGPONG ? 0 : cw * WG_M;
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
-    kiln_turn turn = {m.bar_turn, cw, 0, 0};
+    kiln_turn turn = {m.bar_turn, cw};
     int j = 0;
     for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters(), ++j) {
         /* the piece's tile and k-blocks from shared memory, and again
@@ -1118,7 +1118,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
             continue;
         }
         const kiln_tile T = kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t);
-        turn.wait();
+        turn.wait(j);
         const int wrow0 = T.row0 + row_off + wq * 16;
         /* a tile before this one left its epilogue's slot held */
         const bool staged = j != 0;

@@ -449,14 +449,16 @@ constexpr int DMAP_WARPS = CONSUMERS * 4;
 __device__ kiln_tmap kiln_dmap_slots[DISCRETE ? KILN_SLOT_SMS * DMAP_WARPS * DMAP_SLOTS : 1];
 
 struct kiln_dmap {
-    const kiln_tmap *map;  /* the map this warp's boxes of group g go out through */
-    int g;                 /* its group (-1: none yet) */
+    int g;                 /* the group whose map this warp holds (-1: none yet) */
     int turn;              /* group changes so far (which slot is next) */
 };
 
-/* Points dm at group g's dW for consumer warp `warp`, before the tile's
- * bulk stores or reduce-adds; returns the group's first row in dm.map
+/* Points `map` at group g's dW for consumer warp `warp`, before the
+ * tile's bulk stores or reduce-adds; returns the group's first row in it
  * (dense: g*wn of the one {K, G*N} map; discrete: 0 of its own).  The
+ * slot is found again from dm.turn each tile, not kept: a pointer held
+ * across the walk was two registers the 192 accumulators of a 128x192
+ * pingpong tile could not spare (it spilled; seventy-fourth session).  The
  * slot it rewrites served the group before the last one; its bulk
  * operations were all committed before this tile, and lane 0 waits until
  * every one has read its source.  Re-pointing before the main loop
@@ -471,12 +473,15 @@ struct kiln_dmap {
  * every few tiles (H200, docs/sm90_wgrad.md, forty-third session);
  * accumulating ones took 0.99-1.025 with it and keep kiln_tmap_repoint. */
 KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kiln_wgrad &P,
-                          const kiln_tmap *tmap_d, int g, int warp, int lane, unsigned char *stg)
+                          const kiln_tmap *tmap_d, int g, int warp, int lane, unsigned char *stg,
+                          const kiln_tmap *&map)
 {
+    map = tmap_d;
     if (!DISCRETE) return g * P.wn;
-    if (g == dm.g) return 0;
     kiln_tmap *slot = &kiln_dmap_slots[(kiln_smid() * DMAP_WARPS + warp) * DMAP_SLOTS +
-                                       dm.turn % DMAP_SLOTS];
+                                       (dm.turn + (g == dm.g ? DMAP_SLOTS - 1 : 0)) % DMAP_SLOTS];
+    map = slot;
+    if (g == dm.g) return 0;
     if (lane == 0) kiln_bulk_wait_read<0>();
     if (ACCUMULATE) {
         if (lane == 0) kiln_tmap_repoint(slot, tmap_d, (const void *const *)args.d_ptrs, g);
@@ -485,7 +490,6 @@ KDEV int kiln_dmap_select(kiln_dmap &dm, const kiln_kernel_args &args, const kil
         kiln_tmap_repoint_warp(slot, tmap_d, args.d_ptrs[g], stg, lane);
     }
     __syncwarp();
-    dm.map = slot;
     dm.g = g;
     dm.turn++;
     return 0;
@@ -1101,11 +1105,11 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     const int lane = threadIdx.x & 31;
     unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
     int stg_buf = 0;   /* which of the STG_BUFS boxes is next */
-    kiln_dmap dm = {tmap_d, -1, 0};
+    kiln_dmap dm = {-1, 0};
     const int row_off = PINGPONG ? 0 : cw * WG_M;
     float acc[MI][ACC_N];
     kiln_ring r = {0, 0};
-    kiln_turn turn = {m.bar_turn, cw, 0, 0};
+    kiln_turn turn = {m.bar_turn, cw};
     int j = 0;
     int gcur = 0;   /* the group of the last item (kiln_find_group) */
     kiln_q q = {0, 0};
@@ -1137,7 +1141,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             next();
             continue;
         }
-        turn.wait();
+        turn.wait(j);
         /* DBIAS: the item of column tile 0 also sums db (one per n rows) */
         const bool dsum = DBIAS && T.k0 == 0 && (args.dbias || args.dbias_ptrs);
         float dd[MI][4];
@@ -1169,11 +1173,12 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             else kiln_store_regs(args, P, T, acc, dg, wrow0);
             continue;
         }
-        const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, cw * 4 + wq, lane, stg);
+        const kiln_tmap *dmap;
+        const int grow0 = kiln_dmap_select(dm, args, P, tmap_d, T.g, cw * 4 + wq, lane, stg, dmap);
         if (ACCUMULATE)
-            kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
+            kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dmap, grow0);
         else
-            kiln_epilogue_tma_store(args, P, T, acc, stg, dg, wrow0, stg_buf, dm.map, grow0);
+            kiln_epilogue_tma_store(args, P, T, acc, stg, dg, wrow0, stg_buf, dmap, grow0);
     }
     /* the last bulk stores must finish reading shared memory before exit */
     if (lane == 0) kiln_bulk_wait<0>();

@@ -43,18 +43,20 @@ return function(spec, arch, mode)
 
   -- 192 accumulators a thread (128x192 and 192x128 pingpong) are built
   -- where the epilogue beside them compiles with no spill at 3 and 4
-  -- stages: dense overwrite without db, and accumulating (dense or
-  -- discrete, db or not; kiln compile, seventy-second session).
-  -- Overwriting discrete dW spilled 12 bytes, overwriting with db 48,
-  -- wgrad.rows 144-168 (what spills there: docs/sm90_wgrad.md,
-  -- seventy-third session).  Their consumers also
-  -- keep the item walk and the store boxes' state: at 232 registers they
-  -- spilled, so they take 240 (sm90_common.lua, preamble).
+  -- stages (kiln compile, seventy-fourth session): every kernel without
+  -- db, and with db dense dW in 128x192 tiles.  With db, 192x128 tiles
+  -- spilled 16-128 bytes and discrete dW 68-160; wgrad.rows 144-168.
+  -- Their consumers also keep the item walk and the store boxes' state:
+  -- at 232 registers they spilled, so they take 240 (sm90_common.lua,
+  -- preamble), and the walk keeps no more than it must (kiln_turn and
+  -- kiln_dmap in the .cuh: derived, not carried, since the
+  -- seventy-fourth session, which let overwriting discrete dW and dense
+  -- db fit).
   k.wide_regs = k.regs > 128
-  if k.wide_regs and (w.rows or not accumulate and (output ~= "dense" or w.dbias)) then
-    fail("tile", "wgrad tile %dx%d pingpong holds %d fp32 accumulators a thread: built for " ..
-         "wgrad.accumulate: true, or wgrad.output: dense without dbias, never wgrad.rows " ..
-         "(use 128x128 pingpong or a cooperative tile)", bm, bn, k.regs)
+  if k.wide_regs and (w.rows or w.dbias and (output ~= "dense" or bm ~= 128)) then
+    fail("tile", "wgrad tile %dx%d pingpong holds %d fp32 accumulators a thread: built " ..
+         "without dbias, or with dbias for dense dW in 128x192 tiles, never with " ..
+         "wgrad.rows (use 128x128 pingpong or a cooperative tile)", bm, bn, k.regs)
   end
 
   -- dW goes out through TMA from swizzled 2 KiB boxes per consumer warp:

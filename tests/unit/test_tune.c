@@ -886,10 +886,10 @@ static void test_dbias_sweeps(void **state)
 {
     (void)state;
     char *table = path_in("dbias", "table.txt");
-    /* 12 overwrite and 8 accumulate points (specs/sweeps), 2 shapes */
+    /* 14 overwrite and 8 accumulate points (specs/sweeps), 2 shapes */
     kiln_tuning_table *t = fake_sweep(
-        DBIAS_SWEEPS, table, "20 variants: 20 timed, 0 failed to compile, 0 spill registers",
-        "40 measurements: 40 now, 0 from the journal, 0 failed",
+        DBIAS_SWEEPS, table, "22 variants: 22 timed, 0 failed to compile, 0 spill registers",
+        "44 measurements: 44 now, 0 from the journal, 0 failed",
         "sm_90a wgrad bf16 bf16 bf16 dbias t256.g8.n1024.k1024",
         "sm_90a wgrad bf16 bf16 f32 accumulate+dbias t64.g32.n1024.k1024");
     assert_int_equal(kiln_tuning_table_count(t), 4); /* 2 modes x 2 classes */
@@ -913,8 +913,8 @@ static void test_dbias_sweeps(void **state)
     kiln_tuning_table_destroy(t);
 
     /* every kernel's dW checked against cuBLASLt */
-    gpu_timer_run(DBIAS_SWEEPS, "dbias", "20 variants: 20 timed",
-                  "40 measurements: 40 now, 0 from the journal, 0 failed", 4);
+    gpu_timer_run(DBIAS_SWEEPS, "dbias", "22 variants: 22 timed",
+                  "44 measurements: 44 now, 0 from the journal, 0 failed", 4);
     free(table);
 }
 
