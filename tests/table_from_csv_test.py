@@ -475,7 +475,14 @@ def test_shipped():
             # against the 128x192 pingpong kernel of its sweep (seventy-second
             # session's runs, shipped by the seventy-third)
             "docs/results/session72-wgrad-acc-dbias-128x192-pingpong-classes-held-h200-2026-12-03.csv",
-            "docs/results/session72-wgrad-discrete-acc-128x192-pingpong-classes-held-h200-2026-12-03.csv"]
+            "docs/results/session72-wgrad-discrete-acc-128x192-pingpong-classes-held-h200-2026-12-03.csv",
+            # overwriting wgrad with db, and discrete overwriting wgrad,
+            # every class from 1024 tokens a group up and every in-sample
+            # shape of it, the class's entry against the 128x192 pingpong
+            # kernel the seventy-fourth session's templates let compile
+            # (docs/dispatch.md, seventy-fourth session)
+            "docs/results/session74-wgrad-dbias-128x192-pingpong-classes-held-h200-2026-12-04.csv",
+            "docs/results/session74-wgrad-discrete-128x192-pingpong-classes-held-h200-2026-12-04.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
