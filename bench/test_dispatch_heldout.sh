@@ -50,7 +50,10 @@
 # (session41-heldout-wgrad-overwrite-tune), both columns at LIMIT; its
 # plain rows give way to the seventy-first session's run of the same
 # candidates and the 128x192 pingpong kernels the tables then took
-# (session71-heldout-wgrad-overwrite-tune).
+# (session71-heldout-wgrad-overwrite-tune), and its db rows of the 33
+# layers from 256 tokens a group up to the seventy-fourth session's run of
+# the same db candidates and the 128x192 pingpong db kernel
+# (session74-heldout-wgrad-dbias-tune).
 # Discrete wgrad: accumulating by the forty-fourth session's run of the
 # discrete sweeps and defaults on the same layers, after the forty-third
 # session re-pointed the overwriting kernels' maps with the warp (it
@@ -63,7 +66,10 @@
 # rows of the same 33 layers give way to the seventy-second session's run
 # of the same candidates and the 128x192 pingpong discrete accumulate
 # kernel (session72-heldout-wgrad-discrete-acc-tune), timed before any
-# table names it.
+# table names it; its overwriting rows of the 20 layers whose calls the
+# 128x192 pingpong discrete kernel serves since the seventy-fourth session
+# to that session's run of the same candidates and that kernel
+# (session74-heldout-wgrad-discrete-tune).
 #
 # The thirty-ninth session's third set (bench/unseen2.tsv less
 # kimik2_fc1_dir: every bf16 fprop/dgrad candidate, every fp8 row-wise and
@@ -105,8 +111,9 @@ minus() { local run=$1; shift
           awk -F, -v run="$run" 'FILENAME != run { if (FNR > 1) later[$3 "|" $4 "|" $5] = 1; next }
                                  FNR == 1 || !(($3 "|" $4 "|" $5) in later)' "$@" "$run"; }
 dis72=docs/results/session72-heldout-wgrad-discrete-acc-tune-h200-2026-12-03.csv
-{ minus docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv $dis72
-  tail -n +2 $dis72; } > "$dir/discrete.csv"
+dis74=docs/results/session74-heldout-wgrad-discrete-tune-h200-2026-12-04.csv
+{ minus docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv $dis72 $dis74
+  tail -n +2 $dis72; tail -n +2 $dis74; } > "$dir/discrete.csv"
 # CSV=DROP
 for run in "docs/results/session29-unseen-tune-h200-2026-11-29.csv=^(fprop|dgrad)[|]plain[|]" \
            "docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv=[|]fp8_recipe=row[|]" \
@@ -129,8 +136,11 @@ docs/results/session72-heldout-wgrad-acc-dbias-tune-h200-2026-12-03.csv"
 { minus docs/results/session36-heldout-wgrad-acc-tune-h200-2026-11-30.csv $acc72
   for f in $acc72; do tail -n +2 "$f"; done; } > "$dir/acc.csv"
 "$bench" --dispatch-report "$dir/acc.csv" --cases "$dir/shapes.tsv" > "$dir/acc.txt"
-{ rows docs/results/session41-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv '^wgrad[|]plain[|]'
-  tail -n +2 docs/results/session71-heldout-wgrad-overwrite-tune-h200-2026-12-03.csv; } > "$dir/overwrite.csv"
+db74=docs/results/session74-heldout-wgrad-dbias-tune-h200-2026-12-04.csv
+rows docs/results/session41-heldout-wgrad-overwrite-tune-h200-2026-11-30.csv '^wgrad[|]plain[|]' > "$dir/ow41.csv"
+{ minus "$dir/ow41.csv" $db74
+  tail -n +2 docs/results/session71-heldout-wgrad-overwrite-tune-h200-2026-12-03.csv
+  tail -n +2 $db74; } > "$dir/overwrite.csv"
 "$bench" --dispatch-report "$dir/overwrite.csv" --cases "$dir/shapes.tsv" > "$dir/overwrite.txt"
 cat bench/unseen2.tsv >> "$dir/shapes.tsv"
 { rows docs/results/session39-unseen2-tune-fprop-dgrad-h200-2026-11-30.csv \
