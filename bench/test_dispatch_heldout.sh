@@ -41,8 +41,8 @@
 # seventy-second session's runs of the same candidates and the 128x192
 # pingpong accumulate kernels (session72-heldout-wgrad-acc-tune and
 # -acc-dbias-tune, each kind in one call): the tables name those kernels for
-# ten plain accumulate classes (and, once the GPU suite has forced them, may
-# for the db ones).  Dense
+# ten plain accumulate classes and, since the seventy-fourth session, seven
+# db ones.  Dense
 # overwriting wgrad, plain and with db, is priced by the forty-first
 # session's run of the same candidates as that session's (the kernels its
 # entries named, their twins, the defaults) on the same layers, after the

@@ -473,7 +473,7 @@ def test_shipped():
             # accumulating wgrad with db, and discrete accumulating wgrad,
             # the same way: every class from 256 tokens a group up, its entry
             # against the 128x192 pingpong kernel of its sweep (seventy-second
-            # session's runs, shipped by the seventy-third)
+            # session's runs, shipped by the seventy-fourth)
             "docs/results/session72-wgrad-acc-dbias-128x192-pingpong-classes-held-h200-2026-12-03.csv",
             "docs/results/session72-wgrad-discrete-acc-128x192-pingpong-classes-held-h200-2026-12-03.csv",
             # overwriting wgrad with db, and discrete overwriting wgrad,
