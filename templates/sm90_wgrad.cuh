@@ -116,6 +116,7 @@ constexpr int DYN = !PINGPONG && CS == 1 && BM == 128 && BN == 256 && !(DISCRETE
  * it), nor in accumulating ones but DYN's (0.999-1.013; discrete ones
  * spill with it). */
 constexpr int DECODE_AHEAD = DYN || (!PINGPONG && !ACCUMULATE);
+static_assert(!(DECODE_AHEAD && PINGPONG), "a pingpong walk decodes only its own items");
 /* the counters of each slot: zero at module load, and again after each launch */
 __device__ unsigned kiln_sched_ctr[DYN ? KILN_SCHED_SLOTS : 1][2];
 constexpr int QD = 4;
@@ -228,7 +229,7 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
         local += T.g & P.rot;
         if (local >= per) local -= per;
     }
-    const int c = local / per;
+    const int c = SPLIT > 1 ? local / per : 0;   /* unsplit: a group's units are [0, per) */
     int um, un;
     kiln_raster(local - c * per, P.tm, P.tk, um, un);
     T.n0 = (um * CM + P.cta.rank_m) * BM;
@@ -237,6 +238,27 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
     T.kb1 = (int)((long long)(c + 1) * nkb / sp);
     T.split = sp;
     return T;
+}
+
+/* The k-blocks of work unit t, where the consumers skip the other warp
+ * group's item (pingpong): its ring slots, without kiln_decode's tile
+ * placement, whose integer divisions ran in every warp of both groups
+ * for every item.  On short reductions a warp group's epilogue and decode
+ * follow each other while the other group's main loop is short, so the
+ * decode's latency was on the critical path: 0.95-0.99 of the time for
+ * the 128x192 and 128x128 pingpong kernels on most of 10 shapes, but
+ * 1.02-1.07 on small_decode (tables serve it with 128x256 cooperative)
+ * and 1.007 for the discrete accumulating 128x128 one on decode-sized
+ * groups (H200, docs/sm90_wgrad.md, seventy-fifth session). */
+KDEV int kiln_item_kblocks(const kiln_wgrad &P, const kiln_smem &m, int t, int &gcur)
+{
+    if (SPLIT > 1) {
+        const kiln_wtile T = kiln_decode(P, m, t, gcur);
+        return T.kb1 - T.kb0;
+    }
+    const int g = gcur = kiln_find_group(t, m.tile_start, P.G, gcur);
+    const int rows = min(m.row_start[g + 1], P.cap) - min(m.row_start[g], P.cap);
+    return (rows + BK - 1) / BK;
 }
 
 /* ---------------------------------------------------------- producer */
@@ -1129,6 +1151,11 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     int tn = P.ctr ? after(0) : kiln_first_item(P) < P.items ? kiln_first_item(P) : -1;
     if (DECODE_AHEAD && tn >= 0) Tn = kiln_decode(P, m, tn, gcur);
     for (int t = tn; t >= 0; t = tn, ++j) {
+        if (!turn.mine(j)) {   /* pingpong: the other warp group's item, its slots only */
+            r.skip(kiln_item_kblocks(P, m, t, gcur));
+            tn = after(t);
+            continue;
+        }
         const kiln_wtile T = DECODE_AHEAD ? Tn : kiln_decode(P, m, t, gcur);
         if (!DECODE_AHEAD) tn = after(t);
         auto next = [&]() {
@@ -1136,11 +1163,6 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             tn = after(t);
             if (tn >= 0) Tn = kiln_decode(P, m, tn, gcur);
         };
-        if (!turn.mine(j)) {
-            r.skip(T.kb1 - T.kb0);
-            next();
-            continue;
-        }
         turn.wait(j);
         /* DBIAS: the item of column tile 0 also sums db (one per n rows) */
         const bool dsum = DBIAS && T.k0 == 0 && (args.dbias || args.dbias_ptrs);
