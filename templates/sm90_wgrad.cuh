@@ -76,6 +76,16 @@ constexpr bool BIG_STAGED = !ACCUMULATE && !PINGPONG && BM * BN >= 32768 && STG_
  * eighth session).  The other: discrete dW from registers
  * (kiln_wgrad::dregs). */
 constexpr int EPI_EVICT_FIRST = BIG_STAGED;
+/* The overwrite epilogue's boxes a batch (kiln_epilogue_tma_store): the
+ * largest divisor of a warp's share that the staging holds. */
+constexpr int kiln_epi_batch(int share, int bufs)
+{
+    int d = bufs < share ? bufs : share;
+    while (share % d) --d;
+    return d;
+}
+constexpr int EPI_BATCH = kiln_epi_batch(SHARE_BOXES, STG_BUFS);
+constexpr bool EPI_PER_BOX = EPI_BATCH < SHARE_BOXES && (DBIAS || DISCRETE);
 static_assert(D_CHUNKS == 0 || (D_CHUNKS == BN / 64 && OSZ == 2 && !ACCUMULATE &&
                                  STG_BUFS >= SHARE_BOXES) ||
                                 (!DISCRETE && D_CHUNKS == BN / 32 && ACCUMULATE &&
@@ -902,11 +912,23 @@ KDEV void kiln_rowbox_to_global(const unsigned char *rb, char *dst, long long ld
 /* Overwrite epilogue: this warp's 16 rows of each m64 sub-tile, 128 bytes
  * of columns at a time, converted in registers into a swizzled box and
  * stored by one bulk tensor store through `map`, group rows from `grow0`
- * (kiln_dmap_select).  Nothing waits for the stores: a box buffer is only waited on
- * (its reads of shared memory) when it comes round again, so they finish
- * under the next tile's main loop.  TMA clips columns at K.  A box whose 16
- * rows run past N (N % 16 == 8) would write the next group's first rows:
- * its valid rows go out by hand.  *buf: which of the STG_BUFS boxes is next. */
+ * (kiln_dmap_select).  Nothing waits for the stores to land: a box buffer
+ * is only waited on (its reads of shared memory) before it is written
+ * again, so they finish under the next tile's main loop.  TMA clips
+ * columns at K.  A box whose 16 rows run past N (N % 16 == 8) would write
+ * the next group's first rows: its valid rows go out by hand.
+ *
+ * The boxes go out in batches of EPI_BATCH (a warp's whole share at once
+ * where the staging holds it): each batch waits once for the last one's
+ * reads, is written, fenced for the async proxy once, and stored by lane
+ * 0 in one branch.  Per box, the fences waited on each box's stmatrix in
+ * turn (~10% of a decode tile, ncu).  Where the staging holds half the
+ * share (the 128x192 pingpong kernels: two batches of 3), batches took
+ * 0.991 (plain) and 0.993 (raster-m) of the time of a box at a time in
+ * geometric mean over 10 shapes, 0.95-1.03 a cell (H200, docs/sm90_wgrad.md,
+ * seventy-sixth session).  EPI_PER_BOX kernels keep a box at a time:
+ * batched, the 192-accumulator warp groups of db and discrete dW spilled
+ * (8-248 bytes, however the batch was written). */
 KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad &P,
                                   const kiln_wtile &T, const float (&acc)[MI][ACC_N],
                                   unsigned char *stg, char *dg, int wrow0, int &buf,
@@ -914,20 +936,15 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
 {
     constexpr int OCW = 128 / OSZ;             /* output columns per box */
     const int lane = threadIdx.x & 31;
-    if constexpr (STG_BUFS >= SHARE_BOXES) {
-        /* The whole share fits the staging: one wait (the last tile's
-         * stores have read their boxes, long since, under this tile's main
-         * loop), every box written, one proxy fence, then the stores.  Per
-         * box, the fences waited on each box's stmatrix in turn (~10% of a
-         * decode tile, ncu).  A tile of one k-block is bound by its
-         * stores: they go out marked evict-first where that was measured
-         * to help (EPI_EVICT_FIRST). */
+    if constexpr (!EPI_PER_BOX) {
+        /* A tile of one k-block is bound by its stores: they go out marked
+         * evict-first where that was measured to help (EPI_EVICT_FIRST). */
         const bool ef = EPI_EVICT_FIRST && T.kb1 - T.kb0 <= 1;
-        if (lane == 0) kiln_bulk_wait_read<0>();
-        __syncwarp();
         if (D_CHUNKS > 0 && P.wk % 64 == 0) {
             /* a row's BN columns in one box (the rule launch.c encodes
              * tmap_d by): each row's bytes are written together */
+            if (lane == 0) kiln_bulk_wait_read<0>();
+            __syncwarp();
 #pragma unroll
             for (int mi = 0; mi < MI; ++mi)
                 if (wrow0 + mi * 64 < P.wn)
@@ -951,34 +968,47 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
             __syncwarp();
             return;
         }
+        constexpr int QB = BN / OCW;   /* boxes a sub-tile */
+        /* no box of this warp runs past N: all go out by the bulk store */
+        const bool whole = wrow0 + (MI - 1) * 64 + 16 <= P.wn;
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
+        for (int b0 = 0; b0 < SHARE_BOXES; b0 += EPI_BATCH) {
+            /* the last batch's boxes are read (a tile's first batch: the
+             * last tile's, long since, under this tile's main loop) */
+            if (lane == 0) kiln_bulk_wait_read<0>();
+            __syncwarp();
 #pragma unroll
-            for (int q = 0; q < BN / OCW; ++q)
-                if (wrow0 + mi * 64 < P.wn && T.k0 + q * OCW < P.wk)
-                    kiln_box_from_frag<OSZ>(stg + (mi * (BN / OCW) + q) * 2048,
-                                            &acc[mi][q * (OCW / 2)], lane);
-        kiln_fence_async_smem();
-        __syncwarp();
+            for (int b = b0; b < b0 + EPI_BATCH; ++b)
+                if (wrow0 + b / QB * 64 < P.wn && T.k0 + b % QB * OCW < P.wk)
+                    kiln_box_from_frag<OSZ>(stg + (b - b0) * 2048, &acc[b / QB][b % QB * (OCW / 2)], lane);
+            kiln_fence_async_smem();
+            __syncwarp();
+            if (whole) {
+                if (lane == 0) {
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-            const int wrow = wrow0 + mi * 64;
+                    for (int b = b0; b < b0 + EPI_BATCH; ++b)
+                        if (T.k0 + b % QB * OCW < P.wk)
+                            kiln_tma_store_2d(kiln_smem_addr(stg + (b - b0) * 2048), map,
+                                              T.k0 + b % QB * OCW, grow0 + wrow0 + b / QB * 64, ef);
+                    kiln_bulk_commit();
+                }
+                continue;
+            }
 #pragma unroll
-            for (int q = 0; q < BN / OCW; ++q) {
-                const int col0 = T.k0 + q * OCW;
+            for (int b = b0; b < b0 + EPI_BATCH; ++b) {
+                const int wrow = wrow0 + b / QB * 64, col0 = T.k0 + b % QB * OCW;
                 if (wrow >= P.wn || col0 >= P.wk) continue;
-                unsigned char *box = stg + (mi * (BN / OCW) + q) * 2048;
+                unsigned char *box = stg + (b - b0) * 2048;
                 if (wrow + 16 <= P.wn) {
-                    if (lane == 0)
-                        kiln_tma_store_2d(kiln_smem_addr(box), map, col0, grow0 + wrow, ef);
+                    if (lane == 0) kiln_tma_store_2d(kiln_smem_addr(box), map, col0, grow0 + wrow, ef);
                 } else {
                     kiln_box_to_global(box, dg + ((long long)wrow * args.ldd + col0) * OSZ,
                                        args.ldd * OSZ, P.wn - wrow, min(OCW, P.wk - col0) * OSZ, lane);
                 }
             }
+            if (lane == 0) kiln_bulk_commit();
+            __syncwarp();   /* the hand-written boxes' reads, before the next batch's writes */
         }
-        if (lane == 0) kiln_bulk_commit();
-        __syncwarp();   /* the hand-written boxes' reads, before the next tile's writes */
         return;
     }
 #pragma unroll
