@@ -148,6 +148,8 @@ struct kiln_q {
 /* ---------------------------------------------------------- schedule */
 
 KDEV int kiln_splits(int nkb) { return SPLIT > 1 ? max(1, min(SPLIT, nkb)) : 1; }
+/* The k-blocks of a reduction over `rows` tokens (the last one partial). */
+KDEV int kiln_kblocks(int rows) { return (rows + BK - 1) / BK; }
 
 /* What every role knows of the problem. */
 struct kiln_wgrad {
@@ -202,6 +204,9 @@ KDEV int kiln_next_item(const kiln_wgrad &P, int t)
     return u < P.t0 ? u : P.t0 + P.cta.cid;
 }
 
+/* Group g's first token row (g + 1: its end), clamped to the capacity. */
+KDEV int kiln_group_row(const kiln_wgrad &P, const kiln_smem &m, int g) { return min(m.row_start[g], P.cap); }
+
 /* This CTA's tile of work unit t: split chunk slowest, then the unit in
  * raster order.  A pair's second tile may lie past N or K (P.tm / P.tk
  * odd): it loads (its peer needs its half of the shared boxes, and TMA
@@ -230,9 +235,9 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
     kiln_wtile T;
     T.g = gcur = kiln_find_group(t, m.tile_start, P.G, gcur);
     int local = t - m.tile_start[T.g];
-    T.s = min(m.row_start[T.g], P.cap);
-    T.e = min(m.row_start[T.g + 1], P.cap);
-    const int nkb = (T.e - T.s + BK - 1) / BK;
+    T.s = kiln_group_row(P, m, T.g);
+    T.e = kiln_group_row(P, m, T.g + 1);
+    const int nkb = kiln_kblocks(T.e - T.s);
     const int sp = kiln_splits(nkb);
     const int per = P.tm * P.tk;
     if (!DYN && !ACCUMULATE) {   /* rot < per, a group's units (no splits) */
@@ -267,8 +272,7 @@ KDEV int kiln_item_kblocks(const kiln_wgrad &P, const kiln_smem &m, int t, int &
         return T.kb1 - T.kb0;
     }
     const int g = gcur = kiln_find_group(t, m.tile_start, P.G, gcur);
-    const int rows = min(m.row_start[g + 1], P.cap) - min(m.row_start[g], P.cap);
-    return (rows + BK - 1) / BK;
+    return kiln_kblocks(kiln_group_row(P, m, g + 1) - kiln_group_row(P, m, g));
 }
 
 /* ---------------------------------------------------------- producer */
@@ -1273,13 +1277,13 @@ KILN_SM90_KERNEL
     kiln_pdl_launch_dependents();
     kiln_fill_ones(m);   /* the schedule's barriers order it before any wgmma */
     P.items = kiln_build_schedule(args, m, P.cap, [&](int gs, int ge) {
-        const int nkb = (ge - gs + BK - 1) / BK;
+        const int nkb = kiln_kblocks(ge - gs);
         return (ACCUMULATE && nkb == 0) ? 0 : P.tm * P.tk * kiln_splits(nkb);
     });
     if (CS > 1) kiln_cluster_sync();   /* peers' barriers are initialised */
     else __syncthreads();
     P.cmask = DISCRETE && !P.dregs && P.tm * P.tk <= 2 * P.cta.ncl &&
-              min(m.row_start[P.G], P.cap) <= P.G * BK ? WRUN - 1 : 0;
+              kiln_group_row(P, m, P.G) <= P.G * BK ? WRUN - 1 : 0;
     P.runs = P.cmask ? P.items / ((P.cmask + 1) * P.cta.ncl) * P.cta.ncl : 0;
     P.t0 = P.runs * (P.cmask + 1);
 
