@@ -76,6 +76,19 @@ local wgmma = include("sm90_wgmma")(bn, ity, 0, b_kmajor and 0 or 1, nil, ity_b)
 if k.promote_split then
   wgmma = wgmma .. "\n" .. include("sm90_wgmma")(bn // 2, ity, 0, 0, nil, ity_b)
 end
+-- Half tiles (sm90_gemm.cuh, HALF_TILES): in the cooperative TMA-store
+-- dgrad kernels without promotion, the tiles of a group of at most bm / 2
+-- rows are run by both warp groups, each half the columns wide
+-- (m64n<bn/2>, into the low half of its accumulators).  Half a tile must
+-- be whole 64-column boxes of B (MN-major dgrad's layout).  Not fprop:
+-- its 128x256 default took 1-3% more time on calls with no such group
+-- (H200, docs/sm90_kernel.md, seventy-seventh session).
+local half_tiles = op == "dgrad" and epi_tma and not k.promote and consumers == 2 and
+                   (bn // 2) % 64 == 0
+if half_tiles then
+  wgmma = wgmma .. "\n" .. include("sm90_wgmma")(bn // 2, ity, 0, b_kmajor and 0 or 1,
+                                                 "kiln_wgmma_half", ity_b, bn // 2)
+end
 local recipe = ({none = 0, tensor = 1, row = 2, block = 3})[spec.fp8.recipe]
 
 local pre = common.preamble("sm90", entry, k, {
@@ -92,6 +105,7 @@ local pre = common.preamble("sm90", entry, k, {
   string.format("constexpr int WPTRS = %d;  /* weights may be G pointers */", b(wptrs)),
   string.format("constexpr int EPI_TMA = %d, STG_BUFS = %d;  /* TMA-store epilogue, boxes per warp */",
                 b(epi_tma), stg_bufs),
+  string.format("constexpr int HALF_TILES = %d;", b(half_tiles)),
 }, smem, wgmma)
 
 local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_gemm.cuh")

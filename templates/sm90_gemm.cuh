@@ -76,6 +76,24 @@ constexpr int HOLD_BOXES = !EPI_TMA || PINGPONG || FP8_PROMOTE || CS > 1 || SHAR
                          : SHARE_BOXES - STG_BUFS < HOLD_FIT ? SHARE_BOXES - STG_BUFS : HOLD_FIT;
 constexpr int EPI_BOXES = STG_BUFS + HOLD_BOXES;   /* boxes per epilogue batch */
 
+/* Half tiles (HALF_TILES, set by templates/sm90.lua).  In the cooperative
+ * schedule each warp group owns half a tile's rows, so the tiles of a
+ * group of at most BM / 2 rows (decode-sized groups, the small groups of
+ * skewed routing) left the second warp group multiplying rows that are
+ * never stored, and took as long as a full tile.  There both warp groups
+ * take the first BM / 2 rows, each half the columns (m64n{BN/2}, into the
+ * low half of its accumulators), and the tile's tensor work halves.  The
+ * loads are the same.  Only such groups: where a group's last row tile
+ * was half and its others whole (a group's row tiles read the same
+ * weights, in step, so L2 serves the later reads), the calls took up to
+ * 1.23x the time on skewed routing at long K.  dgrad only (the rule is
+ * templates/sm90.lua's): the fprop 128x256 default ran its whole tiles
+ * 1-3% slower with the half path beside them.  H200: docs/sm90_kernel.md,
+ * seventy-seventh session. */
+static_assert(!HALF_TILES || (OP == 1 && !PINGPONG && EPI_TMA && !FP8_PROMOTE && CONSUMERS == 2 &&
+                              (BN / 2) % 64 == 0),
+              "half tiles: cooperative TMA-store dgrad kernels without promotion, whole 64-column halves");
+
 constexpr bool B_KMAJOR = OP == 0 || IN_ESZ == 1;
 constexpr int KSTEPS = BK * IN_ESZ / 32;       /* wgmma per k-block: k16 (16-bit) or k32 (8-bit) */
 static_assert(CM == 1 || B_KMAJOR || (BN / 64) % 2 == 0, "MN-major dgrad with cluster m=2 needs BN 128 or 256");
@@ -99,6 +117,7 @@ struct kiln_tile {
     int row0;     /* first row of the tile (absolute) */
     int row_end;  /* end of the group's rows, clamped to capacity */
     int col0;     /* first output column */
+    bool half;    /* a half tile (HALF_TILES): the group has at most BM / 2 rows */
 };
 
 /* This CTA's tile of cluster work unit t (CM x CN tiles of one group). */
@@ -113,6 +132,7 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
     T.row0 = gs + (um * CM + P.cta.rank_m) * BM;   /* may lie past the group: then nothing is stored */
     T.row_end = ge;
     T.col0 = (un * CN + P.cta.rank_n) * BN;
+    T.half = HALF_TILES && ge - gs <= BM / 2;
     return T;
 }
 
@@ -582,8 +602,9 @@ KDEV kiln_u64 kiln_step_b(kiln_u64 db, int col, int kk)
 
 /* One k-block's wgmma into acc, the tile's BN columns of B from sb: KSTEPS
  * steps along k, each MI sub-tiles of 64 rows.  `keep`: add to acc (else
- * the first step overwrites it). */
-template <int W>
+ * the first step overwrites it).  HALF: BN / 2 columns of B from sb, into
+ * the low half of acc (kiln_wgmma_half; HALF_TILES). */
+template <bool HALF = false, int W>
 KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool keep)
 {
     const kiln_u64 da0 = kiln_desc_a(sa);
@@ -592,7 +613,10 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool ke
     for (int kk = 0; kk < KSTEPS; ++kk) {
         const kiln_u64 db = kiln_step_b(db0, 0, kk);
 #pragma unroll
-        for (int mi = 0; mi < MI; ++mi) kiln_wgmma(acc[mi], kiln_step_a(da0, mi, kk), db, keep || kk != 0);
+        for (int mi = 0; mi < MI; ++mi) {
+            if constexpr (HALF && HALF_TILES) kiln_wgmma_half(acc[mi], kiln_step_a(da0, mi, kk), db, keep || kk != 0);
+            else kiln_wgmma(acc[mi], kiln_step_a(da0, mi, kk), db, keep || kk != 0);
+        }
     }
 }
 
@@ -659,21 +683,29 @@ KDEV void kiln_release_staged(const kiln_smem &m, const kiln_ring &r, bool stage
 /* The main loop of one tile: wgmma over every k-block, one group kept in
  * flight, each slot released once the group after it is issued.  Hands the
  * tensor cores over (pingpong) as soon as the last group is issued, and
- * runs under_last() while that group is in the tensor cores. */
+ * runs under_last() while that group is in the tensor cores.  half (a half
+ * tile, warp-uniform): the slot's first rows against B's columns from
+ * b_col on, half the tile wide.  Each branch is a whole wgmma group, fence
+ * to commit: two copies of the loop, or a commit after the branches
+ * merged, made ptxas serialise the wgmma (C7515). */
 template <class Under>
 KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
-                        float (&acc)[MI][ACC_N], int nkb, int row_off, int lane, bool staged,
-                        Under under_last)
+                        float (&acc)[MI][ACC_N], int nkb, int row_off, bool half, int b_col,
+                        int lane, bool staged, Under under_last)
 {
     int prev = -1;
     for (int kb = 0; kb < nkb; ++kb) {
         kiln_mbar_wait(m.full(r.s), r.ph);
         const kiln_u32 st = kiln_stage_uniform(m, r.s);
-        const kiln_u32 sa = st + row_off * 128;
-        const kiln_u32 sb = st + A_BYTES;
-        kiln_wg_fence();
-        kiln_kblock_mma(acc, sa, sb, kb != 0);
-        kiln_wg_commit();
+        if (HALF_TILES && half) {
+            kiln_wg_fence();
+            kiln_kblock_mma<true>(acc, st, st + A_BYTES + b_col * 128, kb != 0);   /* kiln_step_b's column step */
+            kiln_wg_commit();
+        } else {
+            kiln_wg_fence();
+            kiln_kblock_mma(acc, st + row_off * 128, st + A_BYTES, kb != 0);
+            kiln_wg_commit();
+        }
         if (kb == 0) kiln_release_staged(m, r, staged, lane, P.cta.crank);
         if (prev >= 0) {
             kiln_wg_wait<1>();
@@ -1030,22 +1062,25 @@ KDEV void kiln_terms_ready(const kiln_kernel_args &args, const kiln_gemm &P, con
     if (CSC_SMEM || HOLD_BOXES) kiln_named_sync(1, CONSUMERS * 128);
 }
 
+/* half: a half tile's, the warp group's columns [cb, cb + BN / 2) of
+ * the tile from the low half of acc (kiln_consume). */
 KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
                             const float (&acc)[MI][ACC_N], unsigned char *stg,
                             unsigned char *held, int wrow0, const kiln_tmap *tmap_d,
-                            const kiln_tma_terms &e, kiln_u32 csc)
+                            const kiln_tma_terms &e, kiln_u32 csc, bool half, int cb)
 {
     const int lane = threadIdx.x & 31;
     const bool use_bias = EPI_BIAS && args.bias;
     const char *bias = use_bias ? (const char *)args.bias + (long long)T.g * args.ld_bias * OSZ
                                 : (const char *)0;
-    csc += 8 * (lane & 3);   /* this lane's column pair in each 8-column step */
+    csc += 8 * (lane & 3) + 4 * cb;   /* this lane's column pair in each 8-column step */
     /* box b of the warp's share: its first row and column; false when it
-     * holds no output (past the group's rows or n_out) */
+     * holds no output (past the group's rows or n_out, or a half tile's
+     * high half of acc) */
     auto place = [&](int b, int &wrow, int &col0) {
         wrow = wrow0 + b / (BN / OCW) * 64;
-        col0 = T.col0 + b % (BN / OCW) * OCW;
-        return wrow < T.row_end && col0 < P.n_out;
+        col0 = T.col0 + cb + b % (BN / OCW) * OCW;
+        return wrow < T.row_end && col0 < P.n_out && !(half && b % (BN / OCW) >= BN / OCW / 2);
     };
     /* the i-th box of a batch: the warp's own staging, then the held slot's */
     auto box_at = [&](int i) { return i < STG_BUFS ? stg + i * 2048 : held + (i - STG_BUFS) * 2048; };
@@ -1119,7 +1154,11 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         }
         const kiln_tile T = kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t);
         turn.wait(j);
-        const int wrow0 = T.row0 + row_off + wq * 16;
+        /* a half tile: both warp groups on the first BM / 2 rows, warp
+         * group cw on the columns from cb (HALF_TILES) */
+        const bool half = HALF_TILES && __shfl_sync(0xffffffffu, T.half, 0);
+        const int cb = half ? cw * (BN / 2) : 0;
+        const int wrow0 = T.row0 + (half ? 0 : row_off) + wq * 16;
         /* a tile before this one left its epilogue's slot held */
         const bool staged = j != 0;
         /* the block recipe: the first of this thread's rows in the tile */
@@ -1129,7 +1168,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         kiln_tma_terms e;
         auto terms = [&] { if (TERMS_UNDER_LAST && !piece) kiln_tma_terms_load(args, P, T, wrow0, lane, e); };
         if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
-        else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, lane, staged, terms);
+        else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, half, cb, lane, staged, terms);
         /* a piece of a split tile: stored by the tile's last piece only,
          * its terms loaded after the pieces' sum (not held across it) */
         if (!piece) {
@@ -1146,7 +1185,8 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
             HOLD_BOXES ? stg + (int)(m.stage(kiln_slot_back(r, 1)) + (cw * 4 + wq) * HOLD_STRIDE -
                                      kiln_smem_addr(stg))
                        : stg;
-        if (EPI_TMA) kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d, e, kiln_csc_at(m, j & 1));
+        if (EPI_TMA)
+            kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d, e, kiln_csc_at(m, j & 1), half, cb);
         else kiln_epilogue(args, P, T, acc, (float *)stg, wrow0);
     }
     /* shared memory must outlive the last stores' reads of it */
