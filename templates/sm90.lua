@@ -81,7 +81,7 @@ end
 -- run by both warp groups, each half the columns wide (m64n<bn/2>, into
 -- the low half of its accumulators).  Half a tile must be whole 64-column
 -- boxes of B (MN-major dgrad's layout).  Not fprop: its 128x256 default
--- took 1-3% more time on calls with no such group (H200,
+-- took 1-4% more time on calls with no such group (H200,
 -- docs/sm90_kernel.md, seventy-seventh session).  Not fp8: no table names
 -- a kernel it would reach, and it has not run on a GPU there.
 local half_tiles = op == "dgrad" and k.esize == 2 and epi_tma and not k.promote and consumers == 2 and

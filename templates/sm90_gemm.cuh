@@ -88,7 +88,7 @@ constexpr int EPI_BOXES = STG_BUFS + HOLD_BOXES;   /* boxes per epilogue batch *
  * weights, in step, so L2 serves the later reads), the calls took up to
  * 1.23x the time on skewed routing at long K.  16-bit dgrad only (the
  * rule is templates/sm90.lua's): the fprop 128x256 default ran its whole
- * tiles 1-3% slower with the half path beside them.  H200: docs/sm90_kernel.md,
+ * tiles 1-4% slower with the half path beside them.  H200: docs/sm90_kernel.md,
  * seventy-seventh session. */
 static_assert(!HALF_TILES || (OP == 1 && IN_ESZ == 2 && !PINGPONG && EPI_TMA && !FP8_PROMOTE &&
                               CONSUMERS == 2 && (BN / 2) % 64 == 0),
