@@ -587,17 +587,21 @@ KDEV void kiln_slot_factors(const kiln_smem &m, int s, int trow, kiln_factors &f
 /* wgmma descriptors of a k-block: A's rows from sa and B's columns from sb
  * (kiln_desc_a/b) for the first 32-byte step along k (16 k16 values, or 32
  * k32 ones), stepped by a 32-bit add to their address (kiln_desc_add):
- * A to 64-row sub-tile mi and step kk, B to column col (K-major B only,
- * else 0) and step kk. */
+ * A to 64-row sub-tile mi and step kk, B to column col (kiln_b_col) and
+ * step kk. */
 KDEV kiln_u64 kiln_desc_a(kiln_u32 sa) { return kiln_desc(sa, 16, 1024); }
 KDEV kiln_u64 kiln_desc_b(kiln_u32 sb)
 {
     return B_KMAJOR ? kiln_desc(sb, 16, 1024) : kiln_desc(sb, MN_LBO, MN_SBO);
 }
+/* Bytes from a slot's B to its column col: a 128-byte row a column
+ * K-major; MN-major, 64-column boxes of BK = 64 rows of 128 bytes (col a
+ * multiple of 64). */
+KDEV int kiln_b_col(int col) { return col * 128; }
 KDEV kiln_u64 kiln_step_a(kiln_u64 da, int mi, int kk) { return kiln_desc_add(da, mi * 64 * 128 + kk * 32); }
 KDEV kiln_u64 kiln_step_b(kiln_u64 db, int col, int kk)
 {
-    return kiln_desc_add(db, col * 128 + (B_KMAJOR ? kk * 32 : kk * 16 * 128));
+    return kiln_desc_add(db, kiln_b_col(col) + (B_KMAJOR ? kk * 32 : kk * 16 * 128));
 }
 
 /* One k-block's wgmma into acc, the tile's BN columns of B from sb: KSTEPS
@@ -699,7 +703,7 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
         const kiln_u32 st = kiln_stage_uniform(m, r.s);
         if (HALF_TILES && half) {
             kiln_wg_fence();
-            kiln_kblock_mma<true>(acc, st, st + A_BYTES + b_col * 128, kb != 0);   /* kiln_step_b's column step */
+            kiln_kblock_mma<true>(acc, st, st + A_BYTES + kiln_b_col(b_col), kb != 0);
             kiln_wg_commit();
         } else {
             kiln_wg_fence();
