@@ -705,6 +705,24 @@ KDEV bool kiln_groups_ok(int G)
  * shuffle: provably warp-uniform, so the compiler keeps the wgmma paths
  * convergent. */
 KDEV int kiln_warpgroup() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0); }
+
+/* A value every lane of the warp holds alike (a work item decoded by each
+ * lane from shared memory, the warp's index), as lane 0's, word by word
+ * through shuffles: ptxas then keeps what is worked out from it in
+ * uniform registers.  Where it could not tell, each bulk tensor store's
+ * coordinates and box address went into uniform registers a lane at a
+ * time, in a loop around the store (about 8 instructions a store, in the
+ * epilogues that follow a tile's main loop). */
+template <class T> KDEV T kiln_warp_uniform(T v)
+{
+    static_assert(sizeof(T) % 4 == 0, "kiln_warp_uniform: whole 32-bit words");
+    int w[sizeof(T) / 4];
+    memcpy(w, &v, sizeof v);
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / 4); ++i) w[i] = __shfl_sync(0xffffffffu, w[i], 0);
+    memcpy(&v, w, sizeof v);
+    return v;
+}
 KDEV void kiln_producer_regs() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS)); }
 KDEV void kiln_consumer_regs()
 {

@@ -1139,7 +1139,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
                        const kiln_tmap *tmap_d)
 {
     const int ltid = threadIdx.x & 127;
-    const int wq = ltid >> 5;         /* warp within the warpgroup */
+    const int wq = kiln_warp_uniform(ltid >> 5);   /* warp within the warpgroup */
     const int lane = threadIdx.x & 31;
     unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
     const int row_off = PINGPONG ? 0 : cw * WG_M;
@@ -1156,11 +1156,11 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
             r.skip(P.nkb);   /* pingpong: never split */
             continue;
         }
-        const kiln_tile T = kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t);
+        const kiln_tile T = kiln_warp_uniform(kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t));
         turn.wait(j);
         /* a half tile: both warp groups on the first BM / 2 rows, warp
          * group cw on the columns from cb (HALF_TILES) */
-        const bool half = HALF_TILES && __shfl_sync(0xffffffffu, T.half, 0);
+        const bool half = HALF_TILES && T.half;
         const int cb = half ? cw * (BN / 2) : 0;
         const int wrow0 = T.row0 + (half ? 0 : row_off) + wq * 16;
         /* a tile before this one left its epilogue's slot held */

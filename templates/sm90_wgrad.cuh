@@ -1157,7 +1157,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
                        int cw, const kiln_tmap *tmap_d)
 {
     const int ltid = threadIdx.x & 127;
-    const int wq = ltid >> 5;         /* warp within the warpgroup */
+    const int wq = kiln_warp_uniform(ltid >> 5);   /* warp within the warpgroup */
     const int lane = threadIdx.x & 31;
     unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
     int stg_buf = 0;   /* which of the STG_BUFS boxes is next */
@@ -1190,7 +1190,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             tn = after(t);
             continue;
         }
-        const kiln_wtile T = DECODE_AHEAD ? Tn : kiln_decode(P, m, t, gcur);
+        const kiln_wtile T = kiln_warp_uniform(DECODE_AHEAD ? Tn : kiln_decode(P, m, t, gcur));
         if (!DECODE_AHEAD) tn = after(t);
         auto next = [&]() {
             if (!DECODE_AHEAD) return;
