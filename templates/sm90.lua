@@ -77,15 +77,12 @@ if k.promote_split then
   wgmma = wgmma .. "\n" .. include("sm90_wgmma")(bn // 2, ity, 0, 0, nil, ity_b)
 end
 -- Half tiles (sm90_gemm.cuh, HALF_TILES): in the cooperative TMA-store
--- 16-bit dgrad kernels, the tiles of a group of at most bm / 2 rows are
--- run by both warp groups, each half the columns wide (m64n<bn/2>, into
--- the low half of its accumulators).  Half a tile must be whole 64-column
--- boxes of B (MN-major dgrad's layout).  Not fprop: its 128x256 default
--- took 1-4% more time on calls with no such group (H200,
--- docs/sm90_kernel.md, seventy-seventh session).  Not fp8: no table names
--- a kernel it would reach, and it has not run on a GPU there.
-local half_tiles = op == "dgrad" and k.esize == 2 and epi_tma and not k.promote and consumers == 2 and
-                   (bn // 2) % 64 == 0
+-- 16-bit kernels, the tiles of a group of at most bm / 2 rows are run by
+-- both warp groups, each half the columns wide (m64n<bn/2>, into the low
+-- half of its accumulators).  Half a tile must be whole 64-column boxes
+-- of B (MN-major dgrad's layout).  Not fp8: no table names a kernel it
+-- would reach, and it has not run on a GPU there.
+local half_tiles = k.esize == 2 and epi_tma and not k.promote and consumers == 2 and (bn // 2) % 64 == 0
 if half_tiles then
   wgmma = wgmma .. "\n" .. include("sm90_wgmma")(bn // 2, ity, 0, b_kmajor and 0 or 1,
                                                  "kiln_wgmma_half", ity_b, bn // 2)

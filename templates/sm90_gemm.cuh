@@ -86,13 +86,16 @@ constexpr int EPI_BOXES = STG_BUFS + HOLD_BOXES;   /* boxes per epilogue batch *
  * loads are the same.  Only such groups: where a group's last row tile
  * was half and its others whole (a group's row tiles read the same
  * weights, in step, so L2 serves the later reads), the calls took up to
- * 1.23x the time on skewed routing at long K.  16-bit dgrad only (the
- * rule is templates/sm90.lua's): the fprop 128x256 default ran its whole
- * tiles 1-4% slower with the half path beside them.  H200: docs/sm90_kernel.md,
- * seventy-seventh session. */
-static_assert(!HALF_TILES || (OP == 1 && IN_ESZ == 2 && !PINGPONG && EPI_TMA && !FP8_PROMOTE &&
+ * 1.23x the time on skewed routing at long K.  16-bit inputs only (the
+ * rule is templates/sm90.lua's).  The 128x256 defaults: dgrad 0.988 of
+ * the time without them in geometric mean over 7 shapes, fprop 0.975
+ * over 13 (decode 0.89-0.91); fprop had first timed 1-4% slower on
+ * shapes with no such group, and 0.97-1.00 there since its work items
+ * are warp-uniform.  H200: docs/sm90_kernel.md, seventy-seventh and
+ * seventy-eighth sessions. */
+static_assert(!HALF_TILES || (IN_ESZ == 2 && !PINGPONG && EPI_TMA && !FP8_PROMOTE &&
                               CONSUMERS == 2 && (BN / 2) % 64 == 0),
-              "half tiles: cooperative TMA-store 16-bit dgrad kernels, whole 64-column halves");
+              "half tiles: cooperative TMA-store 16-bit kernels, whole 64-column halves");
 
 constexpr bool B_KMAJOR = OP == 0 || IN_ESZ == 1;
 constexpr int KSTEPS = BK * IN_ESZ / 32;       /* wgmma per k-block: k16 (16-bit) or k32 (8-bit) */

@@ -847,13 +847,13 @@ static void test_fprop_dgrad_tuned(void **state)
      * 192 divides and 256 does not (runtime/dispatch.c, width_suits) */
     run_forced_mixes("sm90_fprop_bf16_128x192", KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     run_forced_mixes("sm90_dgrad_bf16_128x192", KILN_OP_DGRAD, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
-    /* the cooperative 128x256 defaults; dgrad's runs the tiles of a group
-     * of at most 64 rows as half tiles, each warp group on 128 of the
-     * columns (sm90_gemm.cuh, HALF_TILES): the tails mix has groups of
-     * every size 1..64 beside groups of 65..128, the decode mix only such
-     * groups; the ragged mix's K = 264 leaves a last column tile whose
-     * second half lies wholly past K, the decode and tails mixes' 136 and
-     * 200 one whose second half lies partly past it */
+    /* the cooperative 128x256 defaults, which run the tiles of a group of
+     * at most 64 rows as half tiles, each warp group on 128 of the columns
+     * (sm90_gemm.cuh, HALF_TILES): the tails mix has groups of every size
+     * 1..64 beside groups of 65..128, the decode mix only such groups; the
+     * output widths leave a last column tile whose second half lies wholly
+     * past the output (fprop's N = 328, dgrad's K = 264) or partly past it
+     * (N = 200 and 136, K = 136 and 200) */
     run_forced_mixes("sm90_fprop_bf16_128x256", KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     run_forced_mixes("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     if (!kernels) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel (the table's winners)");
