@@ -723,6 +723,12 @@ template <class T> KDEV T kiln_warp_uniform(T v)
     memcpy(&v, w, sizeof v);
     return v;
 }
+/* The same where ON (a kernel's rule), else v as it is. */
+template <bool ON, class T> KDEV T kiln_warp_uniform_if(T v)
+{
+    if constexpr (ON) return kiln_warp_uniform(v);
+    return v;
+}
 KDEV void kiln_producer_regs() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS)); }
 KDEV void kiln_consumer_regs()
 {

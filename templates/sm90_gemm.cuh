@@ -1138,11 +1138,21 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
     }
 }
 
+/* The consumers' work item and warp index as warp-uniform values
+ * (kiln_warp_uniform) in the cooperative kernels: their bulk stores then
+ * take their coordinates without a loop over the lanes, and a half tile's
+ * branch (T.half) is the warp's.  Measured neutral on fprop and dgrad
+ * (0.998-1.005 of the time over 10 shapes); not in pingpong kernels,
+ * whose 128x192 tiles spilled 48-96 bytes with it (H200,
+ * docs/sm90_kernel.md, seventy-eighth session). */
+constexpr bool UNIFORM_ITEMS = !PINGPONG;
+static_assert(!HALF_TILES || UNIFORM_ITEMS, "a half tile's branch must be the warp's");
+
 KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m, int cw,
                        const kiln_tmap *tmap_d)
 {
     const int ltid = threadIdx.x & 127;
-    const int wq = kiln_warp_uniform(ltid >> 5);   /* warp within the warpgroup */
+    const int wq = UNIFORM_ITEMS ? kiln_warp_uniform(ltid >> 5) : ltid >> 5;   /* warp within the warpgroup */
     const int lane = threadIdx.x & 31;
     unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
     const int row_off = PINGPONG ? 0 : cw * WG_M;
@@ -1159,7 +1169,8 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
             r.skip(P.nkb);   /* pingpong: never split */
             continue;
         }
-        const kiln_tile T = kiln_warp_uniform(kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t));
+        const kiln_tile T =
+            kiln_warp_uniform_if<UNIFORM_ITEMS>(kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t));
         turn.wait(j);
         /* a half tile: both warp groups on the first BM / 2 rows, warp
          * group cw on the columns from cb (HALF_TILES) */

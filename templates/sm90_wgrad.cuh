@@ -126,6 +126,14 @@ constexpr int DYN = !PINGPONG && CS == 1 && BM == 128 && BN == 256 && !(DISCRETE
  * it), nor in accumulating ones but DYN's (0.999-1.013; discrete ones
  * spill with it). */
 constexpr int DECODE_AHEAD = DYN || (!PINGPONG && !ACCUMULATE);
+/* The consumers' work item and warp index as warp-uniform values
+ * (kiln_warp_uniform), so that the epilogue's bulk stores take their
+ * coordinates without a loop over the lanes: overwriting kernels 0.968-0.983
+ * of the time in geometric mean over 10 shapes (short and skewed
+ * reductions 0.94-0.98).  Not accumulating ones: 0.997-1.000, and the
+ * discrete 128x192 pingpong kernel spilled 24 bytes with it (H200,
+ * docs/sm90_wgrad.md, seventy-eighth session). */
+constexpr bool UNIFORM_ITEMS = !ACCUMULATE;
 static_assert(!(DECODE_AHEAD && PINGPONG), "a pingpong walk decodes only its own items");
 /* the counters of each slot: zero at module load, and again after each launch */
 __device__ unsigned kiln_sched_ctr[DYN ? KILN_SCHED_SLOTS : 1][2];
@@ -1157,7 +1165,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
                        int cw, const kiln_tmap *tmap_d)
 {
     const int ltid = threadIdx.x & 127;
-    const int wq = kiln_warp_uniform(ltid >> 5);   /* warp within the warpgroup */
+    const int wq = UNIFORM_ITEMS ? kiln_warp_uniform(ltid >> 5) : ltid >> 5;   /* warp within the warpgroup */
     const int lane = threadIdx.x & 31;
     unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
     int stg_buf = 0;   /* which of the STG_BUFS boxes is next */
@@ -1190,7 +1198,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
             tn = after(t);
             continue;
         }
-        const kiln_wtile T = kiln_warp_uniform(DECODE_AHEAD ? Tn : kiln_decode(P, m, t, gcur));
+        const kiln_wtile T = kiln_warp_uniform_if<UNIFORM_ITEMS>(DECODE_AHEAD ? Tn : kiln_decode(P, m, t, gcur));
         if (!DECODE_AHEAD) tn = after(t);
         auto next = [&]() {
             if (!DECODE_AHEAD) return;
