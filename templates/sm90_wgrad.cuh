@@ -131,8 +131,8 @@ constexpr int DECODE_AHEAD = DYN || (!PINGPONG && !ACCUMULATE);
  * coordinates without a loop over the lanes: overwriting kernels 0.968-0.983
  * of the time in geometric mean over 10 shapes (short and skewed
  * reductions 0.94-0.98).  Not accumulating ones: 0.997-1.000, and the
- * discrete 128x192 pingpong kernel spilled 24 bytes with it (H200,
- * docs/sm90_wgrad.md, seventy-eighth session). */
+ * discrete accumulating 128x192 pingpong kernel spilled 24 bytes with it
+ * (H200, docs/sm90_wgrad.md, seventy-eighth session). */
 constexpr bool UNIFORM_ITEMS = !ACCUMULATE;
 static_assert(!(DECODE_AHEAD && PINGPONG), "a pingpong walk decodes only its own items");
 /* the counters of each slot: zero at module load, and again after each launch */
