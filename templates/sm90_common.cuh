@@ -723,7 +723,10 @@ template <class T> KDEV T kiln_warp_uniform(T v)
     memcpy(&v, w, sizeof v);
     return v;
 }
-/* The same where ON (a kernel's rule), else v as it is. */
+/* The same where ON (a kernel's rule), else v as it is: for the decoded
+ * work item.  The warp index goes through a plain conditional instead;
+ * through this wrapper it gave the accumulating db kernels, which leave
+ * it off, other register assignments than before (NVRTC 13.0). */
 template <bool ON, class T> KDEV T kiln_warp_uniform_if(T v)
 {
     if constexpr (ON) return kiln_warp_uniform(v);
