@@ -666,21 +666,75 @@ KDEV int kiln_find_group(int t, const int *tile_start, int G, int from = 0)
 }
 
 /* Item `local` of a group's tm x tn tiles in RASTER order: 1 m fastest,
- * 2 n fastest, 0 bands of MBAND m-tiles with m fastest inside a band. */
-KDEV void kiln_raster(int local, int tm, int tn, int &m, int &n)
+ * 2 n fastest, 0 bands of MBAND m-tiles with m fastest inside a band.
+ * div_a(x) is x / (RASTER 1: tm, 2: tn, 0: MBAND x tn, a band's items);
+ * div_b(x, d) is x / d for the last band's d = tm - mb0 < MBAND rows
+ * (RASTER 0).  kiln_raster divides as the compiler does (fprop/dgrad: tm
+ * is the group's); kiln_raster_fixed by divisors set up once a launch. */
+static_assert((MBAND & (MBAND - 1)) == 0, "MBAND: a power of two");
+template <class DA, class DB>
+KDEV void kiln_raster_by(int local, int tm, int tn, const DA &div_a, const DB &div_b, int &m, int &n)
 {
     if (RASTER == 1) {
-        m = local % tm; n = local / tm;
+        n = div_a(local); m = local - n * tm;
     } else if (RASTER == 2) {
-        n = local % tn; m = local / tn;
+        m = div_a(local); n = local - m * tn;
     } else {
-        int band = local / (MBAND * tn);
-        int r = local - band * (MBAND * tn);
-        int mb0 = band * MBAND;
-        int mc = min(MBAND, tm - mb0);
-        m = mb0 + r % mc; n = r / mc;
+        const int band = div_a(local);
+        const int r = local - band * (MBAND * tn);   /* >= 0 */
+        const int mb0 = band * MBAND;
+        if (tm - mb0 >= MBAND) {
+            m = mb0 + (r & (MBAND - 1)); n = (int)((unsigned)r / MBAND);
+        } else {
+            n = div_b(r, tm - mb0); m = mb0 + r - n * (tm - mb0);
+        }
     }
 }
+KDEV void kiln_raster(int local, int tm, int tn, int &m, int &n)
+{
+    const int da = RASTER == 1 ? tm : RASTER == 2 ? tn : MBAND * tn;
+    kiln_raster_by(local, tm, tn, [=](int x) { return x / da; }, [](int x, int d) { return x / d; }, m, n);
+}
+
+/* Division by a divisor fixed for the launch (d >= 1) of a numerator in
+ * [0, 2^31): q = n * mul >> p with p = 31 + ceil(log2 d) and mul =
+ * ceil(2^p / d) < 2^32.  Exact: mul exceeds 2^p / d by less than 1, so the
+ * product overshoots n / d by less than n / 2^p < 2^-ceil(log2 d) <= 1/d,
+ * which cannot carry past the next integer.  Two instructions where the
+ * compiler's division by a run-time value is about twenty with a MUFU.RCP
+ * in its dependent chain; set up once a launch (a 64-bit division). */
+struct kiln_fastdiv {
+    kiln_u32 mul;
+    int p;
+    KDEV void set(int d)
+    {
+        d = max(d, 1);   /* an empty grid divides nothing */
+        const int l = d > 1 ? 32 - __clz(d - 1) : 0;   /* ceil(log2 d) */
+        p = 31 + l;
+        mul = (kiln_u32)(((1ull << p) + (unsigned)d - 1) / (unsigned)d);
+    }
+    KDEV int div(int n) const { return (int)(((unsigned long long)(kiln_u32)n * mul) >> p); }
+};
+
+/* kiln_raster for tm x tn tiles fixed for the launch (wgrad's dW tiles).
+ * Where a work item's main loop is short, its decode is on the critical
+ * path: the two divisions of the band order were a dependent chain of
+ * about 40 instructions with two MUFU.RCP in every consumer warp's item
+ * (SASS, wgrad 128x192 pingpong). */
+struct kiln_raster_fixed {
+    kiln_fastdiv a;   /* div_a's divisor */
+    kiln_fastdiv b;   /* RASTER 0: the last band's tm % MBAND rows */
+    KDEV void set(int tm, int tn)
+    {
+        a.set(RASTER == 1 ? tm : RASTER == 2 ? tn : MBAND * tn);
+        b.set(RASTER == 0 && tm % MBAND ? tm % MBAND : 1);
+    }
+    KDEV void at(int local, int tm, int tn, int &m, int &n) const
+    {
+        kiln_raster_by(local, tm, tn, [this](int x) { return a.div(x); },
+                       [this](int x, int) { return b.div(x); }, m, n);
+    }
+};
 
 /* ----------------------------------------------------------- skeleton */
 

@@ -170,6 +170,7 @@ struct kiln_wgrad {
     int cmask;     /* items below t0 come in runs of cmask + 1 (kiln_next_item) */
     int t0, runs;  /* t0 = runs * (cmask + 1), whole rounds of runs over the grid */
     int rot;       /* static order: group g's units start (g & rot) on (kiln_decode) */
+    kiln_raster_fixed raster;   /* the tm x tk units' order, its divisions set up */
     bool dregs;    /* discrete dW written from registers (kiln_store_regs) */
 };
 
@@ -254,7 +255,7 @@ KDEV kiln_wtile kiln_decode(const kiln_wgrad &P, const kiln_smem &m, int t, int 
     }
     const int c = SPLIT > 1 ? local / per : 0;   /* unsplit: a group's units are [0, per) */
     int um, un;
-    kiln_raster(local - c * per, P.tm, P.tk, um, un);
+    P.raster.at(local - c * per, P.tm, P.tk, um, un);
     T.n0 = (um * CM + P.cta.rank_m) * BM;
     T.k0 = (un * CN + P.cta.rank_n) * BN;
     T.kb0 = (int)((long long)c * nkb / sp);
@@ -341,11 +342,11 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
 /* ---------------------------------------------------------- consumer */
 
 /* A group's last k-block may hold `valid` < BK token rows of its own: zero
- * rows [valid, end) of the boxes this warpgroup reads (its A boxes and every
- * B box), whole 128-byte rows so the swizzle does not matter; both
- * operands, so NaN/Inf past the group cannot turn into 0·Inf.  The
- * generic-proxy writes are fenced against the async proxy, and the
- * warpgroup syncs (named barrier 3 + cw) before its wgmma reads them.
+ * rows [valid, end), end - valid < 16, of the boxes this warpgroup reads
+ * (its A boxes and every B box), whole 128-byte rows so the swizzle does
+ * not matter; both operands, so NaN/Inf past the group cannot turn into
+ * 0·Inf.  The generic-proxy writes are fenced against the async proxy, and
+ * the warpgroup syncs (named barrier 3 + cw) before its wgmma reads them.
  * Cooperative warpgroups share the B boxes and both zero all of them: the
  * other's writes to those rows store the same zeros, so they cannot change
  * what either wgmma reads, and no warpgroup waits for the other (a
@@ -354,15 +355,24 @@ KDEV void kiln_produce(const kiln_wgrad &P, const kiln_smem &m, const kiln_tmap 
 KDEV void kiln_mask_tail(const kiln_smem &m, int s, int valid, int end, int cw)
 {
     const int abox0 = PINGPONG ? 0 : cw * MI;
-    const int ltid = threadIdx.x & 127;
-    const int nz = end - valid;
-    unsigned char *st = m.base + s * STAGE_BYTES;
-    const int per_box = nz * 8;
-    for (int i = ltid; i < (MI + BN / 64) * per_box; i += 128) {
-        const int bx = i / per_box, w = i - bx * per_box;
-        const int box = bx < MI ? abox0 + bx : BM / 64 + (bx - MI);
-        *(uint4 *)(st + box * BOX_BYTES + (valid + (w >> 3)) * 128 + (w & 7) * 16) =
-            make_uint4(0, 0, 0, 0);
+    /* The rows end within the k16 step that holds `valid` (the caller's
+     * contract), so a box's zeros are at most 15 rows of 8 16-byte chunks,
+     * fewer than the warpgroup's threads: each thread zeroes its chunk in
+     * every box, with no division.  The loop over the flattened boxes
+     * divided by the rows' chunks for every chunk, about 250 instructions a
+     * thread in every short group's last k-block (SASS, 128x192 pingpong).
+     * Without them the cooperative 128x256 kernels took 0.95-0.97 of the
+     * time on skewed, irregular and Dirichlet routings; the same chunks
+     * spread over all four warps by a constant division measured no better
+     * (H200, docs/sm90_wgrad.md, seventy-ninth session). */
+    const int w = threadIdx.x & 127;   /* this thread's chunk of the rows */
+    if (w < (end - valid) * 8) {
+        unsigned char *row = m.base + s * STAGE_BYTES + (valid + (w >> 3)) * 128 + (w & 7) * 16;
+#pragma unroll
+        for (int bx = 0; bx < MI + BN / 64; ++bx) {
+            const int box = bx < MI ? abox0 + bx : BM / 64 + (bx - MI);
+            *(uint4 *)(row + box * BOX_BYTES) = make_uint4(0, 0, 0, 0);
+        }
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     kiln_named_sync(3 + cw, 128);
@@ -1262,6 +1272,7 @@ KILN_SM90_KERNEL
     P.tk = ((P.wk + BN - 1) / BN + CN - 1) / CN;
     P.cta = kiln_cluster_place();
     P.rot = P.tm * P.tk > 0 ? (1 << (31 - __clz(P.tm * P.tk))) - 1 : 0;
+    P.raster.set(P.tm, P.tk);
     P.ctr = DYN && args.sched_slot > 0 && args.sched_slot <= KILN_SCHED_SLOTS
                 ? kiln_sched_ctr[args.sched_slot - 1] : nullptr;
     P.dregs = DISCRETE && (ACCUMULATE || (OSZ == 2 && !BIG_STAGED)) && P.wk % 8 == 0 &&
