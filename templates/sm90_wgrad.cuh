@@ -361,10 +361,11 @@ KDEV void kiln_mask_tail(const kiln_smem &m, int s, int valid, int end, int cw)
      * every box, with no division.  The loop over the flattened boxes
      * divided by the rows' chunks for every chunk, about 250 instructions a
      * thread in every short group's last k-block (SASS, 128x192 pingpong).
-     * Without them the cooperative 128x256 kernels took 0.95-0.97 of the
-     * time on skewed, irregular and Dirichlet routings; the same chunks
-     * spread over all four warps by a constant division measured no better
-     * (H200, docs/sm90_wgrad.md, seventy-ninth session). */
+     * Without those divisions the cooperative 128x256 kernels took
+     * 0.95-0.97 of the time on skewed, irregular and Dirichlet routings;
+     * the same chunks spread over all four warps by a constant division
+     * measured no better (H200, docs/sm90_wgrad.md, seventy-ninth
+     * session). */
     const int w = threadIdx.x & 127;   /* this thread's chunk of the rows */
     if (w < (end - valid) * 8) {
         unsigned char *row = m.base + s * STAGE_BYTES + (valid + (w >> 3)) * 128 + (w & 7) * 16;
