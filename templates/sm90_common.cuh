@@ -690,9 +690,15 @@ KDEV void kiln_raster_by(int local, int tm, int tn, const DA &div_a, const DB &d
         }
     }
 }
+/* div_a's divisor: a row of the order (m fastest: tm items; n fastest: tn)
+ * or a band of MBAND m-tiles (MBAND x tn). */
+KDEV int kiln_raster_step(int tm, int tn)
+{
+    return RASTER == 1 ? tm : RASTER == 2 ? tn : MBAND * tn;
+}
 KDEV void kiln_raster(int local, int tm, int tn, int &m, int &n)
 {
-    const int da = RASTER == 1 ? tm : RASTER == 2 ? tn : MBAND * tn;
+    const int da = kiln_raster_step(tm, tn);
     kiln_raster_by(local, tm, tn, [=](int x) { return x / da; }, [](int x, int d) { return x / d; }, m, n);
 }
 
@@ -726,7 +732,7 @@ struct kiln_raster_fixed {
     kiln_fastdiv b;   /* RASTER 0: the last band's tm % MBAND rows */
     KDEV void set(int tm, int tn)
     {
-        a.set(RASTER == 1 ? tm : RASTER == 2 ? tn : MBAND * tn);
+        a.set(kiln_raster_step(tm, tn));
         b.set(RASTER == 0 && tm % MBAND ? tm % MBAND : 1);
     }
     KDEV void at(int local, int tm, int tn, int &m, int &n) const
