@@ -43,6 +43,53 @@
 #define KILN_SPLIT_CTR_OFFSET 64
 #define KILN_SPLIT_PARTS_OFFSET 4096
 
+/* When a launch splits, in one place for the kernels (kiln_split_plan) and
+ * the runtime's cost model (runtime/dispatch_model.c), which must agree on
+ * it.  A CTA's walk of `items` tiles of `nkb` k-blocks over `ctas` CTAs ends
+ * in a round of R = items % ctas tiles; cut into S pieces, each of those
+ * saves nkb - ceil(nkb / S) k-blocks of that round and costs S + 1 moves of
+ * a partial tile (each piece's write, the finisher's reads), `part_kb`
+ * k-blocks each (KILN_SPLIT_PART_KB: the tile's fp32 bytes over a k-block's
+ * loads, times 0.75, an estimate of an SM's L2 traffic against its TMA feed).
+ * The saving must reach KILN_SPLIT_MIN_GAIN k-blocks and `min_share`
+ * thousandths of the walk (KILN_SPLIT_MIN).  A walk shorter than
+ * KILN_SPLIT_MIN_WALK k-blocks is never cut, and the runtime offers such a
+ * launch no workspace (runtime/launch.c).  H200, eightieth session
+ * (docs/sm90_kernel.md): on decode-sized dgrad calls of 24-64 tiles and
+ * walks of 32-112 k-blocks, the 128x256 kernel given the workspace took
+ * 1.04-1.49x its time without it where it cut (S 2 or 4, rated to save
+ * 10-50 k-blocks) and about 1.2x where it did not; a 16-tile decode call
+ * of 224 k-blocks ran 1.8x faster cut in 8, and the long layers' last
+ * waves, whose walks are thousands of k-blocks, 1-4.5%.  ctas >= 1.
+ * Returns S, 1 for whole tiles. */
+#define KILN_SPLIT_MAX_WAYS 8
+#define KILN_SPLIT_MIN_GAIN 4
+#define KILN_SPLIT_MIN_WALK 128
+#define KILN_SPLIT_PART_KB(bm, bn, bk, esz) (0.75f * (bm) * (bn) * 4 / (((bm) + (bn)) * (bk) * (esz)))
+#ifdef __CUDACC__
+#define KILN_ABI_FN static __host__ __device__ __forceinline__
+#else
+#define KILN_ABI_FN static inline
+#endif
+KILN_ABI_FN int kiln_split_ways(int items, int ctas, int nkb, float part_kb, unsigned min_share)
+{
+    const int rounds = (items + ctas - 1) / ctas, R = items % ctas;
+    const float walk = (float)rounds * (float)nkb;
+    if (R == 0 || 2 * R > ctas || walk < KILN_SPLIT_MIN_WALK) return 1;
+    float best = 1e-3f * (float)min_share * walk;
+    if (best < KILN_SPLIT_MIN_GAIN) best = KILN_SPLIT_MIN_GAIN;
+    int ways = 1;
+    const int most = ctas / R < KILN_SPLIT_MAX_WAYS ? ctas / R : KILN_SPLIT_MAX_WAYS;
+    for (int s = 2; s <= most; ++s) {
+        const float gain = (float)(nkb - (nkb + s - 1) / s) - part_kb * (float)(s + 1);
+        if (gain > best) {
+            best = gain;
+            ways = s;
+        }
+    }
+    return ways;
+}
+
 typedef struct kiln_kernel_args {
     const void *a;                 /* row operand A */
     const void *b;                 /* weights [G,N,K] (or X for wgrad) */

@@ -292,6 +292,20 @@ static CUresult launch(const kiln_driver *drv, const kiln_rt_kernel *k, unsigned
     return drv->cuLaunchKernelEx(&cfg, k->function, params, NULL);
 }
 
+/* Whether a launch of d for p may cut its last round along k (a kernel
+ * with k->split): only if its walk, at most ceil(tiles / SMs) rounds of the
+ * reduction's k-blocks, can reach KILN_SPLIT_MIN_WALK (kernel_abi.h's
+ * kiln_split_ways, which decides on the device from the real counts).  A
+ * launch that cannot gets neither the workspace nor a grid of every SM:
+ * with them, decode-sized dgrad calls of 24-64 tiles ran 1.2x slower than
+ * without, whether they cut or not (H200, eightieth session). */
+int kiln_launch_may_split(const kiln_problem *p, const kiln_kernel_desc *d, int num_sms)
+{
+    if (p->op == KILN_OP_WGRAD || d->tile_k < 1 || num_sms < 1) return 0;
+    const int64_t nkb = ceil_div(p->op == KILN_OP_FPROP ? p->k : p->n, d->tile_k);
+    return ceil_div(kiln_launch_tiles(p, d), num_sms) * nkb >= KILN_SPLIT_MIN_WALK;
+}
+
 kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts,
                             const kiln_rt_kernel *k, const kiln_problem *p, CUstream stream,
                             kiln_error *err)
@@ -299,7 +313,8 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
     kiln_kernel_args args;
     kiln_launch_fill_args(p, env->dev->num_sms, &args);
     args.sched_slot = opts ? opts->sched_slot : 0;
-    const int split = k->split && opts && opts->workspace && args.sched_slot;
+    const int split = k->split && opts && opts->workspace && args.sched_slot &&
+                      kiln_launch_may_split(p, &k->desc, env->dev->num_sms);
     if (split) args.workspace = (void *)(uintptr_t)opts->workspace;
     kiln_tmap maps[3];
     memset(maps, 0, sizeof maps);

@@ -19,6 +19,11 @@ void kiln_launch_fill_args(const kiln_problem *p, int num_sms, kiln_kernel_args 
 /* Upper bound of the output tiles of a call (see the grid rule in launch.c). */
 int64_t kiln_launch_tiles(const kiln_problem *p, const kiln_kernel_desc *d);
 
+/* Whether a launch of d for p may cut its last round along k, given a
+ * kernel that can (k->split): only then does it get the split workspace
+ * and a grid of every SM. */
+int kiln_launch_may_split(const kiln_problem *p, const kiln_kernel_desc *d, int num_sms);
+
 /* CTAs to launch: min(ctas_per_sm × SMs, tiles) for persistent kernels,
  * tiles otherwise; rounded up to a multiple of the cluster size. */
 int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,

@@ -144,8 +144,9 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
 /* A persistent grid of C CTAs walks T tiles in rounds; when T % C = R is
  * small, the last round runs R tiles while C - R SMs idle (2^k tiles on
  * 132 SMs: 3% of the call).  SPLIT kernels cut each of those R tiles'
- * reductions (R <= C / 2) into S <= min(C / R, SPLIT_MAX_WAYS) k ranges,
- * one for each of R x S CTAs, S chosen by what it saves (kiln_split_plan).
+ * reductions (R <= C / 2) into S <= min(C / R, KILN_SPLIT_MAX_WAYS) k
+ * ranges, one for each of R x S CTAs, S chosen by what it saves
+ * (kiln_split_ways in kernel_abi.h, which the runtime's cost model shares).
  * Each piece's CTA writes its fp32 partial tile to its own slot of the
  * context workspace (args.workspace, laid out as kernel_abi.h says) and
  * counts itself in on the tile's counter; the last to arrive adds the S
@@ -161,14 +162,9 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
  * walks the whole tiles as before, as does one without a workspace or a
  * sched slot. */
 constexpr bool SPLIT = !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BYTES;
-constexpr int SPLIT_MAX_WAYS = 8;   /* pieces of a tile at most */
-/* What moving a partial tile costs, in k-blocks of the main loop: its
- * bytes over a k-block's loads, times 0.75 (2 for 128x256 tiles), an
- * estimate of an SM's L2 reads against its TMA feed, not a measurement
- * (the split's gains measured about as the model says on the cells it
- * splits: docs/sm90_kernel.md). */
-constexpr float SPLIT_PART_KB = 0.75f * BM * BN * 4 / ((BM + BN) * BK * IN_ESZ);
-constexpr int SPLIT_MIN_GAIN = 4;   /* k-blocks a split must save at least */
+/* What moving a partial tile costs, in k-blocks of the main loop (2 for
+ * 128x256 tiles). */
+constexpr float SPLIT_PART_KB = KILN_SPLIT_PART_KB(BM, BN, BK, IN_ESZ);
 /* A launch's {state, finished CTAs} by sched slot: state 0 none yet, 3 being
  * decided, 1 split (the lease is held), 2 whole tiles.  Its size tells the
  * runtime the module splits (runtime/launch.c). */
@@ -229,18 +225,10 @@ KDEV void kiln_split_plan(const kiln_kernel_args &args, const kiln_gemm &P, cons
     sp[SPLIT_ASKED] = sp[SPLIT_SAID] = 0;
     if (!args.workspace || args.sched_slot < 1 || args.sched_slot > KILN_SCHED_SLOTS) return;
     const int C = P.cta.ncl, R = P.items % C;
-    if (C > args.num_sms || C > KILN_SPLIT_CTAS || R == 0 || 2 * R > C) return;
-    /* S pieces save the last round nkb - ceil(nkb / S) k-blocks and cost
-     * S + 1 partial moves (each piece's write, the finisher's S reads); the
-     * saving must be SPLIT_MIN_GAIN k-blocks and the runtime's share of the
-     * CTA's walk (ceil(items / C) tiles; KILN_SPLIT_MIN) */
+    if (C > args.num_sms || C > KILN_SPLIT_CTAS) return;
+    /* the saving must also be the runtime's share of the walk (KILN_SPLIT_MIN) */
     const unsigned share = ((const unsigned *)args.workspace)[KILN_SPLIT_MIN_WORD];
-    int S = 1;
-    float best = fmaxf(SPLIT_MIN_GAIN, 1e-3f * share * ((P.items + C - 1) / C) * P.nkb);
-    for (int s = 2; s <= min(C / R, SPLIT_MAX_WAYS); ++s) {
-        const float gain = P.nkb - (P.nkb + s - 1) / s - SPLIT_PART_KB * (s + 1);
-        if (gain > best) { best = gain; S = s; }
-    }
+    const int S = kiln_split_ways(P.items, C, P.nkb, SPLIT_PART_KB, share);
     if (S < 2) return;
     sp[SPLIT_ASKED] = 1;
     if (!kiln_split_lease(args, kiln_split_launch[args.sched_slot - 1])) return;

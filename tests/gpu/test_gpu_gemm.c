@@ -1189,17 +1189,17 @@ static void test_split_last_wave(void **state)
     (void)state;
     int failures_before = g_failures;
     /* 3 groups in 9 row tiles of 128 and tn column tiles: a few tiles more
-     * than the SMs, a last wave of 1 to 9 tiles in 3 pieces (24 k-blocks:
-     * the cost model's S; at 12 k-blocks no S pays, and none is cut) */
+     * than the SMs, a last wave of 1 to 9 tiles in pieces (two rounds of 64
+     * k-blocks: a walk of KILN_SPLIT_MIN_WALK, the shortest that is cut) */
     static const int32_t over[3] = {300, 212, 500};
     const int64_t tn = gpu_num_sms() / 9 + 1;
     /* 2 row tiles (an empty group) and 2 column tiles: 4 tiles in all, in
-     * 4 pieces (32 k-blocks) */
+     * 8 pieces (128 k-blocks) */
     static const int32_t few[3] = {100, 0, 37};
-    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, over, 256 * tn, 1536,
+    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, over, 256 * tn, 4096,
                "a few tiles past the SMs");
-    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, few, 512, 2048, "4 tiles");
-    split_case("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD, 3, few, 2048, 512, "4 tiles");
+    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, few, 512, 8192, "4 tiles");
+    split_case("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD, 3, few, 8192, 512, "4 tiles");
     assert_int_equal(g_failures, failures_before);
 }
 
@@ -1217,7 +1217,7 @@ static void test_split_two_streams(void **state)
     kiln_problem p[2];
     CUstream s[2];
     for (int i = 0; i < 2; i++) {
-        c[i] = make_case(KILN_OP_FPROP, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 2, 512, 2048, counts[i], 3);
+        c[i] = make_case(KILN_OP_FPROP, KILN_DTYPE_BF16, KILN_DTYPE_BF16, 2, 512, 8192, counts[i], 3);
         c[i].label = i ? "split on stream 2" : "split on stream 1";
         case_setup(&c[i], &b[i], &p[i]);
         CU(g_drv.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));

@@ -4,38 +4,44 @@
  * the legacy stream, again and again (the launch state and the workspace's
  * lease come back each time), and replayed from a CUDA graph.  The data make
  * the fp32 sum depend on where the reduction is cut, so the output says
- * whether the kernel cut it, and that KILN_SPLIT=0 and a KILN_SPLIT_MIN
- * above the cut's saving keep the tiles whole.  test_gpu_gemm.c checks
+ * whether the kernel cut it, and that KILN_SPLIT=0, a KILN_SPLIT_MIN above
+ * the cut's saving and a walk under KILN_SPLIT_MIN_WALK keep the tiles
+ * whole.  test_gpu_gemm.c checks
  * split calls on random data against the reference.  Exits 77 without a
  * GPU.
  *
  * fprop, one group of 128 tokens (capacity 160), N = 4 tiles of 256, K =
- * 2048 (32 k-blocks of 64): 4 tiles on the SMs of a Hopper GPU are the
+ * 8192 (128 k-blocks of 64): 4 tiles on the SMs of a Hopper GPU are the
  * whole call's last wave, which the kernel cuts into S pieces (S from its
  * cost model, 2 to 8).  X is all ones; every row of W is 2^24 on k-block 0,
- * -2^24 on k-block 16 and 1/256 elsewhere, so a k-block adds 2^30, -2^30 or
- * 0.25 to a sum (a wgmma step of 16, 1/16), and what is added to 2^30 in
- * fp32 is lost below 64 (its ulp there is 128):
- *   whole tiles:  2^30, blocks 1-15 lost, -2^30 gives 0, blocks 17-31: 3.75
+ * -2^24 on the middle k-block and 1/256 elsewhere, so a k-block adds 2^30,
+ * -2^30 or 0.25 to a sum (a wgmma step of 16, 1/16), and what is added to
+ * 2^30 in fp32 is lost below 64 (its ulp there is 128):
+ *   whole tiles:  2^30, blocks 1-63 lost, -2^30 gives 0, blocks 65-127: 15.75
  *   S pieces: each piece's sum, then the pieces added in k order, e.g.
- *   S = 4:  2^30 | 2 | -2^30 | 2  gives 2
- * probe_sum works out each S's value the same way in fp32.
+ *   S = 8:  2^30 | 4 | 4 | 4 | -2^30 | 4 | 4 | 4  gives 12
+ * probe_sum works out each S's value the same way in fp32.  The same call
+ * with K = 2048 (a walk of 32 k-blocks, under KILN_SPLIT_MIN_WALK) keeps
+ * its tiles whole (3.75): such cuts measured slower than whole tiles.
  */
 #include "testutil.h"
 
 #include "gpu_util.h"
 #include "half.h"
 
-enum { TOKENS = 128, CAP = 160, N = 1024, K = 2048, KB = K / 64 };
+enum { TOKENS = 128, CAP = 160, N = 1024, K = 8192, K_SHORT = 2048 };
 static const char k_kernel[] = "sm90_fprop_bf16_128x256";
 
 typedef struct probe {
     CUdeviceptr x, w, y, sizes;
+    int kb;   /* k-blocks of the reduction */
     kiln_problem p;
 } probe;
 
-static void probe_init(probe *c)
+static void probe_init(probe *c, int64_t K)
 {
+    const int64_t KB = K / 64;
+    c->kb = (int)KB;
     uint16_t *x = xmalloc((size_t)CAP * K * 2), *w = xmalloc((size_t)N * K * 2);
     for (size_t i = 0; i < (size_t)CAP * K; i++) x[i] = kiln_f32_to_bf16(1.0f);
     for (int64_t n = 0; n < N; n++)
@@ -54,11 +60,11 @@ static void probe_init(probe *c)
     kts_problem_init(&c->p, KILN_OP_FPROP, 1, N, K, CAP, c->sizes, c->x, c->w, c->y);
 }
 
-/* What one output element holds in fp32 when the reduction is cut into S
- * pieces (S = 1: whole) as the kernel cuts it, piece j's k-blocks from
- * j * KB / S: each k-block's four wgmma steps added to the piece's sum, then
- * the pieces' sums added in k order. */
-static float probe_sum(int S)
+/* What one output element holds in fp32 when a reduction of KB k-blocks
+ * is cut into S pieces (S = 1: whole) as the kernel cuts it, piece j's
+ * k-blocks from j * KB / S: each k-block's four wgmma steps added to the
+ * piece's sum, then the pieces' sums added in k order. */
+static float probe_sum(int S, int KB)
 {
     volatile float total = 0;   /* volatile: every add rounded to fp32 */
     for (int j = 0; j < S; j++) {
@@ -125,10 +131,10 @@ static void test_split_probe(void **state)
     (void)state;
     if (gpu_num_sms() < 16) skip();   /* 4 tiles in fewer than 4 pieces each */
     probe c;
-    probe_init(&c);
+    probe_init(&c, K);
 
-    const float whole_sum = probe_sum(1);
-    assert_true(whole_sum == 3.75f);
+    const float whole_sum = probe_sum(1, c.kb);
+    assert_true(whole_sum == 15.75f);
     kiln_context *whole = probe_context("0", NULL);
     probe_call(whole, &c, whole_sum, "KILN_SPLIT=0: whole tiles");
     kiln_context_destroy(whole);
@@ -148,10 +154,10 @@ static void test_split_probe(void **state)
     const float got = kiln_bf16_to_f32(first);
     int S = 0;
     for (int s = 2; s <= 8 && !S; s++)
-        if (probe_sum(s) == got && probe_sum(s) != whole_sum) S = s;
+        if (probe_sum(s, c.kb) == got && probe_sum(s, c.kb) != whole_sum) S = s;
     printf("  the first element %g: a cut into %d pieces (or more) gives it\n", got, S);
     if (!S) fail_msg("split: the first element is %g, which no cut into 2 to 8 pieces gives", got);
-    const float split_sum = probe_sum(S);
+    const float split_sum = probe_sum(S, c.kb);
     char what[64];
     for (int i = 1; i <= 3; i++) {
         snprintf(what, sizeof what, "split, call %d on the legacy stream", i);
@@ -176,16 +182,34 @@ static void test_split_probe(void **state)
     /* and a plain call after the graph's */
     probe_call(ctx, &c, split_sum, "split, a call after the replays");
     kiln_context_destroy(ctx);
-    /* a threshold below the cut's saving (about 14 of the walk's 32 k-blocks
-     * with the shipped cost model): the same cut */
+    /* a threshold below the cut's saving (about 94 of the walk's 128
+     * k-blocks with the shipped cost model): the same cut */
     ctx = probe_context(NULL, "300");
     probe_call(ctx, &c, split_sum, "KILN_SPLIT_MIN=300: the same cut");
     kiln_context_destroy(ctx);
     DEV_FREE_ALL(c.x, c.w, c.y, c.sizes);
 }
 
+/* The same 4 tiles with a reduction of 32 k-blocks: a walk under
+ * KILN_SPLIT_MIN_WALK, kept whole by the default context (the rule before
+ * the eightieth session cut it in 4, which gives 2). */
+static void test_short_walk_whole(void **state)
+{
+    (void)state;
+    if (gpu_num_sms() < 16) skip();
+    probe c;
+    probe_init(&c, K_SHORT);
+    const float whole_sum = probe_sum(1, c.kb);
+    assert_true(whole_sum == 3.75f && probe_sum(4, c.kb) == 2.0f);
+    kiln_context *ctx = probe_context(NULL, NULL);
+    probe_call(ctx, &c, whole_sum, "a 32-k-block walk: whole tiles");
+    kiln_context_destroy(ctx);
+    DEV_FREE_ALL(c.x, c.w, c.y, c.sizes);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_split_probe)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_split_probe),
+                                       cmocka_unit_test(test_short_walk_whole)};
     return gpu_run_group_tests(tests);
 }

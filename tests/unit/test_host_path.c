@@ -394,6 +394,53 @@ static void test_sched_slot_launch(void **state)
     fake_context_free(ctx);
 }
 
+/* A kernel that cuts its last round along k (k->split) gets the split
+ * workspace and a grid of every SM only where its walk may reach
+ * KILN_SPLIT_MIN_WALK k-blocks: not a decode-sized dgrad call of 16
+ * experts of 32 tokens through a 2048-deep reduction (60 tiles at most, one
+ * round of 32 k-blocks), but one expert of 64 tokens through 14336 (224);
+ * and never without the context's workspace. */
+static void test_split_only_where_it_may_cut(void **state)
+{
+    (void)state;
+    static const char name[] = "sm90_dgrad_bf16_128x256";
+    kiln_context *ctx = context(1);
+    ctx->drv.cuStreamIsCapturing = fake_is_capturing;
+    snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "%s", name);
+    ctx->split_ws = (CUdeviceptr)0x7c0000000000;
+    kiln_problem p;
+    kiln_problem_init(&p, KILN_OP_DGRAD);
+    p.d_a = FAKE(0x7f0000000000);
+    p.d_b = FAKE(0x7e0000000000);
+    p.d_out = FAKE(0x7a0000000000);
+    p.d_sizes = FAKE(0x7d0000000000);
+    static const struct { int groups; int64_t cap, n, k; int cut; unsigned grid; } calls[] = {
+        {16, 512, 2048, 768, 0, 60},   /* (4 + 16) row tiles x 3 column tiles */
+        {1, 64, 14336, 4096, 1, 132},
+        {16, 512, 2048, 768, 0, 60}};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        p.groups = calls[i].groups;
+        p.capacity = calls[i].cap;
+        p.n = calls[i].n;
+        p.k = calls[i].k;
+        assert_int_equal(kiln_gemm(ctx, &p, FAKE(0x51)), KILN_OK);
+        if (i == 0) {
+            kiln_rt_kernel *k = &ctx->kernels.kernels[(uintptr_t)fake_last.f - 1];
+            assert_string_equal(k->desc.name, name);
+            assert_int_equal(fake_last.args.workspace, 0); /* k->split not yet set */
+            k->split = 1;
+            assert_int_equal(kiln_gemm(ctx, &p, FAKE(0x51)), KILN_OK);
+        }
+        assert_true(fake_last.args.sched_slot > 0);
+        assert_int_equal(fake_last.args.workspace != NULL, calls[i].cut);
+        assert_int_equal(fake_last.grid, calls[i].grid);
+    }
+    ctx->split_ws = 0;
+    assert_int_equal(kiln_gemm(ctx, &p, FAKE(0x51)), KILN_OK);
+    assert_null(fake_last.args.workspace);
+    fake_context_free(ctx);
+}
+
 /* name=value in the environment: kiln_context_create refuses it with the
  * message "name=value: expected ..." (read before the driver is loaded). */
 static void expect_refused(const char *name, const char *value, const char *expected)
@@ -465,6 +512,7 @@ static void test_split_env(void **state)
 KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_repeat_encodes_nothing),
                cmocka_unit_test(test_pdl),
+               cmocka_unit_test(test_split_only_where_it_may_cut),
                cmocka_unit_test(test_pointer_array_weights),
                cmocka_unit_test(test_wgrad_dw_in_chunks),
                cmocka_unit_test(test_wgrad_discrete_dw_in_chunks),
