@@ -503,11 +503,14 @@ static void model_reason(const kiln_dispatch_input *in, const kiln_dispatch_opti
     else if (nearest < 0) snprintf(tail, sizeof tail, "no measured class of this kind");
     else if (o->skip & KILN_DISPATCH_SKIP_NEAREST) snprintf(tail, sizeof tail, "tables skipped");
     else snprintf(tail, sizeof tail, "nearest measured class %.2f octaves away", nearest);
+    char cut[32] = "";
+    if (c->est.split_ways > 1)
+        snprintf(cut, sizeof cut, ", last round cut in %d", c->est.split_ways);
     snprintf(out, size,
-             "model score: %s (%s %dx%dx%d) est %.1f us, %.2f waves at %.0f%%, %.0f%% padded rows, "
+             "model score: %s (%s %dx%dx%d) est %.1f us, %.2f waves at %.0f%%%s, %.0f%% padded rows, "
              "tile at %.0f%% of tensor peak; first of %d kernels (%s)",
              d->name, d->family, d->tile_m, d->tile_n, d->tile_k, c->est.us, c->est.waves,
-             100 * c->est.wave_efficiency, 100 * c->est.padding, 100 * c->est.tile_efficiency, n,
+             100 * c->est.wave_efficiency, cut, 100 * c->est.padding, 100 * c->est.tile_efficiency, n,
              tail);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dispatch_model.h"
+#include "kernel_abi.h"
 
 #define CLOCK_HZ 1.75e9
 /* Dense bf16/fp16 wgmma as sustained: the fastest compute-bound corpus
@@ -32,6 +33,15 @@
  * but the weights, stream them at 4.2-4.4 TB/s (dsv3_fc1_dec 4.37,
  * llama4scout_fc1_dec 4.36; the datasheet's 4.8 is not reached). */
 #define HBM_BYTES_PER_CLK 18.8
+/* What one SM's TMA loads bring in when few SMs run (a tile's A box and B
+ * tile a k-block, however much of HBM the others leave): decode-sized
+ * calls of 16-22 tiles streaming a 14336-deep reduction took 57-67 B/clk
+ * (mixtral fc2 after expert parallelism 8: 64x256 pingpong 63, 64x192 67,
+ * 128x256 cooperative unsplit 57; H200, eightieth session).  Without it the
+ * model let a last, partial wave of a few tiles share all of HBM, and took
+ * 64x256 pingpong for such a call at 0.73x torch, where the cooperative
+ * kernel's cut reduction ran 1.4x faster. */
+#define SM_LOAD_BYTES_PER_CLK 62.0
 /* An epilogue's output, per SM, where nothing overlaps it with the main
  * loop.  wgrad: 16 B/clk (its tiles' stores, fitted on the wgrad corpus
  * runs).  The cooperative fprop/dgrad kernels stage the tile into boxes
@@ -94,6 +104,7 @@ static void tiling_of(const kiln_kernel_desc *d, const kiln_problem *p, tiling *
 typedef struct tile_cost {
     double sm_clk;               /* main loop (MMA or shared memory) + epilogue + overhead */
     double mma_clk;
+    double load_bytes;           /* what its SM's TMA loads: A's boxes and the B tile */
     double l2_bytes, hbm_bytes;
 } tile_cost;
 
@@ -116,7 +127,8 @@ static void tile_cost_of(const kiln_kernel_desc *d, const kiln_problem *p, const
      * byte in (its fill). */
     double b_bytes = in * red * t->bn;
     c->hbm_bytes = in * red * valid / t->n_tiles + b_bytes / dmax(t->m_tiles, 1);
-    c->l2_bytes = in * red * t->bm + b_bytes + c->hbm_bytes;
+    c->load_bytes = in * red * t->bm + b_bytes;
+    c->l2_bytes = c->load_bytes + c->hbm_bytes;
     double epi = 0;
     if (p->op == KILN_OP_WGRAD)
         epi = valid * t->bn * out / EPILOGUE_BYTES_PER_CLK;
@@ -126,14 +138,39 @@ static void tile_cost_of(const kiln_kernel_desc *d, const kiln_problem *p, const
 }
 
 /* Clocks of a wave of w tiles running at once, each on its own SM slot:
- * the slowest SM, or the wave's L2 or HBM traffic over the whole chip's
- * bandwidth.  A last, partial wave of a memory-bound call is short: its
- * few tiles share all of HBM (a decode call's tail costs what its bytes
- * do, not a whole wave). */
+ * the slowest SM (its main loop, or its loads at what one SM brings in),
+ * or the wave's L2 or HBM traffic over the whole chip's bandwidth.  A
+ * last, partial wave of a memory-bound call is short: its tiles share all
+ * of HBM (a decode call's tail costs what its bytes do, not a whole wave),
+ * as far as each SM's loads can take it. */
 static double wave_clk(const tile_cost *c, double w, int sms)
 {
-    return dmax(c->sm_clk, dmax(w * c->l2_bytes / (L2_BYTES_PER_CLK * sms),
-                                w * c->hbm_bytes / (HBM_BYTES_PER_CLK * sms)));
+    double sm = dmax(c->sm_clk, c->load_bytes / SM_LOAD_BYTES_PER_CLK);
+    return dmax(sm, dmax(w * c->l2_bytes / (L2_BYTES_PER_CLK * sms),
+                         w * c->hbm_bytes / (HBM_BYTES_PER_CLK * sms)));
+}
+
+/* The pieces each tile of a persistent launch's only round is cut into
+ * along k (1: none), as the cooperative sm90 fprop/dgrad kernels without a
+ * cluster cut them (templates/sm90_gemm.cuh, SPLIT; the rule itself is
+ * kiln_split_ways, kernel_abi.h).  Only where the tiles are fewer than the
+ * SMs: there the cut is most of the call (1.8x on a decode call of 16
+ * tiles), where after full rounds it moved the long layers by -2% to +4.5%
+ * (docs/sm90_kernel.md), less than the estimate can tell.  Assumes the
+ * context's split workspace (not made under KILN_SPLIT=0). */
+static int split_ways(const kiln_kernel_desc *d, const kiln_launch_desc *launch,
+                      const kiln_problem *p, const tiling *t, double tiles, double slots)
+{
+    if (p->op == KILN_OP_WGRAD || strcmp(d->family, "sm90") || strcmp(d->schedule, "cooperative"))
+        return 1;
+    if (!launch || !launch->persistent || launch->ctas_per_sm > 1 ||
+        launch->cluster_m * launch->cluster_n > 1 ||
+        (double)d->tile_m * d->tile_n * 4 > KILN_SPLIT_TILE_BYTES || tiles >= slots)
+        return 1;
+    int in = kiln_dtype_size(p->a_type);
+    int nkb = (int)cdiv(t->red, d->tile_k);
+    return kiln_split_ways((int)tiles, (int)slots, nkb,
+                           KILN_SPLIT_PART_KB(d->tile_m, d->tile_n, d->tile_k, in), 0);
 }
 
 /* Bytes every kernel must move at least once: A, B and D. */
@@ -180,7 +217,27 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
     c.sm_clk *= per_sm;
     double wave = wave_clk(&c, slots, sms);
     out->tile_efficiency = c.mma_clk * per_sm / wave;
-    double clk = full * wave + (rest > 0 ? wave_clk(&c, rest, sms) : 0);
+    double clk = full * wave;
+    int ways = rest > 0 ? split_ways(d, launch, p, &t, ceil(tiles), slots) : 1;
+    if (ways > 1) {
+        /* each of the rest tiles in `ways` pieces of the reduction, one an
+         * SM, and each piece's partial tile moved (ways + 1 moves of
+         * KILN_SPLIT_PART_KB k-blocks a tile, priced at the piece's own
+         * k-block time) */
+        tiling tp = t;
+        int nkb = (int)cdiv(t.red, d->tile_k);
+        int pkb = (int)cdiv(nkb, ways);
+        tp.red = (double)pkb * d->tile_k;
+        tile_cost piece;
+        tile_cost_of(d, p, &tp, &piece);
+        double per_kb = dmax(piece.sm_clk, piece.load_bytes / SM_LOAD_BYTES_PER_CLK) / pkb;
+        piece.sm_clk += per_kb * KILN_SPLIT_PART_KB(d->tile_m, d->tile_n, d->tile_k,
+                                                    kiln_dtype_size(p->a_type)) * (ways + 1);
+        clk += wave_clk(&piece, rest * ways, sms);
+        out->split_ways = ways;
+    } else if (rest > 0) {
+        clk += wave_clk(&c, rest, sms);
+    }
     double floor_clk = compulsory_bytes(p) / (HBM_BYTES_PER_CLK * sms);
     out->us_tiles = clk / CLOCK_HZ * 1e6;
     out->us = dmax(clk, floor_clk) / CLOCK_HZ * 1e6;

@@ -48,6 +48,8 @@ typedef struct kiln_dispatch_estimate {
     double padding;              /* fraction of computed rows past a group's end
                                     (routing slack included) */
     double tile_efficiency;      /* tensor time / a full wave's limiting time */
+    int split_ways;              /* pieces the last round's tiles are cut into
+                                    along k (0: not cut) */
 } kiln_dispatch_estimate;
 
 /* Estimates d's time on p over sms SMs (<= 0: KILN_DISPATCH_MODEL_SMS);

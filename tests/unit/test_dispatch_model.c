@@ -5,7 +5,8 @@
  * how far a class stands for a call (by op and input width), the model
  * overruling a class whose kernel it rates well behind its own, the model's
  * tie window, accumulating wgrad's choice by shape class, the cost model's
- * choice on shapes whose answer is clear, dispatch with tables off, the
+ * choice on shapes whose answer is clear, the last round's cut along k that
+ * it shares with the kernels, dispatch with tables off, the
  * dbias signature's own entry, kernels of other types (fp8) never chosen
  * for a bf16 call, each fp8 recipe's own entry, and calls with epilogue
  * terms served by the twin of the plain call's kernel.  Fake catalogs and
@@ -18,6 +19,7 @@
 
 #include "dispatch.h"
 #include "dispatch_model.h"
+#include "kernel_abi.h"
 #include "tuning.h"
 
 #define FAKE(addr) ((void *)(uintptr_t)(addr))
@@ -379,6 +381,57 @@ static void test_memory_bound_tail_wave(void **state)
     assert_true(e64.us > 600 && e64.us < 660);
     assert_true(e64.us <= e128.us);
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "t64x256");
+}
+
+/* The cut of a last round's reductions, as kernel and model share it
+ * (kernel_abi.h): the 16 tiles of a 224-k-block walk in 8 pieces; a round
+ * over half the grid, a full last round, a walk under KILN_SPLIT_MIN_WALK
+ * (a decode call's 48 tiles of 32 k-blocks, whose cut in two measured
+ * 1.49x slower than whole tiles) and a threshold of the whole walk keep
+ * whole tiles. */
+static void test_split_ways(void **state)
+{
+    (void)state;
+    assert_int_equal(kiln_split_ways(16, 132, 224, 2.0f, 0), 8);
+    assert_int_equal(kiln_split_ways(4096, 132, 224, 2.0f, 0), 8);   /* R = 4 of 32 rounds */
+    assert_int_equal(kiln_split_ways(80, 132, 224, 2.0f, 0), 1);
+    assert_int_equal(kiln_split_ways(264, 132, 224, 2.0f, 0), 1);
+    assert_int_equal(kiln_split_ways(48, 132, 32, 2.0f, 0), 1);
+    assert_int_equal(kiln_split_ways(48, 132, 128, 2.0f, 0), 2);
+    assert_int_equal(kiln_split_ways(16, 132, 224, 2.0f, 1000), 1);
+}
+
+/* A decode-sized call of few output tiles and a long reduction (Mixtral's
+ * fc2 under 8-way expert parallelism: one expert of 64 tokens, N 4096, K
+ * 14336): 64x256 pingpong runs 16 tiles on 16 SMs, each at what one SM's
+ * loads bring in (83 us on an H200, 0.73x torch), where the cooperative
+ * 128x256 kernel cuts its 16 tiles' reductions in 8, a piece an SM (60
+ * us).  The same kernel in a 2x1 cluster does not cut, and a short
+ * reduction of as few tiles (qwen3-30b's fc2 dgrad after 8-way expert
+ * parallelism: 16 experts of 32 tokens, 768 wide, 2048 deep) is not cut. */
+static void test_few_tiles_cut_along_k(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "t64x256", KILN_OP_FPROP, 64, 256, "pingpong");
+    add(&c, "t128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 1, 64, 4096, 14336);
+    kiln_dispatch_estimate e64 = estimate(&c, 0, &p), e128 = estimate(&c, 1, &p);
+    assert_int_equal(e64.split_ways, 0);
+    assert_int_equal(e128.split_ways, 8);
+    /* 224 k-blocks of 40 KiB at 62 B a clock, 1.75 GHz: 85 us */
+    assert_true(e64.us > 75 && e64.us < 95);
+    assert_true(e128.us < 0.8 * e64.us);
+    kiln_dispatch_choice ch = expect_chosen(&c, &p, NULL, 0, ANY_RULE, "t128x256");
+    assert_non_null(strstr(ch.reason, "last round cut in 8"));
+    c.l[1].cluster_m = 2;
+    assert_int_equal(estimate(&c, 1, &p).split_ways, 0);
+
+    catalog g = {0};
+    add(&g, "d128x256", KILN_OP_DGRAD, 128, 256, "cooperative");
+    problem(&p, KILN_OP_DGRAD, 16, 32, 2048, 768);
+    assert_int_equal(estimate(&g, 0, &p).split_ways, 0);
 }
 
 /* Routed group sizes are never all equal, so the model counts half an m
@@ -775,6 +828,8 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_model_tie_prefers_the_bigger_tile),
     cmocka_unit_test(test_model_clear_choices),
     cmocka_unit_test(test_memory_bound_tail_wave),
+    cmocka_unit_test(test_split_ways),
+    cmocka_unit_test(test_few_tiles_cut_along_k),
     cmocka_unit_test(test_routing_slack),
     cmocka_unit_test(test_deeper_pipeline_breaks_ties),
     cmocka_unit_test(test_accumulate_wgrad_by_class),
