@@ -38,26 +38,26 @@ typedef struct probe {
     kiln_problem p;
 } probe;
 
-static void probe_init(probe *c, int64_t K)
+static void probe_init(probe *c, int64_t depth)
 {
-    const int64_t KB = K / 64;
+    const int64_t KB = depth / 64;
     c->kb = (int)KB;
-    uint16_t *x = xmalloc((size_t)CAP * K * 2), *w = xmalloc((size_t)N * K * 2);
-    for (size_t i = 0; i < (size_t)CAP * K; i++) x[i] = kiln_f32_to_bf16(1.0f);
+    uint16_t *x = xmalloc((size_t)CAP * depth * 2), *w = xmalloc((size_t)N * depth * 2);
+    for (size_t i = 0; i < (size_t)CAP * depth; i++) x[i] = kiln_f32_to_bf16(1.0f);
     for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++) {
+        for (int64_t k = 0; k < depth; k++) {
             const int64_t kb = k / 64;
             const float v = kb == 0 ? 16777216.0f : kb == KB / 2 ? -16777216.0f : 1.0f / 256;
-            w[n * K + k] = kiln_f32_to_bf16(v);
+            w[n * depth + k] = kiln_f32_to_bf16(v);
         }
     const int32_t count = TOKENS;
-    c->x = dev_copy(x, (size_t)CAP * K * 2);
-    c->w = dev_copy(w, (size_t)N * K * 2);
+    c->x = dev_copy(x, (size_t)CAP * depth * 2);
+    c->w = dev_copy(w, (size_t)N * depth * 2);
     c->sizes = dev_copy(&count, sizeof count);
     c->y = dev_alloc((size_t)CAP * N * 2);
     free(x);
     free(w);
-    kts_problem_init(&c->p, KILN_OP_FPROP, 1, N, K, CAP, c->sizes, c->x, c->w, c->y);
+    kts_problem_init(&c->p, KILN_OP_FPROP, 1, N, depth, CAP, c->sizes, c->x, c->w, c->y);
 }
 
 /* What one output element holds in fp32 when a reduction of KB k-blocks
