@@ -159,7 +159,7 @@ static double wave_clk(const tile_cost *c, double w, int sms)
  * (docs/sm90_kernel.md), less than the estimate can tell.  Assumes the
  * context's split workspace (not made under KILN_SPLIT=0). */
 static int split_ways(const kiln_kernel_desc *d, const kiln_launch_desc *launch,
-                      const kiln_problem *p, const tiling *t, double tiles, double slots)
+                      const kiln_problem *p, int nkb, float part_kb, double tiles, double slots)
 {
     if (p->op == KILN_OP_WGRAD || strcmp(d->family, "sm90") || strcmp(d->schedule, "cooperative"))
         return 1;
@@ -167,10 +167,7 @@ static int split_ways(const kiln_kernel_desc *d, const kiln_launch_desc *launch,
         launch->cluster_m * launch->cluster_n > 1 ||
         (double)d->tile_m * d->tile_n * 4 > KILN_SPLIT_TILE_BYTES || tiles >= slots)
         return 1;
-    int in = kiln_dtype_size(p->a_type);
-    int nkb = (int)cdiv(t->red, d->tile_k);
-    return kiln_split_ways((int)tiles, (int)slots, nkb,
-                           KILN_SPLIT_PART_KB(d->tile_m, d->tile_n, d->tile_k, in), 0);
+    return kiln_split_ways((int)tiles, (int)slots, nkb, part_kb, 0);
 }
 
 /* Bytes every kernel must move at least once: A, B and D. */
@@ -218,21 +215,21 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
     double wave = wave_clk(&c, slots, sms);
     out->tile_efficiency = c.mma_clk * per_sm / wave;
     double clk = full * wave;
-    int ways = rest > 0 ? split_ways(d, launch, p, &t, ceil(tiles), slots) : 1;
+    const int nkb = (int)cdiv(t.red, d->tile_k);
+    const float part_kb = KILN_SPLIT_PART_KB(d->tile_m, d->tile_n, d->tile_k,
+                                             kiln_dtype_size(p->a_type));
+    int ways = rest > 0 ? split_ways(d, launch, p, nkb, part_kb, ceil(tiles), slots) : 1;
     if (ways > 1) {
         /* each of the rest tiles in `ways` pieces of the reduction, one an
          * SM, and each piece's partial tile moved (ways + 1 moves of
-         * KILN_SPLIT_PART_KB k-blocks a tile, priced at the piece's own
-         * k-block time) */
+         * part_kb k-blocks, priced at the piece's own k-block time) */
         tiling tp = t;
-        int nkb = (int)cdiv(t.red, d->tile_k);
         int pkb = (int)cdiv(nkb, ways);
         tp.red = (double)pkb * d->tile_k;
         tile_cost piece;
         tile_cost_of(d, p, &tp, &piece);
         double per_kb = dmax(piece.sm_clk, piece.load_bytes / SM_LOAD_BYTES_PER_CLK) / pkb;
-        piece.sm_clk += per_kb * KILN_SPLIT_PART_KB(d->tile_m, d->tile_n, d->tile_k,
-                                                    kiln_dtype_size(p->a_type)) * (ways + 1);
+        piece.sm_clk += per_kb * part_kb * (ways + 1);
         clk += wave_clk(&piece, rest * ways, sms);
         out->split_ways = ways;
     } else if (rest > 0) {
