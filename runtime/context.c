@@ -143,6 +143,7 @@ static kiln_status open_device(kiln_context *ctx, int ordinal, kiln_error *err)
 }
 
 static void make_split_workspace(kiln_context *ctx);
+static int split_workspace_due(const kiln_context *ctx);
 
 kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_context **out)
 {
@@ -181,11 +182,7 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
     if (opts.cache_max_bytes && ctx->kernels.store.cache)
         kiln_cache_set_max_bytes(ctx->kernels.store.cache, opts.cache_max_bytes);
     kiln_kernels_open_tuning(&ctx->kernels, opts.tuning_tables);
-    /* the sm90 family's kernels, the only ones that split, run on sm_90
-     * only; a grid of more than KILN_SPLIT_CTAS never splits */
-    if (ctx->split && (ctx->allowed & KILN_ALLOW_GENERATED) && ctx->dev.cc_major == 9 &&
-        ctx->dev.num_sms <= KILN_SPLIT_CTAS)
-        make_split_workspace(ctx);
+    if ((ctx->allowed & KILN_ALLOW_GENERATED) && split_workspace_due(ctx)) make_split_workspace(ctx);
     kiln_kernels *ks = &ctx->kernels;
     kiln_rt_logf(&ctx->log, KILN_LOG_INFO,
                  "kiln %s on device %d (%s, %d SMs), %zu default kernels, %zu bundles, cache %s",
@@ -252,8 +249,18 @@ static void leave(kiln_context *ctx, int pushed)
  * waited for here, before any launch that may use it on any stream.  A
  * failure leaves the context without one (the kernels then walk whole
  * tiles) and is logged. */
+/* Whether ctx should have a split workspace and has not tried to make one:
+ * the sm90 family's kernels, the only ones that split, run on sm_90 only,
+ * and a grid of more than KILN_SPLIT_CTAS never splits. */
+static int split_workspace_due(const kiln_context *ctx)
+{
+    return ctx->split && !ctx->split_tried && ctx->dev.cc_major == 9 &&
+           ctx->dev.num_sms <= KILN_SPLIT_CTAS;
+}
+
 static void make_split_workspace(kiln_context *ctx)
 {
+    ctx->split_tried = 1;
     const size_t bytes =
         KILN_SPLIT_PARTS_OFFSET + (size_t)ctx->dev.num_sms * KILN_SPLIT_TILE_BYTES;
     kiln_driver *d = &ctx->drv;
@@ -520,7 +527,17 @@ kiln_status kiln_quantize(kiln_context *ctx, const kiln_quant *q, void *stream)
 kiln_status kiln_launch_prepare(kiln_context *ctx, kiln_rt_kernel *k, const void *image,
                                 size_t image_size, kiln_error *err)
 {
-    return kiln_launch_set_limits(&ctx->env, k, image, image_size, err);
+    kiln_status st = kiln_launch_set_limits(&ctx->env, k, image, image_size, err);
+    /* The tuner's context serves kiln_gemm with cuBLASLt only (its
+     * reference), so it was made without the workspace; a kernel that
+     * splits gets it here, or its timings would never include the cut that
+     * kiln_gemm's launches make. */
+    if (!st && k->split) {
+        pthread_mutex_lock(&ctx->lock);
+        if (split_workspace_due(ctx)) make_split_workspace(ctx);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    return st;
 }
 
 kiln_status kiln_launch_generated(kiln_context *ctx, const kiln_rt_kernel *k, const kiln_problem *p,

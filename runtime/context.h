@@ -60,9 +60,11 @@ struct kiln_context {
     int split;                    /* KILN_SPLIT (default 1): make the split workspace */
     int split_min;                /* KILN_SPLIT_MIN (thousandths, default 0), written to
                                      the workspace's word KILN_SPLIT_MIN_WORD */
+    int split_tried;              /* the workspace was asked for (made or failed) */
     CUdeviceptr split_ws;         /* the split workspace (launch.h), made with the
-                                     context; 0: none (KILN_SPLIT=0, cuBLASLt only,
-                                     or its allocation failed) */
+                                     context, or by kiln_launch_prepare in a context
+                                     allowed only cuBLASLt; 0: none (KILN_SPLIT=0, not
+                                     yet, or its allocation failed) */
 };
 
 #endif /* KILN_CONTEXT_H */

@@ -441,6 +441,112 @@ static void test_split_only_where_it_may_cut(void **state)
     fake_context_free(ctx);
 }
 
+/* The split workspace's driver calls, counted; fake_alloc_fails makes the
+ * allocation fail. */
+static int ws_allocs, fake_alloc_fails;
+
+static CUresult fake_split_global(CUdeviceptr *ptr, size_t *bytes, CUmodule m, const char *name)
+{
+    (void)m;
+    if (strcmp(name, "kiln_split_launch") && strcmp(name, "kiln_sched_ctr")) return CUDA_ERROR_NOT_FOUND;
+    *ptr = (CUdeviceptr)0x7b0000000000;
+    *bytes = (size_t)KILN_SCHED_SLOTS * 2 * sizeof(unsigned);
+    return CUDA_SUCCESS;
+}
+static CUresult fake_mem_alloc(CUdeviceptr *p, size_t bytes)
+{
+    (void)bytes;
+    ws_allocs++;
+    if (fake_alloc_fails) return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = (CUdeviceptr)0x7c0000000000;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_mem_free(CUdeviceptr p)
+{
+    (void)p;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_memset8(CUdeviceptr p, unsigned char v, size_t n, CUstream s)
+{
+    (void)p, (void)v, (void)n, (void)s;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_htod(CUdeviceptr p, const void *src, size_t n)
+{
+    (void)p, (void)src, (void)n;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_sync(CUstream s)
+{
+    (void)s;
+    return CUDA_SUCCESS;
+}
+static CUresult fake_set_attr(CUfunction f, CUfunction_attribute a, int v)
+{
+    (void)f, (void)a, (void)v;
+    return CUDA_SUCCESS;
+}
+
+/* kiln tune's context, allowed only cuBLASLt (its reference), is made
+ * without the split workspace; preparing a kernel that splits makes it,
+ * once, so that the tuner's launches cut as kiln_gemm's do.  A kernel
+ * that does not split, KILN_SPLIT=0 or a failed allocation (tried once)
+ * leaves the context without one. */
+static void test_prepare_makes_split_workspace(void **state)
+{
+    (void)state;
+    static const char splits[] = "\x7f" "ELF\0kiln_sched_ctr\0kiln_split_launch\0";
+    static const char whole[] = "\x7f" "ELF\0kiln_sched_ctr\0";
+    static const struct { int split, fails; const char *image; size_t size; int allocs, ws; } cases[] = {
+        {1, 0, whole, sizeof whole, 0, 0},
+        {1, 0, splits, sizeof splits, 1, 1},
+        {0, 0, splits, sizeof splits, 0, 0},
+        {1, 1, splits, sizeof splits, 1, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiln_context *ctx = context(1);
+        ctx->allowed = KILN_ALLOW_CUBLASLT;
+        ctx->split = cases[i].split;
+        ctx->drv.cuStreamIsCapturing = fake_is_capturing;
+        ctx->drv.cuModuleGetGlobal = fake_split_global;
+        ctx->drv.cuMemAlloc = fake_mem_alloc;
+        ctx->drv.cuMemFree = fake_mem_free;
+        ctx->drv.cuMemsetD8Async = fake_memset8;
+        ctx->drv.cuMemcpyHtoD = fake_htod;
+        ctx->drv.cuStreamSynchronize = fake_sync;
+        ctx->drv.cuFuncSetAttribute = fake_set_attr;
+        ws_allocs = 0;
+        fake_alloc_fails = cases[i].fails;
+        kiln_rt_kernel *k = NULL;
+        for (size_t j = 0; j < ctx->kernels.n_kernels; j++)
+            if (!strcmp(ctx->kernels.kernels[j].desc.name, "sm90_fprop_bf16_128x256")) k = &ctx->kernels.kernels[j];
+        assert_non_null(k);
+        kiln_error err;
+        kiln_error_clear(&err);
+        for (int twice = 0; twice < 2; twice++)
+            assert_int_equal(kiln_launch_prepare(ctx, k, cases[i].image, cases[i].size, &err), KILN_OK);
+        assert_int_equal(ws_allocs, cases[i].allocs);
+        assert_int_equal(ctx->split_ws != 0, cases[i].ws);
+        /* one group of 64 tokens, 16 tiles of a 224-k-block walk: cut where
+         * the workspace is there */
+        kiln_problem p;
+        kiln_problem_init(&p, KILN_OP_FPROP);
+        p.groups = 1;
+        p.capacity = 64;
+        p.n = 4096;
+        p.k = 14336;
+        p.d_a = FAKE(0x7f0000000000);
+        p.d_b = FAKE(0x7e0000000000);
+        p.d_out = FAKE(0x7a0000000000);
+        p.d_sizes = FAKE(0x7d0000000000);
+        assert_int_equal(kiln_launch_generated(ctx, k, &p, FAKE(0x51), &err), KILN_OK);
+        assert_int_equal(fake_last.args.workspace != NULL, cases[i].ws);
+        assert_int_equal(fake_last.grid, cases[i].ws ? 132u : 32u); /* (1 + 1) row tiles x 16 */
+        if (ctx->split_ws) ctx->drv.cuMemFree(ctx->split_ws);
+        fake_context_free(ctx);
+    }
+    fake_alloc_fails = 0;
+}
+
 /* name=value in the environment: kiln_context_create refuses it with the
  * message "name=value: expected ..." (read before the driver is loaded). */
 static void expect_refused(const char *name, const char *value, const char *expected)
@@ -513,6 +619,7 @@ KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_repeat_encodes_nothing),
                cmocka_unit_test(test_pdl),
                cmocka_unit_test(test_split_only_where_it_may_cut),
+               cmocka_unit_test(test_prepare_makes_split_workspace),
                cmocka_unit_test(test_pointer_array_weights),
                cmocka_unit_test(test_wgrad_dw_in_chunks),
                cmocka_unit_test(test_wgrad_discrete_dw_in_chunks),
