@@ -284,9 +284,11 @@ KDEV kiln_unit kiln_unit_of(const kiln_gemm &P, const kiln_smem &m, int t)
 
 /* Consumer warp group cw, after a piece's main loop: its partial to this
  * CTA's slot, then the count; true for the last piece of the tile, with
- * acc replaced by the sum of all pieces (in k order) to store. */
+ * acc replaced by the sum of all pieces (in k order) to store.  A half
+ * tile's (HALF_TILES) sums are the low half of acc: only those move, half
+ * the bytes each piece writes and the finisher reads. */
 KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m,
-                            float (&acc)[MI][ACC_N], int cw)
+                            float (&acc)[MI][ACC_N], int cw, bool half)
 {
     const kiln_unit U = {kiln_split_get(m, SPLIT_UNIT), 0, 0, kiln_split_get(m, SPLIT_UNIT + 3)};
     constexpr int V = MI * ACC_N / 4;   /* float4 a thread */
@@ -300,8 +302,11 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m,
      * was a register more than the consumers' 232 and spilled */
     const int cid = (int)blockIdx.x;
     float4 *own = part(cid);
+    /* float4 v is in acc's high half (unused by a half tile) */
+    auto high = [](int v) { return v % (ACC_N / 4) >= ACC_N / 8; };
 #pragma unroll
     for (int v = 0; v < V; ++v) {
+        if (half && high(v)) continue;
         const float *a = &acc[v / (ACC_N / 4)][v % (ACC_N / 4) * 4];
         own[v * 128] = make_float4(a[0], a[1], a[2], a[3]);
     }
@@ -317,9 +322,11 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m,
      * 0's values, then each next piece's added (the pieces' loop outside
      * the chunks', ptxas spilled the walk beside acc's registers) */
     constexpr int CH = V < 8 ? V : 8;
+    static_assert(!HALF_TILES || (ACC_N / 8) % CH == 0, "a chunk lies in one half of acc");
     const int first = cid - U.j;   /* the CTA of the tile's piece 0 */
 #pragma unroll
     for (int v0 = 0; v0 < V; v0 += CH) {
+        if (half && high(v0)) continue;
 #pragma unroll 1
         for (int i = 0; i < ways; ++i) {
             const float4 *p = part(first + i);
@@ -1180,7 +1187,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         if (!piece) {
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, !TERMS_UNDER_LAST);
         } else {
-            if (!kiln_split_finish(args, m, acc, cw)) continue;
+            if (!kiln_split_finish(args, m, acc, cw, half)) continue;
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, true);
         }
         /* `held` is this warp's part of the last k-block's slot (HOLD_BOXES)

@@ -1196,10 +1196,15 @@ static void test_split_last_wave(void **state)
     /* 2 row tiles (an empty group) and 2 column tiles: 4 tiles in all, in
      * 8 pieces (128 k-blocks) */
     static const int32_t few[3] = {100, 0, 37};
+    /* only half tiles (groups of at most 64 rows), whose pieces move half
+     * a partial: 8 tiles */
+    static const int32_t halves[3] = {64, 1, 0};
     split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, over, 256 * tn, 4096,
                "a few tiles past the SMs");
     split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, few, 512, 8192, "4 tiles");
     split_case("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD, 3, few, 8192, 512, "4 tiles");
+    split_case("sm90_fprop_bf16_128x256", KILN_OP_FPROP, 3, halves, 1024, 8192, "8 half tiles");
+    split_case("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD, 3, halves, 8192, 1024, "8 half tiles");
     assert_int_equal(g_failures, failures_before);
 }
 
