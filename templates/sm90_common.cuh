@@ -207,6 +207,28 @@ KDEV void kiln_cp_async4(kiln_u32 dst, const void *src)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" :: "r"(dst), "l"(src) : "memory");
 }
 
+/* 16 bytes from global memory into shared memory, asynchronously through
+ * the L2 only (cp.async.cg: data other CTAs wrote and fenced), in the
+ * thread's current group (kiln_cp_async_commit, kiln_cp_async_wait). */
+KDEV void kiln_cp_async16(kiln_u32 dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+}
+KDEV void kiln_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* Until at most N of this thread's groups are pending; the landed bytes are
+ * then visible to this thread. */
+template <int N> KDEV void kiln_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+KDEV float4 kiln_lds128(kiln_u32 a)
+{
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
+    return v;
+}
+
 /* An arrival on bar once this thread's cp.async so far have landed; .noinc:
  * the barrier's count includes it (one per arriving thread). */
 KDEV void kiln_cp_async_arrive(kiln_u32 bar)

@@ -165,6 +165,17 @@ constexpr bool SPLIT = !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BY
 /* What moving a partial tile costs, in k-blocks of the main loop (2 for
  * 128x256 tiles). */
 constexpr float SPLIT_PART_KB = KILN_SPLIT_PART_KB(BM, BN, BK, IN_ESZ);
+/* The finisher's buffers for the pieces' partials (kiln_split_finish): the
+ * ring's slots but the one HOLD_BOXES keeps for the epilogue, at most 3,
+ * each a chunk of 8 float4 a consumer thread (32 KiB with two consumer
+ * warp groups).  Fewer than 2: the finisher loads into registers. */
+constexpr int SPLIT_FREE_SLOTS = STAGES - (HOLD_BOXES ? 1 : 0);
+constexpr int SPLIT_BUFS = SPLIT && STAGE_BYTES >= CONSUMERS * 128 * 8 * 16
+                               ? (SPLIT_FREE_SLOTS < 3 ? SPLIT_FREE_SLOTS : 3)
+                               : 0;
+/* The ring slot `back` slots before r.s */
+KDEV int kiln_slot_back(const kiln_ring &r, int back) { return (r.s + STAGES - back) % STAGES; }
+
 /* A launch's {state, finished CTAs} by sched slot: state 0 none yet, 3 being
  * decided, 1 split (the lease is held), 2 whole tiles.  Its size tells the
  * runtime the module splits (runtime/launch.c). */
@@ -287,7 +298,7 @@ KDEV kiln_unit kiln_unit_of(const kiln_gemm &P, const kiln_smem &m, int t)
  * acc replaced by the sum of all pieces (in k order) to store.  A half
  * tile's (HALF_TILES) sums are the low half of acc: only those move, half
  * the bytes each piece writes and the finisher reads. */
-KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m,
+KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, const kiln_ring &r,
                             float (&acc)[MI][ACC_N], int cw, bool half)
 {
     const kiln_unit U = {kiln_split_get(m, SPLIT_UNIT), 0, 0, kiln_split_get(m, SPLIT_UNIT + 3)};
@@ -324,22 +335,68 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m,
     constexpr int CH = V < 8 ? V : 8;
     static_assert(!HALF_TILES || (ACC_N / 8) % CH == 0, "a chunk lies in one half of acc");
     const int first = cid - U.j;   /* the CTA of the tile's piece 0 */
+    auto add = [&](int v0, int i, const float4 (&x)[CH]) {
 #pragma unroll
-    for (int v0 = 0; v0 < V; v0 += CH) {
-        if (half && high(v0)) continue;
+        for (int c = 0; c < CH; ++c) {
+            float *a = &acc[(v0 + c) / (ACC_N / 4)][(v0 + c) % (ACC_N / 4) * 4];
+            a[0] = i ? a[0] + x[c].x : x[c].x;
+            a[1] = i ? a[1] + x[c].y : x[c].y;
+            a[2] = i ? a[2] + x[c].z : x[c].z;
+            a[3] = i ? a[3] + x[c].w : x[c].w;
+        }
+    };
+    if constexpr (SPLIT_BUFS >= 2) {
+        /* the chunks (e: those a half tile keeps, L of each half) and the
+         * pieces in turn, each (chunk, piece) a cp.async group into buffer
+         * q % SPLIT_BUFS, fetched SPLIT_BUFS - 1 ahead of the adds */
+        constexpr int L = ACC_N / 8 / CH > 0 ? ACC_N / 8 / CH : 1, CSTRIDE = CONSUMERS * 128 * 16;
+        const int held = HOLD_BOXES ? kiln_slot_back(r, 1) : STAGES - 1;
+        const kiln_u32 me = (kiln_u32)(cw * 128 + ltid) * 16;
+        auto buf = [&](int b) { return m.stage((held + 1 + b) % STAGES) + me; };
+        const int chunks = half ? V / CH / 2 : V / CH;
+        int fe = 0, fi = 0, fb = 0;   /* the next fetch: chunk, piece, buffer */
+        auto fetch = [&] {
+            if (fe < chunks) {
+                const int c = half ? (fe / L) * 2 * L + fe % L : fe;
+                const float4 *p = part(first + fi) + c * CH * 128;
+                const kiln_u32 d = buf(fb);
+#pragma unroll
+                for (int k = 0; k < CH; ++k) kiln_cp_async16(d + k * CSTRIDE, p + k * 128);
+                if (++fi == ways) fi = 0, ++fe;
+                fb = fb + 1 == SPLIT_BUFS ? 0 : fb + 1;
+            }
+            kiln_cp_async_commit();   /* empty past the end: a group per item */
+        };
 #pragma unroll 1
-        for (int i = 0; i < ways; ++i) {
-            const float4 *p = part(first + i);
-            float4 x[CH];
+        for (int k = 0; k < SPLIT_BUFS - 1; ++k) fetch();
+        int b = 0;
 #pragma unroll
-            for (int c = 0; c < CH; ++c) x[c] = __ldcg(p + (v0 + c) * 128);
+        for (int v0 = 0; v0 < V; v0 += CH) {
+            if (half && high(v0)) continue;
+#pragma unroll 1
+            for (int i = 0; i < ways; ++i) {
+                fetch();
+                kiln_cp_async_wait<SPLIT_BUFS - 1>();
+                float4 x[CH];
+                const kiln_u32 d = buf(b);
 #pragma unroll
-            for (int c = 0; c < CH; ++c) {
-                float *a = &acc[(v0 + c) / (ACC_N / 4)][(v0 + c) % (ACC_N / 4) * 4];
-                a[0] = i ? a[0] + x[c].x : x[c].x;
-                a[1] = i ? a[1] + x[c].y : x[c].y;
-                a[2] = i ? a[2] + x[c].z : x[c].z;
-                a[3] = i ? a[3] + x[c].w : x[c].w;
+                for (int c = 0; c < CH; ++c) x[c] = kiln_lds128(d + c * CSTRIDE);
+                add(v0, i, x);
+                b = b + 1 == SPLIT_BUFS ? 0 : b + 1;
+            }
+        }
+        kiln_cp_async_wait<0>();
+    } else {
+#pragma unroll
+        for (int v0 = 0; v0 < V; v0 += CH) {
+            if (half && high(v0)) continue;
+#pragma unroll 1
+            for (int i = 0; i < ways; ++i) {
+                const float4 *p = part(first + i);
+                float4 x[CH];
+#pragma unroll
+                for (int c = 0; c < CH; ++c) x[c] = __ldcg(p + (v0 + c) * 128);
+                add(v0, i, x);
             }
         }
     }
@@ -663,9 +720,6 @@ KDEV kiln_u32 kiln_stage_uniform(const kiln_smem &m, int s)
 {
     return __shfl_sync(0xffffffffu, m.stage(s), 0);
 }
-
-/* The ring slot `back` slots before r.s */
-KDEV int kiln_slot_back(const kiln_ring &r, int back) { return (r.s + STAGES - back) % STAGES; }
 
 /* With HOLD_BOXES, when `staged` (a tile came before this one): the slot
  * the last epilogue staged in, the one before r.s, released once its
@@ -1187,7 +1241,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         if (!piece) {
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, !TERMS_UNDER_LAST);
         } else {
-            if (!kiln_split_finish(args, m, acc, cw, half)) continue;
+            if (!kiln_split_finish(args, m, r, acc, cw, half)) continue;
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, true);
         }
         /* `held` is this warp's part of the last k-block's slot (HOLD_BOXES)

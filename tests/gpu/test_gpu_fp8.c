@@ -363,7 +363,10 @@ static f8variant variant_of(const kiln_catalog_entry *ce)
  * With `many`, a fourth: 288 or more tiles of two k-blocks, so that each
  * CTA runs three tiles or more one after another, each tile's main loop
  * shorter than the ring (the cooperative row recipe's column scales are
- * staged in shared memory by the tile's parity). */
+ * staged in shared memory by the tile's parity).  A cooperative kernel
+ * also runs two row tiles of 128 k-blocks (groups of 40 and 9 rows, n_out
+ * 256), which it cuts along k (the last round's split, templates/
+ * sm90_gemm.cuh), their pieces summed by the finisher. */
 static void run_forced(const kiln_catalog_entry *ce, int many)
 {
     kiln_context *shared = g_ctx;
@@ -386,6 +389,10 @@ static void run_forced(const kiln_catalog_entry *ce, int many)
         if (many) {
             const int32_t six[6] = {700, 700, 700, 700, 700, 700};
             run_case(&v, six, 6, 4300, 2048, 256, "forced: 6 groups of 700 rows, n_out 2048, k_red 256");
+        }
+        if (strstr(ce->desc, " schedule=cooperative")) {
+            const int32_t two[2] = {40, 9};
+            run_case(&v, two, 2, 64, 256, 16384, "forced: 2 row tiles of 128 k-blocks, cut along k");
         }
         if (v.recipe == KILN_FP8_BLOCK) {
             const f8layout odd = {0, 3};
