@@ -24,7 +24,15 @@ settle a power-limited case).  Each row gives kiln's and torch's median,
 torch/kiln, and kiln's fraction of the case's floor (bench/torch_peer.py's
 floor_ms: FLOPs at 800 TFLOP/s or compulsory bytes at 4.3 TB/s).
 
+With --graph N, each side's time is that of N calls captured in one CUDA
+graph, divided by N, the calls taking turns over copies of the operands
+that together span at least twice the L2 (L2_SPAN): a call's GPU time, with
+no host work between calls and the weights read from HBM.  Small decode
+calls take less GPU time than a Python call's host work, so timed eagerly
+they measure the host; serving frameworks replay them from graphs.
+
     python/bench/bf16_bench.py --bench build/bench/kiln_bench [--only a,b] [--json F] [--kernels]
+                               [--graph N]
 """
 import argparse
 import json
@@ -45,10 +53,11 @@ except ImportError:
 from kiln import _torch as kiln_torch  # noqa: E402  (kiln_torch.context: the calls' context)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
-from steady import alternate  # noqa: E402
+from steady import alternate, graphed  # noqa: E402
 from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_err  # noqa: E402
 
 TOL = 1e-2
+L2_SPAN = 2 * 50 * 2**20   # twice an H100's or H200's L2 (50 MiB)
 
 
 def operands(op, x, w, dy):
@@ -69,7 +78,18 @@ def reference(op, x, w, dy, bounds):
     return torch.stack([dy[a:b].float().t() @ x[a:b].float() for a, b in bounds])
 
 
-def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False):
+def sides_graphed(a, b, offs, out, calls):
+    """{kiln, torch}: graph replays of `calls` calls over copies of (a, b)
+    spanning L2_SPAN (steady.graphed)."""
+    size = a.numel() * a.element_size() + b.numel() * b.element_size()
+    copies = max(1, min(16, math.ceil(L2_SPAN / size)))
+    sets = [(a, b)] + [(a.clone(), b.clone()) for _ in range(copies - 1)]
+    kf = [lambda a=a, b=b: kiln.grouped_mm(a, b, offs, out=out) for a, b in sets]
+    tf = [lambda a=a, b=b: torch._grouped_mm(a, b, offs=offs) for a, b in sets]
+    return {"kiln": graphed(kf, calls), "torch": graphed(tf, calls)}
+
+
+def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False, graph=0):
     G, T = len(sizes), sum(sizes)
     offs, bounds, x, w, dy = case_operands(K, N, sizes)
     for op in ops:
@@ -93,7 +113,12 @@ def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False):
                   flush=True)
             rows.append({"case": name, "op": op, "error": [kerr, terr]})
             continue
-        ms = alternate({"kiln": kfn, "torch": tfn}, reps, rounds, warm_s)
+        if graph and base == op:
+            sides = sides_graphed(a, b, offs, out, graph)
+            ms = {k: v / graph for k, v in alternate(sides, reps, rounds, warm_s).items()}
+            del sides
+        else:
+            ms = alternate({"kiln": kfn, "torch": tfn}, reps, rounds, warm_s)
         fl = floor_ms(base, G, T, K, N)
         r = {"case": name, "op": op, "kiln_ms": ms["kiln"], "torch_ms": ms["torch"],
              "ratio": ms["torch"] / ms["kiln"], "floor_ms": fl, "kiln_of_floor": fl / ms["kiln"],
@@ -123,18 +148,22 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", type=float, default=0.3, help="seconds of warm-up per op")
     ap.add_argument("--json")
+    ap.add_argument("--graph", type=int, default=0, metavar="N",
+                    help="time N calls replayed from a CUDA graph (per call), over copies of the"
+                         " operands that exceed the L2; ops ending _s are timed eagerly")
     ap.add_argument("--kernels", action="store_true",
                     help="print the kernel kiln served each row, and why (kiln_last_call)")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
     ops = a.ops.split(",")
     torch.manual_seed(0)
-    print(f"device: {torch.cuda.get_device_name()}; {a.rounds} rounds of {a.reps} calls a side,"
+    what = f"graph replays of {a.graph} calls" if a.graph else "calls"
+    print(f"device: {torch.cuda.get_device_name()}; {a.rounds} rounds of {a.reps} {what} a side,"
           f" after {a.warm} s of warm-up; ratio = torch / kiln", flush=True)
     rows = []
     for name, K, N, sizes in load_cases(a.bench, a.cases):
         if not only or name in only:
-            run_case(name, K, N, sizes, ops, a.reps, a.rounds, a.warm, rows, a.kernels)
+            run_case(name, K, N, sizes, ops, a.reps, a.rounds, a.warm, rows, a.kernels, a.graph)
     bad = [r for r in rows if "error" in r]
     for op in ops:
         v = [r["ratio"] for r in rows if r["op"] == op and "ratio" in r]

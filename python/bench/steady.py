@@ -46,3 +46,25 @@ def alternate(sides, reps=20, rounds=3, warm_s=0.3):
         for n in (names if r % 2 == 0 else names[::-1]):
             times[n] += _burst(sides[n], reps)
     return {n: statistics.median(t) for n, t in times.items()}
+
+
+def graphed(fns, calls):
+    """fns: callables of one side, each on its own copy of the operands.
+    Returns a function that replays `calls` calls, fns taken in turn,
+    captured once in a CUDA graph: its time over `calls` is a call's GPU
+    time with no host work between calls, as a serving framework's decode
+    step replays them, and the copies keep consecutive calls from reading
+    the previous call's weights out of the L2.  Each fn runs once first,
+    outside the capture, on a side stream as torch's graph notes ask (kiln
+    resolves its kernels there)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for fn in fns:
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(calls):
+            fns[i % len(fns)]()
+    return g.replay
