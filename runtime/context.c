@@ -243,12 +243,6 @@ static void leave(kiln_context *ctx, int pushed)
     if (pushed) ctx->drv.cuCtxPopCurrent(&dummy);
 }
 
-/* The workspace of the kernels that split their last wave (kernel_abi.h,
- * KILN_SPLIT_*; a partial tile per SM, 16.5 MiB on 132 SMs), made with the
- * context so that no call allocates or synchronises: its words zeroed and
- * waited for here, before any launch that may use it on any stream.  A
- * failure leaves the context without one (the kernels then walk whole
- * tiles) and is logged. */
 /* Whether ctx should have a split workspace and has not tried to make one:
  * the sm90 family's kernels, the only ones that split, run on sm_90 only,
  * and a grid of more than KILN_SPLIT_CTAS never splits. */
@@ -258,6 +252,13 @@ static int split_workspace_due(const kiln_context *ctx)
            ctx->dev.num_sms <= KILN_SPLIT_CTAS;
 }
 
+/* The workspace of the kernels that split their last wave (kernel_abi.h,
+ * KILN_SPLIT_*; a partial tile per SM, 16.5 MiB on 132 SMs), made with the
+ * context (in kiln tune's, allowed only cuBLASLt, when a kernel that splits
+ * is first loaded) so that no call allocates or synchronises: its words zeroed and
+ * waited for here, before any launch that may use it on any stream.  A
+ * failure leaves the context without one (the kernels then walk whole
+ * tiles) and is logged. */
 static void make_split_workspace(kiln_context *ctx)
 {
     ctx->split_tried = 1;
