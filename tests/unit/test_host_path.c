@@ -26,6 +26,20 @@ static kiln_context *context(int caches)
 
 static int32_t host_sizes[128];
 
+/* A problem of op on the fake buffers: groups, capacity, N and K. */
+static void fake_problem(kiln_problem *p, kiln_op op, int groups, int64_t cap, int64_t n, int64_t k)
+{
+    kiln_problem_init(p, op);
+    p->groups = groups;
+    p->capacity = cap;
+    p->n = n;
+    p->k = k;
+    p->d_a = FAKE(0x7f0000000000);
+    p->d_b = FAKE(0x7e0000000000);
+    p->d_out = FAKE(0x7a0000000000);
+    p->d_sizes = FAKE(0x7d0000000000);
+}
+
 /* Call i of a sequence in which each property changes at its own pace
  * (op every call, bias every 3, capacity every 6, buffers every 12, N
  * every 36, host sizes every 72), so that calls come back to a signature
@@ -354,15 +368,7 @@ static void test_sched_slot_launch(void **state)
     ctx->drv.cuStreamIsCapturing = fake_is_capturing;
     snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "%s", name);
     kiln_problem p;
-    kiln_problem_init(&p, KILN_OP_WGRAD);
-    p.groups = 8;
-    p.n = 1024;
-    p.k = 2048;
-    p.capacity = 4096;
-    p.d_a = FAKE(0x7f0000000000);
-    p.d_b = FAKE(0x7e0000000000);
-    p.d_out = FAKE(0x7a0000000000);
-    p.d_sizes = FAKE(0x7d0000000000);
+    fake_problem(&p, KILN_OP_WGRAD, 8, 4096, 1024, 2048);
     assert_int_equal(kiln_gemm(ctx, &p, FAKE(0x51)), KILN_OK);
     assert_int_equal(fake_last.args.sched_slot, 0); /* its module has no counters */
     ctx->kernels.kernels[(uintptr_t)fake_last.f - 1].sched = 1;
@@ -409,11 +415,7 @@ static void test_split_only_where_it_may_cut(void **state)
     snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "%s", name);
     ctx->split_ws = (CUdeviceptr)0x7c0000000000;
     kiln_problem p;
-    kiln_problem_init(&p, KILN_OP_DGRAD);
-    p.d_a = FAKE(0x7f0000000000);
-    p.d_b = FAKE(0x7e0000000000);
-    p.d_out = FAKE(0x7a0000000000);
-    p.d_sizes = FAKE(0x7d0000000000);
+    fake_problem(&p, KILN_OP_DGRAD, 1, 64, 0, 0);
     static const struct { int groups; int64_t cap, n, k; int cut; unsigned grid; } calls[] = {
         {16, 512, 2048, 768, 0, 60},   /* (4 + 16) row tiles x 3 column tiles */
         {1, 64, 14336, 4096, 1, 132},
@@ -529,15 +531,7 @@ static void test_prepare_makes_split_workspace(void **state)
         /* one group of 64 tokens, 16 tiles of a 224-k-block walk: cut where
          * the workspace is there */
         kiln_problem p;
-        kiln_problem_init(&p, KILN_OP_FPROP);
-        p.groups = 1;
-        p.capacity = 64;
-        p.n = 4096;
-        p.k = 14336;
-        p.d_a = FAKE(0x7f0000000000);
-        p.d_b = FAKE(0x7e0000000000);
-        p.d_out = FAKE(0x7a0000000000);
-        p.d_sizes = FAKE(0x7d0000000000);
+        fake_problem(&p, KILN_OP_FPROP, 1, 64, 4096, 14336);
         assert_int_equal(kiln_launch_generated(ctx, k, &p, FAKE(0x51), &err), KILN_OK);
         assert_int_equal(fake_last.args.workspace != NULL, cases[i].ws);
         assert_int_equal(fake_last.grid, cases[i].ws ? 132u : 32u); /* (1 + 1) row tiles x 16 */
