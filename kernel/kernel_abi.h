@@ -30,11 +30,14 @@
 
 /* The context workspace (args.workspace) of the kernels that split their
  * last wave's reductions (templates/sm90_gemm.cuh, SPLIT): a lease word at
- * 0, a counter per tile of the last wave at KILN_SPLIT_CTR_OFFSET, then a
- * partial tile (BM x BN fp32 at most) per CTA of the grid, for grids of up
- * to num_sms (and KILN_SPLIT_CTAS) CTAs.  The runtime zeroes the lease
- * and the counters once; each launch leaves them zero. */
+ * 0, three words per tile of the last wave from KILN_SPLIT_CTR_OFFSET (the
+ * pieces arrived, the pieces' CTAs started, the parts of the tile claimed;
+ * each an array of KILN_SPLIT_TILES), then a partial tile (BM x BN fp32 at
+ * most) per CTA of the grid, for grids of up to num_sms (and
+ * KILN_SPLIT_CTAS) CTAs.  The runtime zeroes the lease and the counters
+ * once; each launch leaves them zero. */
 #define KILN_SPLIT_CTAS 256
+#define KILN_SPLIT_TILES (KILN_SPLIT_CTAS / 2)   /* a last round splits at most half the grid's tiles */
 #define KILN_SPLIT_TILE_BYTES (128 * 1024)
 /* Word 1: the least saving the cost model must promise a launch before it
  * splits, in thousandths of a CTA's walk (KILN_SPLIT_MIN, written by the
@@ -42,6 +45,9 @@
 #define KILN_SPLIT_MIN_WORD 1
 #define KILN_SPLIT_CTR_OFFSET 64
 #define KILN_SPLIT_PARTS_OFFSET 4096
+#if KILN_SPLIT_CTR_OFFSET + 3 * 4 * KILN_SPLIT_TILES > KILN_SPLIT_PARTS_OFFSET
+#error "the split counters overlap the partial tiles"
+#endif
 
 /* When a launch splits, in one place for the kernels (kiln_split_plan) and
  * the runtime's cost model (runtime/dispatch_model.c), which must agree on

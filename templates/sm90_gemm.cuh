@@ -149,10 +149,13 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
  * (kiln_split_ways in kernel_abi.h, which the runtime's cost model shares).
  * Each piece's CTA writes its fp32 partial tile to its own slot of the
  * context workspace (args.workspace, laid out as kernel_abi.h says) and
- * counts itself in on the tile's counter; the last to arrive adds the S
- * partials in k order, so the sum's bits do not depend on who is last, and
- * runs the epilogue.  Nobody waits for another CTA, so a grid that is not
- * all resident still finishes.  docs/sm90_kernel.md has the measurements.
+ * counts itself in on the tile's counter.  The tile's sum is shared out in
+ * parts (kiln_split_finish): each part is summed over the S partials in k
+ * order, so its bits do not depend on who sums it, and stored by that CTA.
+ * A piece waits for the others only when all the tile's pieces have
+ * started, so are resident and will arrive; otherwise it leaves its parts
+ * to the last to arrive, so a grid that is not all resident still
+ * finishes.  docs/sm90_kernel.md has the measurements.
  *
  * The slots are per CTA index, shared by every launch that uses the
  * workspace: a launch splits only while it holds the workspace's lease,
@@ -165,12 +168,20 @@ constexpr bool SPLIT = !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BY
 /* What moving a partial tile costs, in k-blocks of the main loop (2 for
  * 128x256 tiles). */
 constexpr float SPLIT_PART_KB = KILN_SPLIT_PART_KB(BM, BN, BK, IN_ESZ);
+/* The parts a split tile's sum is shared out in: a band of OCW columns
+ * (the epilogue's boxes, SPLIT_CH float4 of acc a thread and m64 sub-tile)
+ * of one consumer warp group's rows; a half tile has half the bands.
+ * Without the bulk-store epilogue the tile is one part. */
+constexpr int SPLIT_BANDS = BN / OCW;
+constexpr int SPLIT_CH = OCW / 8;
+constexpr bool SPLIT_SHARED = SPLIT && EPI_TMA && CONSUMERS * SPLIT_BANDS < 32;
+static_assert(!SPLIT || ((ACC_N / 4) % SPLIT_CH == 0 && SPLIT_CH <= 8), "a band is whole float4 of acc");
 /* The finisher's buffers for the pieces' partials (kiln_split_finish): the
  * ring's slots but the one HOLD_BOXES keeps for the epilogue, at most 3,
- * each a chunk of 8 float4 a consumer thread (32 KiB with two consumer
- * warp groups).  Fewer than 2: the finisher loads into registers. */
+ * each a chunk of SPLIT_CH float4 a consumer thread.  Fewer than 2: the
+ * finisher loads into registers. */
 constexpr int SPLIT_FREE_SLOTS = STAGES - (HOLD_BOXES ? 1 : 0);
-constexpr int SPLIT_BUFS = SPLIT && STAGE_BYTES >= CONSUMERS * 128 * 8 * 16
+constexpr int SPLIT_BUFS = SPLIT && STAGE_BYTES >= CONSUMERS * 128 * SPLIT_CH * 16
                                ? (SPLIT_FREE_SLOTS < 3 ? SPLIT_FREE_SLOTS : 3)
                                : 0;
 /* The ring slot `back` slots before r.s */
@@ -185,8 +196,8 @@ __device__ unsigned kiln_split_launch[SPLIT ? KILN_SCHED_SLOTS : 1][2];
  * scratch; the scan uses 0..15 and 32..47, the pingpong turn 16..19): the
  * walk's units [0, FULL) are whole tiles, [FULL, END) the pieces of the
  * last wave's tiles, each tile WAYS pieces; ASKED: the launch took part in
- * the lease, SAID: it holds it; LAST: the tile's last piece is this CTA's;
- * UNIT..UNIT+3: this CTA's piece (kiln_unit).  Read from there where they
+ * the lease, SAID: it holds it; LAST: the parts of its tile this CTA sums
+ * (kiln_split_finish); UNIT..UNIT+3: this CTA's piece (kiln_unit).  Read from there where they
  * are used: held in registers from the kernel's start, they spilled in the
  * producer's. */
 constexpr int SPLIT_SAID = 20, SPLIT_LAST = 21, SPLIT_FULL = 22, SPLIT_END = 23, SPLIT_WAYS = 24,
@@ -208,6 +219,13 @@ KDEV int kiln_split_get(const kiln_smem &m, int i)
 KDEV void kiln_split_set(const kiln_smem &m, int i, int v)
 {
     asm volatile("st.shared.b32 [%0], %1;" :: "r"(kiln_split_at(m, i)), "r"(v) : "memory");
+}
+
+/* Word `what` (0 arrived, 1 started, 2 claimed) of the last round's tile
+ * t (kernel_abi.h's layout) */
+KDEV unsigned *kiln_split_word(const kiln_kernel_args &args, int what, int t)
+{
+    return (unsigned *)((char *)args.workspace + KILN_SPLIT_CTR_OFFSET) + what * KILN_SPLIT_TILES + t;
 }
 
 /* Thread 0: this launch's answer (1: split), deciding it if first. */
@@ -253,6 +271,7 @@ KDEV void kiln_split_plan(const kiln_kernel_args &args, const kiln_gemm &P, cons
     sp[SPLIT_UNIT + 1] = kb0;
     sp[SPLIT_UNIT + 2] = (j + 1) * P.nkb / S - kb0;
     sp[SPLIT_UNIT + 3] = j;
+    if (P.cta.cid < R * S) atomicAdd(kiln_split_word(args, 1, P.cta.cid / S), 1u);   /* started */
 }
 
 /* Thread 0 of every CTA of a launch that asked, after all its threads are
@@ -265,8 +284,16 @@ KDEV void kiln_split_retire(const kiln_kernel_args &args, const kiln_gemm &P, co
     __threadfence();
     if (atomicAdd(&state[1], 1u) != (unsigned)P.cta.ncl - 1) return;
     state[1] = 0;
+    if (kiln_split_get(m, SPLIT_SAID)) {
+        /* every CTA is done with the tiles' words: zero for the next holder */
+        const int tiles = (kiln_split_get(m, SPLIT_END) - kiln_split_get(m, SPLIT_FULL)) /
+                          kiln_split_get(m, SPLIT_WAYS);
+        for (int t = 0; t < tiles; ++t)
+            for (int w = 0; w < 3; ++w) *kiln_split_word(args, w, t) = 0;
+        __threadfence();
+        atomicExch((unsigned *)args.workspace, 0u);
+    }
     __threadfence();
-    if (kiln_split_get(m, SPLIT_SAID)) atomicExch((unsigned *)args.workspace, 0u);
     atomicExch(&state[0], 0u);
 }
 
@@ -294,12 +321,22 @@ KDEV kiln_unit kiln_unit_of(const kiln_gemm &P, const kiln_smem &m, int t)
 }
 
 /* Consumer warp group cw, after a piece's main loop: its partial to this
- * CTA's slot, then the count; true for the last piece of the tile, with
- * acc replaced by the sum of all pieces (in k order) to store.  A half
+ * CTA's slot, then the count, then the parts of the tile this CTA sums:
+ * -1 for none (nothing to store), else the bands of cw's rows (bit q:
+ * columns [q * OCW, (q + 1) * OCW) of its share) whose sums over all the
+ * pieces, in k order, replace acc's values there, to store.  A half
  * tile's (HALF_TILES) sums are the low half of acc: only those move, half
- * the bytes each piece writes and the finisher reads. */
-KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, const kiln_ring &r,
-                            float (&acc)[MI][ACC_N], int cw, bool half)
+ * the bytes each piece writes and the finisher reads.
+ *
+ * The parts (SPLIT_SHARED: warp group w's band q is part w * bands + q)
+ * go to the pieces in turn, part u to piece u % S.  A piece claims its
+ * parts before it counts itself in, and then waits for the count, only
+ * when every piece of the tile has started (kiln_split_plan): those
+ * arrive whatever this CTA does.  The last to arrive takes its own and
+ * every part nobody claimed.  Before, the last piece summed the whole
+ * tile alone: S partials read by one SM. */
+KDEV int kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, const kiln_ring &r,
+                           float (&acc)[MI][ACC_N], int cw, bool half)
 {
     const kiln_unit U = {kiln_split_get(m, SPLIT_UNIT), 0, 0, kiln_split_get(m, SPLIT_UNIT + 3)};
     constexpr int V = MI * ACC_N / 4;   /* float4 a thread */
@@ -313,8 +350,10 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, co
      * was a register more than the consumers' 232 and spilled */
     const int cid = (int)blockIdx.x;
     float4 *own = part(cid);
-    /* float4 v is in acc's high half (unused by a half tile) */
-    auto high = [](int v) { return v % (ACC_N / 4) >= ACC_N / 8; };
+    /* float4 v's band of the share, and whether it is in acc's high half
+     * (unused by a half tile) */
+    auto band = [](int v) { return v % (ACC_N / 4) / SPLIT_CH; };
+    auto high = [&](int v) { return band(v) >= SPLIT_BANDS / 2; };
 #pragma unroll
     for (int v = 0; v < V; ++v) {
         if (half && high(v)) continue;
@@ -324,16 +363,41 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, co
     __threadfence();
     kiln_named_sync(2, CONSUMERS * 128);
     const int ways = kiln_split_get(m, SPLIT_WAYS);
-    unsigned *ctr = (unsigned *)(ws + KILN_SPLIT_CTR_OFFSET) + (U.tile - kiln_split_get(m, SPLIT_FULL));
-    if (threadIdx.x == 128) kiln_split_set(m, SPLIT_LAST, atomicAdd(ctr, 1u) == (unsigned)ways - 1);
+    /* bands of a warp group's share in this tile; the tile's parts */
+    const int nb = SPLIT_SHARED ? (half ? SPLIT_BANDS / 2 : SPLIT_BANDS) : 1;
+    const int parts = SPLIT_SHARED ? CONSUMERS * nb : 1;
+    if (threadIdx.x == 128) {
+        const int t = U.tile - kiln_split_get(m, SPLIT_FULL);
+        unsigned *arrived = kiln_split_word(args, 0, t), *claimed = kiln_split_word(args, 2, t);
+        const unsigned all = (1u << parts) - 1;
+        unsigned dealt = 0, take = 0;   /* the parts dealt to this piece, those it sums */
+        for (int u = U.j; u < parts; u += ways) dealt |= 1u << u;
+        const bool stay = SPLIT_SHARED && dealt &&
+                          *(volatile unsigned *)kiln_split_word(args, 1, t) == (unsigned)ways;
+        if (stay) {
+            atomicOr(claimed, dealt);
+            take = dealt;
+            __threadfence();
+        }
+        if (atomicAdd(arrived, 1u) == (unsigned)ways - 1) {
+            __threadfence();
+            take |= ~atomicOr(claimed, all) & all;
+        } else if (stay) {
+            while (*(volatile unsigned *)arrived != (unsigned)ways) __nanosleep(64);
+        }
+        kiln_split_set(m, SPLIT_LAST, (int)take);
+    }
     kiln_named_sync(2, CONSUMERS * 128);
-    if (!kiln_split_get(m, SPLIT_LAST)) return false;
+    const unsigned take = (unsigned)kiln_split_get(m, SPLIT_LAST);
+    if (!take) return -1;
     __threadfence();
-    /* acc (stored above) takes the sum, CH float4 of it at a time: piece
-     * 0's values, then each next piece's added (the pieces' loop outside
-     * the chunks', ptxas spilled the walk beside acc's registers) */
-    constexpr int CH = V < 8 ? V : 8;
-    static_assert(!HALF_TILES || (ACC_N / 8) % CH == 0, "a chunk lies in one half of acc");
+    /* cw's bands to sum */
+    const unsigned bands = SPLIT_SHARED ? take >> (cw * nb) & ((1u << nb) - 1) : 0x7fffffffu;
+    auto mine = [&](int v) { return !(half && high(v)) && (bands >> (SPLIT_SHARED ? band(v) : 0) & 1); };
+    /* acc (stored above) takes the sum, SPLIT_CH float4 of it at a time:
+     * piece 0's values, then each next piece's added (the pieces' loop
+     * outside the chunks', ptxas spilled the walk beside acc's registers) */
+    constexpr int CH = SPLIT_CH;
     const int first = cid - U.j;   /* the CTA of the tile's piece 0 */
     auto add = [&](int v0, int i, const float4 (&x)[CH]) {
 #pragma unroll
@@ -346,23 +410,23 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, co
         }
     };
     if constexpr (SPLIT_BUFS >= 2) {
-        /* the chunks (e: those a half tile keeps, L of each half) and the
-         * pieces in turn, each (chunk, piece) a cp.async group into buffer
-         * q % SPLIT_BUFS, fetched SPLIT_BUFS - 1 ahead of the adds */
-        constexpr int L = ACC_N / 8 / CH > 0 ? ACC_N / 8 / CH : 1, CSTRIDE = CONSUMERS * 128 * 16;
+        /* the chunks this warp group sums (a band of each m64 sub-tile, in
+         * acc's order) and the pieces in turn, each (chunk, piece) a
+         * cp.async group into buffer q % SPLIT_BUFS, fetched SPLIT_BUFS - 1
+         * ahead of the adds */
+        constexpr int CSTRIDE = CONSUMERS * 128 * 16;
         const int held = HOLD_BOXES ? kiln_slot_back(r, 1) : STAGES - 1;
         const kiln_u32 me = (kiln_u32)(cw * 128 + ltid) * 16;
         auto buf = [&](int b) { return m.stage((held + 1 + b) % STAGES) + me; };
-        const int chunks = half ? V / CH / 2 : V / CH;
-        int fe = 0, fi = 0, fb = 0;   /* the next fetch: chunk, piece, buffer */
+        int fv = 0, fi = 0, fb = 0;   /* the next fetch: float4, piece, buffer */
         auto fetch = [&] {
-            if (fe < chunks) {
-                const int c = half ? (fe / L) * 2 * L + fe % L : fe;
-                const float4 *p = part(first + fi) + c * CH * 128;
+            while (fv < V && !mine(fv)) fv += CH;
+            if (fv < V) {
+                const float4 *p = part(first + fi) + fv * 128;
                 const kiln_u32 d = buf(fb);
 #pragma unroll
                 for (int k = 0; k < CH; ++k) kiln_cp_async16(d + k * CSTRIDE, p + k * 128);
-                if (++fi == ways) fi = 0, ++fe;
+                if (++fi == ways) fi = 0, fv += CH;
                 fb = fb + 1 == SPLIT_BUFS ? 0 : fb + 1;
             }
             kiln_cp_async_commit();   /* empty past the end: a group per item */
@@ -372,7 +436,7 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, co
         int b = 0;
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += CH) {
-            if (half && high(v0)) continue;
+            if (!mine(v0)) continue;
 #pragma unroll 1
             for (int i = 0; i < ways; ++i) {
                 fetch();
@@ -389,7 +453,7 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, co
     } else {
 #pragma unroll
         for (int v0 = 0; v0 < V; v0 += CH) {
-            if (half && high(v0)) continue;
+            if (!mine(v0)) continue;
 #pragma unroll 1
             for (int i = 0; i < ways; ++i) {
                 const float4 *p = part(first + i);
@@ -400,8 +464,7 @@ KDEV bool kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, co
             }
         }
     }
-    if (threadIdx.x == 128) *ctr = 0;   /* for the next launch that holds the lease */
-    return true;
+    return (int)bands;
 }
 
 /* ------------------------------------------------ per-group weight maps */
@@ -1119,11 +1182,14 @@ KDEV void kiln_terms_ready(const kiln_kernel_args &args, const kiln_gemm &P, con
 }
 
 /* half: a half tile's, the warp group's columns [cb, cb + BN / 2) of
- * the tile from the low half of acc (kiln_consume). */
+ * the tile from the low half of acc (kiln_consume).  bands: bit q stores
+ * the boxes of columns [q * OCW, (q + 1) * OCW) of the share (a split
+ * tile's parts, kiln_split_finish). */
 KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
                             const float (&acc)[MI][ACC_N], unsigned char *stg,
                             unsigned char *held, int wrow0, const kiln_tmap *tmap_d,
-                            const kiln_tma_terms &e, kiln_u32 csc, bool half, int cb)
+                            const kiln_tma_terms &e, kiln_u32 csc, bool half, int cb,
+                            unsigned bands)
 {
     const int lane = threadIdx.x & 31;
     const bool use_bias = EPI_BIAS && args.bias;
@@ -1136,7 +1202,8 @@ KDEV void kiln_epilogue_tma(const kiln_kernel_args &args, const kiln_gemm &P, co
     auto place = [&](int b, int &wrow, int &col0) {
         wrow = wrow0 + b / (BN / OCW) * 64;
         col0 = T.col0 + cb + b % (BN / OCW) * OCW;
-        return wrow < T.row_end && col0 < P.n_out && !(half && b % (BN / OCW) >= BN / OCW / 2);
+        return wrow < T.row_end && col0 < P.n_out && !(half && b % (BN / OCW) >= BN / OCW / 2) &&
+               (bands >> (b % (BN / OCW)) & 1);
     };
     /* the i-th box of a batch: the warp's own staging, then the held slot's */
     auto box_at = [&](int i) { return i < STG_BUFS ? stg + i * 2048 : held + (i - STG_BUFS) * 2048; };
@@ -1236,12 +1303,15 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         auto terms = [&] { if (TERMS_UNDER_LAST && !piece) kiln_tma_terms_load(args, P, T, wrow0, lane, e); };
         if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
         else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, half, cb, lane, staged, terms);
-        /* a piece of a split tile: stored by the tile's last piece only,
-         * its terms loaded after the pieces' sum (not held across it) */
+        /* a piece of a split tile: stores the bands it summed, if any
+         * (kiln_split_finish), its terms loaded after the sum (not held
+         * across it) */
+        int bands = -1;   /* all */
         if (!piece) {
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, !TERMS_UNDER_LAST);
         } else {
-            if (!kiln_split_finish(args, m, r, acc, cw, half)) continue;
+            bands = kiln_split_finish(args, m, r, acc, cw, half);
+            if (bands < 0) continue;
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, true);
         }
         /* `held` is this warp's part of the last k-block's slot (HOLD_BOXES)
@@ -1253,7 +1323,8 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
                                      kiln_smem_addr(stg))
                        : stg;
         if (EPI_TMA)
-            kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d, e, kiln_csc_at(m, j & 1), half, cb);
+            kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d, e, kiln_csc_at(m, j & 1), half, cb,
+                              (unsigned)bands);
         else kiln_epilogue(args, P, T, acc, (float *)stg, wrow0);
     }
     /* shared memory must outlive the last stores' reads of it */
