@@ -23,7 +23,20 @@
  * probe_sum works out each S's value the same way in fp32.  The same call
  * with K = 2048 (a walk of 32 k-blocks, under KILN_SPLIT_MIN_WALK) keeps
  * its tiles whole (3.75): such cuts measured slower than whole tiles.
+ *
+ * The pieces share the finishing sums out (kiln_split_finish); a piece waits
+ * for its tile's others only when they have all started.  The split call is
+ * made again while a hog kernel on another stream holds all but a few SMs,
+ * so the pieces start a few at a time: some leave their parts to the last
+ * to arrive.  The call must give the same values, take at least twice its
+ * time on free SMs (else its CTAs were all resident after all; H200: 0.28
+ * and 2.4 ms beside the hog, 0.053 ms free), and end before
+ * the hog does: on the few free SMs, so no piece waited for one that had
+ * not started.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <time.h>
+
 #include "testutil.h"
 
 #include "gpu_util.h"
@@ -190,6 +203,105 @@ static void test_split_probe(void **state)
     DEV_FREE_ALL(c.x, c.w, c.y, c.sizes);
 }
 
+/* The hog: one warp a CTA, its launch reserving 48 KiB of shared memory
+ * (so an SM holding one has no room for a CTA of the 128x256 kernel, 217
+ * KiB), spinning until the global timer passes its start by `ns`. */
+static const char k_hog_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                                ".visible .entry hog(.param .u64 ns)\n{\n"
+                                "  .reg .u64 %t<3>;\n  .reg .pred %p;\n"
+                                "  ld.param.u64 %t1, [ns];\n"
+                                "  mov.u64 %t0, %globaltimer;\n"
+                                "  add.u64 %t1, %t1, %t0;\n"
+                                "SPIN:\n  mov.u64 %t2, %globaltimer;\n"
+                                "  setp.lt.u64 %p, %t2, %t1;\n"
+                                "  @%p bra SPIN;\n  ret;\n}\n";
+enum { HOG_SMEM = 48 * 1024, HOG_FREE_SMS = 4 };
+static const uint64_t k_hog_ns = 20000000;   /* 20 ms, against the call's ~0.1 ms */
+
+/* kiln_gemm of c on stream s, from event `from`: the ms to its end */
+static float timed_call(kiln_context *ctx, const probe *c, CUstream s, CUevent from, CUevent done,
+                        const char *what)
+{
+    const kiln_status st = kiln_gemm(ctx, &c->p, s);
+    if (st != KILN_OK) fail_msg("%s: kiln_gemm: %s", what, kiln_last_error(ctx));
+    CU(g_drv.cuEventRecord(done, s));
+    CU(g_drv.cuEventSynchronize(done));
+    float ms;
+    CU(g_drv.cuEventElapsedTime(&ms, from, done));
+    return ms;
+}
+
+static void test_split_not_resident(void **state)
+{
+    (void)state;
+    if (gpu_num_sms() < 16) skip();
+    probe c;
+    probe_init(&c, K);
+    kiln_context *ctx = probe_context(NULL, NULL);
+    /* the cut's value, from a call with the SMs free (test_split_probe
+     * checks it is a cut's) */
+    poison(c.y, (size_t)CAP * N * 2);
+    kiln_call_report rep;
+    int failures = 0;
+    if (!gpu_gemm_case(ctx, &c.p, "split", &failures, &rep)) fail_msg("split: the call failed");
+    uint16_t first;
+    download(&first, c.y, sizeof first);
+    const float want = kiln_bf16_to_f32(first);
+    if (want == probe_sum(1, c.kb)) fail_msg("the call with free SMs kept its tiles whole");
+
+    CUmodule mod;
+    CUfunction hog;
+    CU(g_drv.cuModuleLoadData(&mod, k_hog_ptx));
+    CU(g_drv.cuModuleGetFunction(&hog, mod, "hog"));
+    CUstream sh, sk;
+    CU(g_drv.cuStreamCreate(&sh, CU_STREAM_NON_BLOCKING));
+    CU(g_drv.cuStreamCreate(&sk, CU_STREAM_NON_BLOCKING));
+    CUevent start, call_start, hog_done, call_done;
+    CU(g_drv.cuEventCreate(&start, CU_EVENT_DEFAULT));
+    CU(g_drv.cuEventCreate(&call_start, CU_EVENT_DEFAULT));
+    CU(g_drv.cuEventCreate(&hog_done, CU_EVENT_DEFAULT));
+    CU(g_drv.cuEventCreate(&call_done, CU_EVENT_DEFAULT));
+    CU(g_drv.cuEventRecord(start, sk));
+    const float alone_ms = timed_call(ctx, &c, sk, start, call_done, "split on free SMs");
+
+    poison(c.y, (size_t)CAP * N * 2);
+    uint64_t ns = k_hog_ns;
+    void *params[] = {&ns};
+    CU(g_drv.cuEventRecord(start, sh));
+    CU(g_drv.cuLaunchKernel(hog, (unsigned)(gpu_num_sms() - HOG_FREE_SMS), 1, 1, 32, 1, 1, HOG_SMEM, sh,
+                            params, NULL));
+    CU(g_drv.cuEventRecord(hog_done, sh));
+    /* the hog's CTAs are on their SMs before the call's come */
+    nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 2000000}, NULL);
+    CU(g_drv.cuEventRecord(call_start, sk));
+    const float beside_ms = timed_call(ctx, &c, sk, call_start, call_done, "split beside the hog");
+    CU(g_drv.cuEventSynchronize(hog_done));
+    float hog_ms, call_end_ms;
+    CU(g_drv.cuEventElapsedTime(&hog_ms, start, hog_done));
+    CU(g_drv.cuEventElapsedTime(&call_end_ms, start, call_done));
+    printf("  the call took %.3f ms on free SMs, %.3f ms beside the hog; it ended at %.3f ms, the hog at "
+           "%.3f ms\n",
+           alone_ms, beside_ms, call_end_ms, hog_ms);
+    probe_check(&c, want, "split beside the hog");
+    if (beside_ms < 2 * alone_ms)
+        fail_msg("beside the hog the call took %.3f ms, %.3f on free SMs: its CTAs found room", beside_ms,
+                 alone_ms);
+    if (call_end_ms > hog_ms)
+        fail_msg("the call ended after the hog (%.3f > %.3f ms): its pieces waited for SMs the hog held",
+                 call_end_ms, hog_ms);
+    CU(g_drv.cuEventDestroy(start));
+    CU(g_drv.cuEventDestroy(call_start));
+    CU(g_drv.cuEventDestroy(hog_done));
+    CU(g_drv.cuEventDestroy(call_done));
+    CU(g_drv.cuStreamDestroy(sh));
+    CU(g_drv.cuStreamDestroy(sk));
+    CU(g_drv.cuModuleUnload(mod));
+    /* and a call with the SMs free again: the lease and the words are back */
+    probe_call(ctx, &c, want, "split, a call after the hog's");
+    kiln_context_destroy(ctx);
+    DEV_FREE_ALL(c.x, c.w, c.y, c.sizes);
+}
+
 /* The same 4 tiles with a reduction of 32 k-blocks: a walk under
  * KILN_SPLIT_MIN_WALK, kept whole by the default context (the rule before
  * the eightieth session cut it in 4, which gives 2). */
@@ -210,6 +322,7 @@ static void test_short_walk_whole(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_split_probe),
+                                       cmocka_unit_test(test_split_not_resident),
                                        cmocka_unit_test(test_short_walk_whole)};
     return gpu_run_group_tests(tests);
 }
