@@ -139,6 +139,25 @@ static void probe_call(kiln_context *ctx, const probe *c, float want, const char
     probe_check(c, want, what);
 }
 
+/* The first split call on ctx: which S the kernel took, by the value of
+ * the first element (whole tiles give another) */
+static int probe_cut(kiln_context *ctx, const probe *c)
+{
+    poison(c->y, (size_t)CAP * N * 2);
+    kiln_call_report rep;
+    int failures = 0;
+    if (!gpu_gemm_case(ctx, &c->p, "split", &failures, &rep)) fail_msg("split: the call failed");
+    uint16_t first;
+    download(&first, c->y, sizeof first);
+    const float got = kiln_bf16_to_f32(first);
+    int S = 0;
+    for (int s = 2; s <= 8 && !S; s++)
+        if (probe_sum(s, c->kb) == got && probe_sum(s, c->kb) != probe_sum(1, c->kb)) S = s;
+    printf("  the first element %g: a cut into %d pieces (or more) gives it\n", got, S);
+    if (!S) fail_msg("split: the first element is %g, which no cut into 2 to 8 pieces gives", got);
+    return S;
+}
+
 static void test_split_probe(void **state)
 {
     (void)state;
@@ -156,21 +175,8 @@ static void test_split_probe(void **state)
     probe_call(whole, &c, whole_sum, "KILN_SPLIT_MIN=1000: whole tiles");
     kiln_context_destroy(whole);
 
-    /* the first split call: which S the kernel took, by its value */
     kiln_context *ctx = probe_context(NULL, NULL);
-    poison(c.y, (size_t)CAP * N * 2);
-    kiln_call_report rep;
-    int failures = 0;
-    if (!gpu_gemm_case(ctx, &c.p, "split", &failures, &rep)) fail_msg("split: the call failed");
-    uint16_t first;
-    download(&first, c.y, sizeof first);
-    const float got = kiln_bf16_to_f32(first);
-    int S = 0;
-    for (int s = 2; s <= 8 && !S; s++)
-        if (probe_sum(s, c.kb) == got && probe_sum(s, c.kb) != whole_sum) S = s;
-    printf("  the first element %g: a cut into %d pieces (or more) gives it\n", got, S);
-    if (!S) fail_msg("split: the first element is %g, which no cut into 2 to 8 pieces gives", got);
-    const float split_sum = probe_sum(S, c.kb);
+    const float split_sum = probe_sum(probe_cut(ctx, &c), c.kb);
     char what[64];
     for (int i = 1; i <= 3; i++) {
         snprintf(what, sizeof what, "split, call %d on the legacy stream", i);
@@ -238,16 +244,7 @@ static void test_split_not_resident(void **state)
     probe c;
     probe_init(&c, K);
     kiln_context *ctx = probe_context(NULL, NULL);
-    /* the cut's value, from a call with the SMs free (test_split_probe
-     * checks it is a cut's) */
-    poison(c.y, (size_t)CAP * N * 2);
-    kiln_call_report rep;
-    int failures = 0;
-    if (!gpu_gemm_case(ctx, &c.p, "split", &failures, &rep)) fail_msg("split: the call failed");
-    uint16_t first;
-    download(&first, c.y, sizeof first);
-    const float want = kiln_bf16_to_f32(first);
-    if (want == probe_sum(1, c.kb)) fail_msg("the call with free SMs kept its tiles whole");
+    const float want = probe_sum(probe_cut(ctx, &c), c.kb);   /* the cut's, with the SMs free */
 
     CUmodule mod;
     CUfunction hog;
