@@ -196,11 +196,11 @@ __device__ unsigned kiln_split_launch[SPLIT ? KILN_SCHED_SLOTS : 1][2];
  * scratch; the scan uses 0..15 and 32..47, the pingpong turn 16..19): the
  * walk's units [0, FULL) are whole tiles, [FULL, END) the pieces of the
  * last wave's tiles, each tile WAYS pieces; ASKED: the launch took part in
- * the lease, SAID: it holds it; LAST: the parts of its tile this CTA sums
- * (kiln_split_finish); UNIT..UNIT+3: this CTA's piece (kiln_unit).  Read from there where they
- * are used: held in registers from the kernel's start, they spilled in the
- * producer's. */
-constexpr int SPLIT_SAID = 20, SPLIT_LAST = 21, SPLIT_FULL = 22, SPLIT_END = 23, SPLIT_WAYS = 24,
+ * the lease, SAID: it holds it; TAKE: the parts of its tile this CTA sums
+ * (kiln_split_finish); UNIT..UNIT+3: this CTA's piece (kiln_unit).  Read
+ * from there where they are used: held in registers from the kernel's
+ * start, they spilled in the producer's. */
+constexpr int SPLIT_SAID = 20, SPLIT_TAKE = 21, SPLIT_FULL = 22, SPLIT_END = 23, SPLIT_WAYS = 24,
               SPLIT_ASKED = 25, SPLIT_UNIT = 26;
 
 /* Scratch int i through its 32-bit shared address (from m.sbase, which
@@ -385,10 +385,10 @@ KDEV int kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, con
         } else if (stay) {
             while (*(volatile unsigned *)arrived != (unsigned)ways) __nanosleep(64);
         }
-        kiln_split_set(m, SPLIT_LAST, (int)take);
+        kiln_split_set(m, SPLIT_TAKE, (int)take);
     }
     kiln_named_sync(2, CONSUMERS * 128);
-    const unsigned take = (unsigned)kiln_split_get(m, SPLIT_LAST);
+    const unsigned take = (unsigned)kiln_split_get(m, SPLIT_TAKE);
     if (!take) return -1;
     __threadfence();
     /* cw's bands to sum */
