@@ -29,10 +29,13 @@ graph, divided by N, the calls taking turns over copies of the operands
 that together span at least twice the L2 (L2_SPAN): a call's GPU time, with
 no host work between calls and the weights read from HBM.  Small decode
 calls take less GPU time than a Python call's host work, so timed eagerly
-they measure the host; serving frameworks replay them from graphs.
+they measure the host; serving frameworks replay them from graphs.  With
+--stream as well, a third side moves each call's bytes in one launch and
+does nothing else (stream_peer.py): what any one kernel takes for them,
+and kiln's time against it.
 
     python/bench/bf16_bench.py --bench build/bench/kiln_bench [--only a,b] [--json F] [--kernels]
-                               [--graph N]
+                               [--graph N [--stream]]
 """
 import argparse
 import json
@@ -78,18 +81,24 @@ def reference(op, x, w, dy, bounds):
     return torch.stack([dy[a:b].float().t() @ x[a:b].float() for a, b in bounds])
 
 
-def sides_graphed(a, b, offs, out, calls):
+def sides_graphed(a, b, offs, out, calls, stream=False):
     """{kiln, torch}: graph replays of `calls` calls over copies of (a, b)
-    spanning L2_SPAN (steady.graphed)."""
+    spanning L2_SPAN (steady.graphed); with stream, also one launch a call
+    that moves the same bytes and does nothing else (stream_peer.py)."""
     size = a.numel() * a.element_size() + b.numel() * b.element_size()
     copies = max(1, min(16, math.ceil(L2_SPAN / size)))
     sets = [(a, b)] + [(a.clone(), b.clone()) for _ in range(copies - 1)]
     kf = [lambda a=a, b=b: kiln.grouped_mm(a, b, offs, out=out) for a, b in sets]
     tf = [lambda a=a, b=b: torch._grouped_mm(a, b, offs=offs) for a, b in sets]
-    return {"kiln": graphed(kf, calls), "torch": graphed(tf, calls)}
+    sides = {"kiln": graphed(kf, calls), "torch": graphed(tf, calls)}
+    if stream:
+        from stream_peer import stream_fn
+        sink = torch.empty_like(out)
+        sides["stream"] = graphed([stream_fn(a, b, sink) for a, b in sets], calls)
+    return sides
 
 
-def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False, graph=0):
+def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False, graph=0, stream=False):
     G, T = len(sizes), sum(sizes)
     offs, bounds, x, w, dy = case_operands(K, N, sizes)
     for op in ops:
@@ -114,7 +123,7 @@ def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False, 
             rows.append({"case": name, "op": op, "error": [kerr, terr]})
             continue
         if graph and base == op:
-            sides = sides_graphed(a, b, offs, out, graph)
+            sides = sides_graphed(a, b, offs, out, graph, stream)
             ms = {k: v / graph for k, v in alternate(sides, reps, rounds, warm_s).items()}
             del sides
         else:
@@ -127,6 +136,11 @@ def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False, 
         print(f"  {name:16s} {op:5s} kiln {r['kiln_ms']:8.4f} ms  torch {r['torch_ms']:8.4f} ms"
               f"  x{r['ratio']:5.3f}  floor {fl:7.4f} ms: kiln {r['kiln_of_floor']:4.2f},"
               f" torch {r['torch_of_floor']:4.2f}  err {kerr:.1e}", flush=True)
+        if "stream" in ms:
+            r["stream_ms"] = ms["stream"]
+            r["kiln_of_stream"] = ms["stream"] / ms["kiln"]
+            print(f"    stream {ms['stream']:8.4f} ms ({fl / ms['stream']:4.2f} of the floor):"
+                  f" kiln at {r['kiln_of_stream']:4.2f} of its speed", flush=True)
         if served:
             r["served"] = served
             print(f"    served: {served['backend']} {served['kernel']} ({served['reason']})",
@@ -151,9 +165,14 @@ def main():
     ap.add_argument("--graph", type=int, default=0, metavar="N",
                     help="time N calls replayed from a CUDA graph (per call), over copies of the"
                          " operands that exceed the L2; ops ending _s are timed eagerly")
+    ap.add_argument("--stream", action="store_true",
+                    help="with --graph: also time one launch a call that moves the call's bytes"
+                         " and nothing else (stream_peer.py), and kiln's time against it")
     ap.add_argument("--kernels", action="store_true",
                     help="print the kernel kiln served each row, and why (kiln_last_call)")
     a = ap.parse_args()
+    if a.stream and not a.graph:
+        ap.error("--stream times graph replays: give --graph N too")
     only = set(filter(None, a.only.split(",")))
     ops = a.ops.split(",")
     torch.manual_seed(0)
@@ -163,7 +182,8 @@ def main():
     rows = []
     for name, K, N, sizes in load_cases(a.bench, a.cases):
         if not only or name in only:
-            run_case(name, K, N, sizes, ops, a.reps, a.rounds, a.warm, rows, a.kernels, a.graph)
+            run_case(name, K, N, sizes, ops, a.reps, a.rounds, a.warm, rows, a.kernels, a.graph,
+                     a.stream)
     bad = [r for r in rows if "error" in r]
     for op in ops:
         v = [r["ratio"] for r in rows if r["op"] == op and "ratio" in r]
@@ -171,6 +191,12 @@ def main():
         if v:
             print(f"{op}: kiln vs torch geomean x{geomean(v):.3f}, lowest x{min(v):.3f} over"
                   f" {len(v)} cases; kiln's fraction of the floor {min(fl):.2f}-{max(fl):.2f}")
+        st = [r for r in rows if r["op"] == op and "stream_ms" in r]
+        if st:
+            sf = [r["floor_ms"] / r["stream_ms"] for r in st]
+            ks = [r["kiln_of_stream"] for r in st]
+            print(f"{op}: one launch moving the bytes reaches {min(sf):.2f}-{max(sf):.2f} of the"
+                  f" floor; kiln {min(ks):.2f}-{max(ks):.2f} of its speed, geomean {geomean(ks):.3f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": rows}, f, indent=1)
