@@ -26,7 +26,7 @@ floor_ms: FLOPs at 800 TFLOP/s or compulsory bytes at 4.3 TB/s).
 
 With --graph N, each side's time is that of N calls captured in one CUDA
 graph, divided by N, the calls taking turns over copies of the operands
-that together span at least twice the L2 (L2_SPAN): a call's GPU time, with
+that together span at least twice the L2 (steady.copies): a call's GPU time, with
 no host work between calls and the weights read from HBM.  Small decode
 calls take less GPU time than a Python call's host work, so timed eagerly
 they measure the host; serving frameworks replay them from graphs.  With
@@ -56,11 +56,10 @@ except ImportError:
 from kiln import _torch as kiln_torch  # noqa: E402  (kiln_torch.context: the calls' context)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
-from steady import alternate, graphed  # noqa: E402
+from steady import alternate, copies, graphed  # noqa: E402
 from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_err  # noqa: E402
 
 TOL = 1e-2
-L2_SPAN = 2 * 50 * 2**20   # twice an H100's or H200's L2 (50 MiB)
 
 
 def operands(op, x, w, dy):
@@ -83,11 +82,9 @@ def reference(op, x, w, dy, bounds):
 
 def sides_graphed(a, b, offs, out, calls, stream=False):
     """{kiln, torch}: graph replays of `calls` calls over copies of (a, b)
-    spanning L2_SPAN (steady.graphed); with stream, also one launch a call
+    (steady.copies, steady.graphed); with stream, also one launch a call
     that moves the same bytes and does nothing else (stream_peer.py)."""
-    size = a.numel() * a.element_size() + b.numel() * b.element_size()
-    copies = max(1, min(16, math.ceil(L2_SPAN / size)))
-    sets = [(a, b)] + [(a.clone(), b.clone()) for _ in range(copies - 1)]
+    sets = copies(a, b)
     kf = [lambda a=a, b=b: kiln.grouped_mm(a, b, offs, out=out) for a, b in sets]
     tf = [lambda a=a, b=b: torch._grouped_mm(a, b, offs=offs) for a, b in sets]
     sides = {"kiln": graphed(kf, calls), "torch": graphed(tf, calls)}

@@ -16,11 +16,15 @@ and energy a call held at the power limit, where alternating rounds of the
 power-limited shapes spread by several percent.  With --libs TAG=PATH a
 side SETTING#TAG runs on another build of libkiln loaded in the same
 process (lib_copies.py): a template change against the tree, side by side.
+With --graph N each side's time is that of N calls replayed from a CUDA
+graph over copies of the operands (steady.copies, steady.graphed), per
+call: decode-sized calls timed eagerly measure Python's host work.
 
     python/bench/context_ab.py --bench build/bench/kiln_bench \
         --against KILN_SPLIT=1,KILN_SPLIT=0 [--only a,b] [--ops fprop,dgrad] [--alone 2]
     python/bench/context_ab.py --libs new=/tmp/new/libkiln.so \
         --against "#new,KILN_SPLIT=1,KILN_SPLIT=1#new" --alone 2   (each build twice)
+    python/bench/context_ab.py --cases bench/ep_decode.tsv --against KILN_SPLIT=0 --graph 20
 """
 import argparse
 import os
@@ -33,7 +37,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from kiln import _lib  # noqa: E402
-from steady import alternate  # noqa: E402
+from steady import alternate, copies, graphed  # noqa: E402
 from lib_copies import parse, split_side  # noqa: E402
 from environment import environment  # noqa: E402
 import torch_peer  # noqa: E402
@@ -54,9 +58,9 @@ def call(ctx, lib, op, a, b, out, offs, G, N, K):
     p.groups, p.n, p.k, p.capacity = G, N, K, a.shape[0]
     p.d_sizes, p.sizes_kind = offs.data_ptr(), _lib.SIZES_OFFSETS
     p.d_a, p.d_b, p.d_out = a.data_ptr(), b.data_ptr(), out.data_ptr()
-    stream = torch.cuda.current_stream().cuda_stream
     ctx.prepare(p)
-    return lambda: ctx.gemm(p, stream)
+    # the stream current at each call: a graph's capture runs on its own
+    return lambda: ctx.gemm(p, torch.cuda.current_stream().cuda_stream)
 
 
 def main():
@@ -73,9 +77,14 @@ def main():
                     help="comma-separated: fprop, dgrad, wgrad (overwriting bf16 dW)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--graph", type=int, default=0, metavar="N",
+                    help="time N calls replayed from a CUDA graph (per call), over copies of the"
+                         " operands that exceed the L2")
     ap.add_argument("--alone", type=float, default=0.0,
                     help="then run each side alone this many seconds under nvidia-smi sampling")
     a = ap.parse_args()
+    if a.graph and a.alone:
+        ap.error("--alone holds one call a side, --graph replays N: give one of them")
     only = set(filter(None, a.only.split(",")))
     libs = parse(a.libs, "context_ab.py")
     ctxs = []
@@ -94,17 +103,18 @@ def main():
             if op == "fprop":
                 kop, src, wk, shape = _lib.OP_FPROP, x, w, (T, N)
                 ref = torch.cat([x[s:e].float() @ w[g].float().t() for g, (s, e) in enumerate(bounds)])
-                tfn = lambda: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
+                tfn = lambda x=x, w=w: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
             elif op == "dgrad":
                 kop, src, wk, shape = _lib.OP_DGRAD, dy, w, (T, K)
                 ref = torch.cat([dy[s:e].float() @ w[g].float() for g, (s, e) in enumerate(bounds)])
-                tfn = lambda: torch._grouped_mm(dy, w, offs=offs)
+                tfn = lambda dy=dy, w=w: torch._grouped_mm(dy, w, offs=offs)
             elif op == "wgrad":   # dW_g [N,K] = dY_gᵀ X_g, overwritten (bf16)
                 kop, src, wk, shape = _lib.OP_WGRAD, dy, x, (G, N, K)
                 ref = torch.stack([dy[s:e].float().t() @ x[s:e].float() for s, e in bounds])
-                tfn = lambda: torch._grouped_mm(dy.t(), x, offs=offs)
+                tfn = lambda dy=dy, x=x: torch._grouped_mm(dy.t(), x, offs=offs)
             else:
                 sys.exit(f"context_ab.py: --ops {op!r}: expected fprop, dgrad or wgrad")
+            sets = copies(src, wk) if a.graph else [(src, wk)]
             sides, served = {}, {}
             for sname, ctx, lib in ctxs:
                 out = torch.empty(shape, device="cuda", dtype=torch.bfloat16)
@@ -115,11 +125,15 @@ def main():
                 if err > 1e-2:
                     print(f"  {name} {op} {sname}: WRONG, relative error {err:.2e}", flush=True)
                     continue
-                sides[sname] = fn
                 served[sname] = ctx.last_call()["kernel"]
-            sides["torch"] = tfn
+                sides[sname] = graphed([call(ctx, lib, kop, s, w_, out, offs, G, N, K) for s, w_ in sets],
+                                       a.graph) if a.graph else fn
+            sides["torch"] = graphed([lambda s=s, w_=w_: tfn(s, w_) for s, w_ in sets],
+                                     a.graph) if a.graph else tfn
             del ref
             ms = alternate(sides, a.reps, a.rounds)
+            if a.graph:
+                ms = {k: v / a.graph for k, v in ms.items()}
             first = ms[ctxs[0][0]]
             flops = 2.0 * T * N * K
             cells = "  ".join(f"{s} {ms[s]:.4f} ms x{ms[s] / first:.3f}" for s in ms)

@@ -15,10 +15,13 @@ between consecutive calls and reads the events once at the end: a call's
 time is the GPU's alone, not the host's launch work (with a synchronisation
 per call, a 0.1 ms kernel would carry tens of microseconds of Python).
 """
+import math
 import statistics
 import time
 
 import torch
+
+L2_SPAN = 2 * 50 * 2**20   # twice an H100's or H200's L2 (50 MiB)
 
 
 def _burst(fn, reps):
@@ -46,6 +49,16 @@ def alternate(sides, reps=20, rounds=3, warm_s=0.3):
         for n in (names if r % 2 == 0 else names[::-1]):
             times[n] += _burst(sides[n], reps)
     return {n: statistics.median(t) for n, t in times.items()}
+
+
+def copies(*tensors):
+    """[tensors, copy, ...]: the tensors and clones of them (strides kept)
+    that together span at least L2_SPAN (16 sets at most), for graphed
+    calls that take them in turn: no call then finds its operands in the
+    L2 where the previous one left them."""
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    n = max(1, min(16, math.ceil(L2_SPAN / size)))
+    return [tuple(tensors)] + [tuple(t.clone() for t in tensors) for _ in range(n - 1)]
 
 
 def graphed(fns, calls):
