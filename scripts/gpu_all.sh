@@ -20,10 +20,13 @@
 #  10. the fp8 benchmark (python/bench/fp8_bench.py: kiln's fp8 kernels vs
 #      torch._scaled_grouped_mm in one process);
 #  11. the bf16 benchmark at steady state (python/bench/bf16_bench.py: kiln
-#      and torch._grouped_mm in one process, alternating after a warm-up).
+#      and torch._grouped_mm in one process, alternating after a warm-up);
+#  12. decode-sized calls after expert parallelism (bench/ep_decode.tsv)
+#      replayed from CUDA graphs, kiln and torch beside one launch that
+#      moves each call's bytes and does nothing else (bf16_bench --stream).
 # KILN_FP8_PACKAGE=1 makes part 10 call kiln through the Python package.
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
-# sweeps,python,ab,layer,fp8,steady.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
+# sweeps,python,ab,layer,fp8,steady,decode.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
 # fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias).  A short table comes last.  Logs
 # go to $OUT (or /tmp/kiln-gpu).
 #
@@ -38,7 +41,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 cd "$here"
 bundle=$build/kiln-sm_90a.kbundle
 summary=()
-parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer,fp8,steady},
+parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer,fp8,steady,decode},
 want() { case $parts in *,$1,*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 
@@ -201,6 +204,14 @@ if want steady; then
   summary+=("steady bf16 benchmark: exit $?")
 fi
 
+if want decode; then
+  echo "== 12. decode-sized calls from CUDA graphs: kiln, torch._grouped_mm and one launch moving the bytes"
+  KILN_BUILD_DIR=$build PYTHONPATH=$here/python PYTHONUNBUFFERED=1 timeout "${KILN_DECODE_TIMEOUT:-300}" \
+    python3 python/bench/bf16_bench.py --bench "$build/bench/kiln_bench" --cases bench/ep_decode.tsv \
+    --ops fprop,dgrad --graph 20 --stream --json "$out/decode.json" > "$out/decode.log" 2>&1
+  summary+=("decode benchmark (graphs): exit $?")
+fi
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
@@ -215,4 +226,5 @@ fi
 [ -f "$out/layer.log" ] && { echo "---- layer step ----"; tail -n 25 "$out/layer.log"; }
 [ -f "$out/fp8.log" ] && { echo "---- fp8 vs torch._scaled_grouped_mm ----"; tail -n 60 "$out/fp8.log"; }
 [ -f "$out/steady.log" ] && { echo "---- bf16 at steady state vs torch._grouped_mm, one process ----"; tail -n 45 "$out/steady.log"; }
+[ -f "$out/decode.log" ] && { echo "---- decode calls from graphs vs torch._grouped_mm and one launch moving the bytes ----"; tail -n 40 "$out/decode.log"; }
 exit 0
