@@ -38,6 +38,7 @@ and kiln's time against it.
                                [--graph N [--stream]]
 """
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -170,6 +171,8 @@ def main():
     a = ap.parse_args()
     if a.stream and not a.graph:
         ap.error("--stream times graph replays: give --graph N too")
+    if a.stream and importlib.util.find_spec("triton") is None:
+        ap.error("--stream: its side is a Triton kernel, and triton is not installed")
     only = set(filter(None, a.only.split(",")))
     ops = a.ops.split(",")
     torch.manual_seed(0)
