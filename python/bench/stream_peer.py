@@ -10,7 +10,7 @@ to ~100 MB of weights, 10-60 us) that fixed part is a large share of the
 floor.  This side measures it: one Triton launch that reads every element
 of the call's operands and writes every element of its output, with no
 arithmetic beyond a sum that keeps the loads live, timed the same way as
-kiln and torch (the same operand copies, the same graph of N calls).  Its
+kiln and torch (the same operand copies, N calls a graph).  Its
 time is what any one kernel needs for those bytes on the day; kiln's time
 over it is what kiln's own work costs (bf16_bench.py --stream).
 """
