@@ -18,7 +18,10 @@ import pytest
 from conftest import HAS_TORCH
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
-pytestmark = pytest.mark.skipif(not (HAS_TORCH and HAS_TRITON), reason="needs torch and triton")
+# Triton's interpreter imports numpy, which neither torch nor triton requires
+HAS_NUMPY = importlib.util.find_spec("numpy") is not None
+pytestmark = pytest.mark.skipif(not (HAS_TORCH and HAS_TRITON and HAS_NUMPY),
+                                reason="needs torch, triton and numpy (Triton's interpreter)")
 
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench")
 
