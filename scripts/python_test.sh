@@ -10,7 +10,8 @@
 #   scripts/python_test.sh [PYTEST_ARGS...]
 #   KILN_PY_VENV=DIR      the venv to make (default: a temporary folder, removed)
 #   KILN_PY_BUNDLE=OFF    skip packing the bundle (about 30 s of NVRTC)
-#   KILN_PY_TORCH=1       also pip install torch into the venv (large)
+#   KILN_PY_TORCH=1       also pip install torch into the venv (large), and
+#                         numpy, which Triton's interpreter needs (test_stream_peer)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
@@ -25,7 +26,7 @@ bundle=${KILN_PY_BUNDLE:-ON}
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet pytest
 if [ "${KILN_PY_TORCH:-0}" = 1 ]; then
-  "$venv/bin/python" -m pip install --quiet torch
+  "$venv/bin/python" -m pip install --quiet torch numpy
 fi
 echo "python_test: pip install ./python (bundle $bundle)"
 "$venv/bin/python" -m pip install --quiet "$root/python" \
