@@ -16,6 +16,11 @@ and energy a call held at the power limit, where alternating rounds of the
 power-limited shapes spread by several percent.  With --libs TAG=PATH a
 side SETTING#TAG runs on another build of libkiln loaded in the same
 process (lib_copies.py): a template change against the tree, side by side.
+A template change must come as such a build (its built-in catalog made from
+the changed templates): the runtime finds a kernel in a bundle by the id of
+its built-in catalog source, so a bundle of trial templates named in
+KILN_BUNDLE_PATH beside the tree's libkiln is never matched and every side
+runs the tree's kernels (the eighty-fifth session's null A/B).
 With --graph N each side's time is that of N calls replayed from a CUDA
 graph over copies of the operands (steady.copies, steady.graphed), per
 call: decode-sized calls timed eagerly measure Python's host work.
