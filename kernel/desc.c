@@ -62,6 +62,7 @@ void kiln_desc_init(kiln_kernel_desc *d)
     d->tile_k = 64;
     d->stages = 4;
     d->cluster_m = d->cluster_n = 1;
+    d->k_cluster = 1;
     d->warpgroups = 1;
     snprintf(d->family, sizeof d->family, "sm90");
     /* The default family, sm90, reads fprop/dgrad weights through one tensor
@@ -111,6 +112,7 @@ void kiln_desc_format(const kiln_kernel_desc *d, const kiln_launch_desc *l, kiln
     for (const kiln_knob *k = kiln_knobs; k->key; k++) {
         if (!k->text) continue;
         if (k->kind == KILN_KNOB_BOOL && k->text_value && !kiln_knob_get(k, d)) continue;
+        if (k->kind == KILN_KNOB_INT && k->text_value && kiln_knob_get(k, d) == 1) continue;
         char v[KILN_NAME_MAX];
         kiln_knob_value_text(k, d, v, sizeof v);
         if (prev && !strcmp(prev, k->text)) kiln_strbuf_printf(out, "x%s", v);

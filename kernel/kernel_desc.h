@@ -76,6 +76,8 @@ typedef struct kiln_kernel_desc {
     int tile_m, tile_n, tile_k;
     int stages;
     int cluster_m, cluster_n;
+    int k_cluster;               /* fprop/dgrad: CTAs of a cluster that cut each tile's
+                                    reduction along k, summed in shared memory (1: off) */
     int warpgroups;              /* consumer warp groups: 1 or 2 */
     char family[32];             /* template family: "simple", "sm90" */
     kiln_weights_mode weights;

@@ -45,9 +45,10 @@ typedef struct kiln_knob {
                                     Consecutive rows with one text key share
                                     one item, values joined by 'x' ("tile=128x128x64") */
     int text_value;              /* ENUM: 1 writes the value (0/1), not the spelling.
-                                    BOOL: 1 writes the item only when true (a knob
-                                    added after kernels shipped: their texts, which
-                                    tables and cache keys hold, stay as they were) */
+                                    BOOL: 1 writes the item only when true, INT only
+                                    when not 1 (a knob added after kernels shipped:
+                                    their texts, which tables and cache keys hold,
+                                    stay as they were) */
     const char *frag;            /* sweep name fragment prefix; NULL: not sweepable.
                                     MAP: "" joins the children's fragments with '_',
                                     else prefix + values joined by 'x' */

@@ -67,6 +67,9 @@ if spec.cluster.m * spec.cluster.n ~= 1 then
   fail("cluster", "cluster %dx%d needs family sm90 (the simple family has no clusters)",
        spec.cluster.m, spec.cluster.n)
 end
+if spec.k_cluster ~= 1 then
+  fail("k_cluster", "k_cluster %d needs family sm90 (the simple family has no clusters)", spec.k_cluster)
+end
 
 local flags = {}
 if spec.op == "wgrad" then

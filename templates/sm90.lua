@@ -48,6 +48,9 @@ end
 local epi = spec.epilogue
 local out_t = ({bf16 = 0, fp16 = 1, f32 = 2})[spec.types.out]
 local epi_tma = not k.pingpong and not epi.beta
+if k.kc > 1 and not epi_tma then
+  fail("k_cluster", "k_cluster %d stores through TMA, which reads no C: set epilogue.beta false", k.kc)
+end
 -- The block recipe's scales come beside the ring: per slot, A's for the
 -- tile's rows and B's for its 128-column blocks, in bm + 4 floats
 -- (sm90_gemm.cuh, SCALE_BYTES).

@@ -157,10 +157,22 @@ function M.check(spec, arch, what)
   if cm * cn > 2 then
     fail("cluster", "cluster %dx%d has %d CTAs; at most 2 for now", cm, cn, cm * cn)
   end
+  -- k_cluster: a cluster of that many CTAs cuts each tile's reduction
+  -- along k and sums the pieces in distributed shared memory (sm90_gemm.cuh,
+  -- KCUT): the cooperative schedule's partial tile fits its ring.
+  local kc = spec.k_cluster
+  if kc ~= 1 and kc ~= 2 and kc ~= 4 and kc ~= 8 then
+    fail("k_cluster", "k_cluster must be 1, 2, 4 or 8 (got %d)", kc)
+  end
+  if kc > 1 and (cm * cn > 1 or pingpong or promote) then
+    fail("k_cluster", "k_cluster %d needs cluster 1x1, schedule cooperative and no fp8 " ..
+         "promotion (got cluster %dx%d, schedule %s, fp8.accumulate %s)", kc, cm, cn, schedule,
+         spec.fp8.accumulate)
+  end
   return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
           schedule = schedule, pingpong = pingpong, raster = raster, esize = esize,
           promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn,
-          regs = regs}
+          kc = kc, regs = regs}
 end
 
 -- Shared memory of a kernel: the ring of A and B stages, per-warp staging
@@ -215,6 +227,7 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
     string.format("constexpr int IN_ESZ = %d;  /* bytes per input element */", k.esize),
     string.format("constexpr int CM = %d, CN = %d, CS = %d;  /* cluster shape, CTAs in it */",
                   k.cm, k.cn, k.cm * k.cn),
+    string.format("constexpr int KC = %d;  /* CTAs cutting a tile along k (k_cluster) */", k.kc),
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
   -- setmaxnreg: 128 x producer + 256 x consumers <= 64K registers.  The

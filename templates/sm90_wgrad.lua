@@ -26,6 +26,10 @@ return function(spec, arch, mode)
   local w = spec.wgrad
   local output, accumulate, split = w.output, w.accumulate, w.split
   local out_t = ({bf16 = 0, fp16 = 1, f32 = 2})[spec.types.out]
+  if k.kc > 1 then
+    fail("k_cluster", "k_cluster is for fprop and dgrad (wgrad's reduction runs over each " ..
+         "group's tokens; its cut is wgrad.split): use 1")
+  end
   if split > 1 and not accumulate then
     fail("wgrad.split", "wgrad.split > 1 adds partial sums atomically into the output: it " ..
          "needs wgrad.accumulate: true (types.out: f32)")

@@ -204,6 +204,18 @@ static void test_launch_round_trips(void **state)
         assert_int_equal(d2.rows, rows);
         kiln_strbuf_free(&t);
     }
+    /* An int knob written only when not 1 (k_cluster), likewise. */
+    for (int kc = 1; kc <= 8; kc *= 8) {
+        kiln_desc_init(&d);
+        d.k_cluster = kc;
+        kiln_strbuf_init(&t);
+        kiln_desc_format(&d, NULL, &t);
+        if (kc > 1) assert_non_null(strstr(t.data, " cluster=1x1 k_cluster=8 warpgroups="));
+        else assert_null(strstr(t.data, "k_cluster="));
+        assert_int_equal(kiln_desc_parse(t.data, &d2, NULL, &err), 1);
+        assert_int_equal(d2.k_cluster, kc);
+        kiln_strbuf_free(&t);
+    }
 }
 
 /* The fragments swept kernels are named by. */
