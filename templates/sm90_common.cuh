@@ -17,7 +17,7 @@
  * Self-contained: no includes.  The templates (sm90.lua, sm90_wgrad.lua)
  * paste common/kernel_abi.h and a preamble, then this file, then the
  * kernel's own file.  The preamble defines BM BN BK STAGES CONSUMERS IN_ESZ
- * CM CN CS PINGPONG OUT_T RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES.
+ * CM CN CS KC PINGPONG OUT_T RASTER MBAND MAXG CONSUMER_REGS SMEM_BYTES.
  */
 
 #pragma nv_diag_suppress 177
@@ -109,6 +109,42 @@ KDEV void kiln_mbar_arrive_peer(kiln_u32 bar, kiln_u32 rank)
                  "  mapa.shared::cluster.u32 ra, %0, %1;\n"
                  "  mbarrier.arrive.shared::cluster.b64 _, [ra]; }"
                  :: "r"(bar), "r"(rank) : "memory");
+}
+
+/* Arrive on the barrier at the same offset in cluster peer `rank`,
+ * releasing at cluster scope what this thread (and, through a barrier
+ * before it, its CTA) wrote: a handover of shared memory the peer then
+ * reads (sm90_gemm.cuh's k-cut clusters), once a tile, not a k-block. */
+KDEV void kiln_mbar_arrive_peer_release(kiln_u32 bar, kiln_u32 rank)
+{
+    asm volatile("{ .reg .b32 ra;\n"
+                 "  mapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "  mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }"
+                 :: "r"(bar), "r"(rank) : "memory");
+}
+
+/* A parity wait that acquires at cluster scope: what the arrivals'
+ * releases published (kiln_mbar_arrive_peer_release) is then visible. */
+KDEV void kiln_mbar_wait_cluster(kiln_u32 bar, kiln_u32 parity)
+{
+    kiln_u32 ok = 0;
+    do {
+        asm volatile("{ .reg .pred p;\n"
+                     "  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                     "  selp.u32 %0, 1, 0, p; }"
+                     : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+    } while (!ok);
+}
+
+/* 16 bytes at shared address `addr` of cluster peer `rank`. */
+KDEV float4 kiln_ld_peer128(kiln_u32 addr, kiln_u32 rank)
+{
+    float4 v;
+    asm volatile("{ .reg .b32 ra;\n"
+                 "  mapa.shared::cluster.u32 ra, %4, %5;\n"
+                 "  ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [ra]; }"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr), "r"(rank) : "memory");
+    return v;
 }
 
 KDEV void kiln_mbar_wait(kiln_u32 bar, kiln_u32 parity)
@@ -227,6 +263,11 @@ KDEV float4 kiln_lds128(kiln_u32 a)
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                  : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
     return v;
+}
+KDEV void kiln_sts128(kiln_u32 a, float x, float y, float z, float w)
+{
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" :: "r"(a), "f"(x), "f"(y), "f"(z), "f"(w)
+                 : "memory");
 }
 
 /* An arrival on bar once this thread's cp.async so far have landed; .noinc:
@@ -387,15 +428,20 @@ KDEV void kiln_cluster_sync_unaligned()
                  "barrier.cluster.wait.acquire;" ::: "memory");
 }
 
-/* This CTA's place in the grid of CS-CTA clusters.  Clusters are not
- * compiled in (__cluster_dims__): the launcher sets
- * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {CS, 1, 1} on a 1-D grid, as
- * runtime/launch.c does, so a cluster is CS consecutive CTAs along x; a
- * kernel launched otherwise traps rather than wait forever on its peer. */
+/* This CTA's place in the grid of clusters of CS x KC CTAs: CS = CM x CN
+ * CTAs sharing loads (multicast), each the first of KC CTAs that cut its
+ * tiles' reduction along k (sm90_gemm.cuh, KCUT; KC is 1 elsewhere).
+ * Clusters are not compiled in (__cluster_dims__): the launcher sets
+ * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {CS x KC, 1, 1} on a 1-D grid, as
+ * runtime/launch.c does, so a cluster is that many consecutive CTAs along
+ * x; a kernel launched otherwise traps rather than wait forever on its
+ * peer. */
 static_assert(CS == 1 || CS == 2, "cluster must be 1x1, 2x1 or 1x2");
+static_assert(KC == 1 || (CS == 1 && (KC == 2 || KC == 4 || KC == 8)), "cluster.k: 2, 4 or 8 CTAs, no pair");
+constexpr int CTAS = CS * KC;   /* CTAs in a cluster */
 
 struct kiln_cta {
-    int crank;           /* rank in the cluster */
+    int crank;           /* rank in the cluster (KC > 1: the piece of the reduction) */
     int rank_m, rank_n;  /* the rank along m (CM = 2) or n (CN = 2), else 0 */
     int cid;             /* cluster id */
     int ncl;             /* clusters in the grid */
@@ -408,26 +454,27 @@ KDEV int kiln_grid_clusters()
 {
     kiln_u32 n;
     asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
-    return (int)n / CS;
+    return (int)n / CTAS;
 }
 
 KDEV kiln_cta kiln_cluster_place()
 {
-    if (CS > 1) {
+    if (CTAS > 1) {
         kiln_u32 nct;
         asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(nct));
-        if (nct != (kiln_u32)CS) __trap();
+        if (nct != (kiln_u32)CTAS) __trap();
     }
-    const int crank = CS > 1 ? (int)(blockIdx.x % CS) : 0;
-    return {crank, CM > 1 ? crank : 0, CN > 1 ? crank : 0, (int)blockIdx.x / CS, (int)gridDim.x / CS};
+    const int crank = CTAS > 1 ? (int)(blockIdx.x % CTAS) : 0;
+    return {crank, CM > 1 ? crank : 0, CN > 1 ? crank : 0, (int)blockIdx.x / CTAS, (int)gridDim.x / CTAS};
 }
 
-/* At the kernel's end: a CTA must outlive its peer's multicasts into it and
- * the peer's arrivals on its barriers.  Warps reconverge first: in the
- * producer warp one lane ran the loop. */
+/* At the kernel's end: a CTA must outlive its peer's multicasts into it,
+ * the peer's arrivals on its barriers and (KC > 1) the peers' reads of its
+ * shared memory.  Warps reconverge first: in the producer warp one lane
+ * ran the loop. */
 KDEV void kiln_cluster_retire()
 {
-    if (CS > 1) {
+    if (CTAS > 1) {
         __syncwarp();
         kiln_cluster_sync_unaligned();
     }
@@ -534,15 +581,17 @@ template <class L> KDEV kiln_smem kiln_carve()
 /* Thread 0: the ring's barriers (full: the producer's one arrival plus the
  * transaction bytes, and full_count - 1 more; empty: `empty_count`
  * consumer-warp arrivals) and the pingpong turn's (a warpgroup's 128
- * threads). */
-KDEV void kiln_init_ring(const kiln_smem &m, kiln_u32 empty_count, kiln_u32 full_count = 1)
+ * threads; turn_count other arrivals where a template uses the pair for
+ * something else, as sm90_gemm's k-cut clusters do). */
+KDEV void kiln_init_ring(const kiln_smem &m, kiln_u32 empty_count, kiln_u32 full_count = 1,
+                         kiln_u32 turn_count = 128)
 {
     for (int s = 0; s < STAGES; ++s) {
         kiln_mbar_init(m.full(s), full_count);
         kiln_mbar_init(m.empty(s), empty_count);
     }
-    kiln_mbar_init(m.bar_turn, 128);
-    kiln_mbar_init(m.bar_turn + 8, 128);
+    kiln_mbar_init(m.bar_turn, turn_count);
+    kiln_mbar_init(m.bar_turn + 8, turn_count);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 

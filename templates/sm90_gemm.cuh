@@ -69,10 +69,11 @@ typedef kiln_layout<STG_WARP_BYTES, SCALE_BYTES + CSC_BYTES> kiln_gemm_layout;
  * 1.025, fp8 row-wise 0.996-0.998), nor with fp8 promotion (the 128x256
  * block kernels: 1.016-1.046 with the slot released before, at or after
  * the tile's first k-block).  Not in clusters yet: this form has not run
- * on a GPU with a pair (the first form did, in the block kernels). */
+ * on a GPU with a pair (the first form did, in the block kernels); k-cut
+ * clusters (KCUT) hand their partials over in the whole ring. */
 constexpr int HOLD_STRIDE = (STAGE_BYTES / (CONSUMERS * 4)) & ~1023;
 constexpr int HOLD_FIT = HOLD_STRIDE / 2048;
-constexpr int HOLD_BOXES = !EPI_TMA || PINGPONG || FP8_PROMOTE || CS > 1 || SHARE_BOXES - STG_BUFS < 2 ? 0
+constexpr int HOLD_BOXES = !EPI_TMA || PINGPONG || FP8_PROMOTE || CTAS > 1 || SHARE_BOXES - STG_BUFS < 2 ? 0
                          : SHARE_BOXES - STG_BUFS < HOLD_FIT ? SHARE_BOXES - STG_BUFS : HOLD_FIT;
 constexpr int EPI_BOXES = STG_BUFS + HOLD_BOXES;   /* boxes per epilogue batch */
 
@@ -164,7 +165,18 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
  * CTA to finish.  A launch that finds the lease taken (another stream's)
  * walks the whole tiles as before, as does one without a workspace or a
  * sched slot. */
-constexpr bool SPLIT = !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BYTES;
+constexpr bool SPLIT = KC == 1 && !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BYTES;
+/* The cluster's cut (KCUT, spec cluster.k = KC > 1): every tile's
+ * reduction is cut in KC k ranges, one for each CTA of a cluster, which
+ * walks the tiles together; the pieces' partials are summed through
+ * distributed shared memory (kiln_kcut_finish).  For calls with fewer
+ * tiles than SMs and long reductions (decode after expert parallelism:
+ * Mixtral's fc2 at EP8 is 16 tiles 14336 deep), where SPLIT's cut through
+ * the workspace pays for fences, atomics and round trips to L2 after the
+ * main loop, and for the lease before it.  No workspace, deterministic sums
+ * (k order).  The runtime launches at most as many clusters as fit. */
+constexpr bool KCUT = KC > 1;
+static_assert(!KCUT || (!PINGPONG && EPI_TMA && !FP8_PROMOTE), "k-cut clusters: cooperative TMA-store kernels");
 /* What moving a partial tile costs, in k-blocks of the main loop (2 for
  * 128x256 tiles). */
 constexpr float SPLIT_PART_KB = KILN_SPLIT_PART_KB(BM, BN, BK, IN_ESZ);
@@ -175,7 +187,25 @@ constexpr float SPLIT_PART_KB = KILN_SPLIT_PART_KB(BM, BN, BK, IN_ESZ);
 constexpr int SPLIT_BANDS = BN / OCW;
 constexpr int SPLIT_CH = OCW / 8;
 constexpr bool SPLIT_SHARED = SPLIT && EPI_TMA && CONSUMERS * SPLIT_BANDS < 32;
-static_assert(!SPLIT || ((ACC_N / 4) % SPLIT_CH == 0 && SPLIT_CH <= 8), "a band is whole float4 of acc");
+static_assert((!SPLIT && KC == 1) || ((ACC_N / 4) % SPLIT_CH == 0 && SPLIT_CH <= 8), "a band is whole float4 of acc");
+/* float4 v of a consumer thread's acc: its band of the share, and whether
+ * that is in acc's high half (unused by a half tile) */
+KDEV int kiln_band(int v) { return v % (ACC_N / 4) / SPLIT_CH; }
+KDEV bool kiln_band_high(int v) { return kiln_band(v) >= SPLIT_BANDS / 2; }
+/* A cut tile's sum, SPLIT_CH float4 of acc from v0 at a time: piece 0's
+ * values (i 0), then each next piece's added, in k order, so the bits do
+ * not depend on who sums. */
+KDEV void kiln_acc_take(float (&acc)[MI][ACC_N], int v0, int i, const float4 (&x)[SPLIT_CH])
+{
+#pragma unroll
+    for (int c = 0; c < SPLIT_CH; ++c) {
+        float *a = &acc[(v0 + c) / (ACC_N / 4)][(v0 + c) % (ACC_N / 4) * 4];
+        a[0] = i ? a[0] + x[c].x : x[c].x;
+        a[1] = i ? a[1] + x[c].y : x[c].y;
+        a[2] = i ? a[2] + x[c].z : x[c].z;
+        a[3] = i ? a[3] + x[c].w : x[c].w;
+    }
+}
 /* The finisher's buffers for the pieces' partials (kiln_split_finish): the
  * ring's slots but the one HOLD_BOXES keeps for the epilogue, at most 3,
  * each a chunk of SPLIT_CH float4 a consumer thread.  Fewer than 2: the
@@ -315,6 +345,10 @@ KDEV int kiln_walk_end(const kiln_gemm &P, const kiln_smem &m)
  * (its one unit past FULL: t = FULL + cid, cid < END - FULL). */
 KDEV kiln_unit kiln_unit_of(const kiln_gemm &P, const kiln_smem &m, int t)
 {
+    if (KCUT) {   /* every tile cut: this CTA's piece, its rank's share of the k-blocks */
+        const int j = P.cta.crank, kb0 = j * P.nkb / KC;
+        return {t, kb0, (j + 1) * P.nkb / KC - kb0, j};
+    }
     if (!SPLIT || t < kiln_split_get(m, SPLIT_FULL)) return {t, 0, P.nkb, -1};
     return {kiln_split_get(m, SPLIT_UNIT), kiln_split_get(m, SPLIT_UNIT + 1),
             kiln_split_get(m, SPLIT_UNIT + 2), kiln_split_get(m, SPLIT_UNIT + 3)};
@@ -350,13 +384,9 @@ KDEV int kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, con
      * was a register more than the consumers' 232 and spilled */
     const int cid = (int)blockIdx.x;
     float4 *own = part(cid);
-    /* float4 v's band of the share, and whether it is in acc's high half
-     * (unused by a half tile) */
-    auto band = [](int v) { return v % (ACC_N / 4) / SPLIT_CH; };
-    auto high = [&](int v) { return band(v) >= SPLIT_BANDS / 2; };
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-        if (half && high(v)) continue;
+        if (half && kiln_band_high(v)) continue;
         const float *a = &acc[v / (ACC_N / 4)][v % (ACC_N / 4) * 4];
         own[v * 128] = make_float4(a[0], a[1], a[2], a[3]);
     }
@@ -393,22 +423,13 @@ KDEV int kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, con
     __threadfence();
     /* cw's bands to sum */
     const unsigned bands = SPLIT_SHARED ? take >> (cw * nb) & ((1u << nb) - 1) : 0x7fffffffu;
-    auto mine = [&](int v) { return !(half && high(v)) && (bands >> (SPLIT_SHARED ? band(v) : 0) & 1); };
-    /* acc (stored above) takes the sum, SPLIT_CH float4 of it at a time:
-     * piece 0's values, then each next piece's added (the pieces' loop
+    auto mine = [&](int v) {
+        return !(half && kiln_band_high(v)) && (bands >> (SPLIT_SHARED ? kiln_band(v) : 0) & 1);
+    };
+    /* acc (stored above) takes the sum (kiln_acc_take; the pieces' loop
      * outside the chunks', ptxas spilled the walk beside acc's registers) */
     constexpr int CH = SPLIT_CH;
     const int first = cid - U.j;   /* the CTA of the tile's piece 0 */
-    auto add = [&](int v0, int i, const float4 (&x)[CH]) {
-#pragma unroll
-        for (int c = 0; c < CH; ++c) {
-            float *a = &acc[(v0 + c) / (ACC_N / 4)][(v0 + c) % (ACC_N / 4) * 4];
-            a[0] = i ? a[0] + x[c].x : x[c].x;
-            a[1] = i ? a[1] + x[c].y : x[c].y;
-            a[2] = i ? a[2] + x[c].z : x[c].z;
-            a[3] = i ? a[3] + x[c].w : x[c].w;
-        }
-    };
     if constexpr (SPLIT_BUFS >= 2) {
         /* the chunks this warp group sums (a band of each m64 sub-tile, in
          * acc's order) and the pieces in turn, each (chunk, piece) a
@@ -445,7 +466,7 @@ KDEV int kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, con
                 const kiln_u32 d = buf(b);
 #pragma unroll
                 for (int c = 0; c < CH; ++c) x[c] = kiln_lds128(d + c * CSTRIDE);
-                add(v0, i, x);
+                kiln_acc_take(acc, v0, i, x);
                 b = b + 1 == SPLIT_BUFS ? 0 : b + 1;
             }
         }
@@ -460,11 +481,64 @@ KDEV int kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, con
                 float4 x[CH];
 #pragma unroll
                 for (int c = 0; c < CH; ++c) x[c] = __ldcg(p + (v0 + c) * 128);
-                add(v0, i, x);
+                kiln_acc_take(acc, v0, i, x);
             }
         }
     }
     return (int)bands;
+}
+
+/* Consumer warp group cw, after its piece's main loop in a k-cut cluster
+ * (KCUT; u: the unit's index in the walk, the same in every CTA of the
+ * cluster; j: this CTA's piece; empty: it had no k-block): the bands of
+ * cw's share whose sums over the pieces, in k order, now stand in acc (bit
+ * q as kiln_split_finish's), or -1 when this CTA stores none.
+ *
+ * Each piece writes its partial into its own ring (free: both warp groups'
+ * wgmma are done, and its producer loads no next unit before the cluster
+ * is done reading it), and one thread releases it to every peer (bar_turn:
+ * KC arrivals a unit).  The parts are dealt as kiln_split_finish's (part
+ * w * nb + q to piece (w * nb + q) % KC); each piece sums its own from the
+ * KC rings in turn, then tells every peer it is done reading (bar_turn + 8,
+ * which the producer waits on, kiln_produce). */
+KDEV int kiln_kcut_finish(const kiln_smem &m, float (&acc)[MI][ACC_N], int cw, bool half, bool empty,
+                          int u, int j)
+{
+    constexpr int V = MI * ACC_N / 4;   /* float4 a thread */
+    constexpr int VSTRIDE = 128 * 16;   /* float4 v of a warp group's 128 threads */
+    static_assert(!KCUT || CONSUMERS * V * VSTRIDE <= STAGES * STAGE_BYTES, "a partial tile fits the ring");
+    const kiln_u32 own = m.sbase + (kiln_u32)(cw * V * 128 + (threadIdx.x & 127)) * 16;
+    kiln_named_sync(2, CONSUMERS * 128);   /* both warp groups' wgmma have read the ring */
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        if (half && kiln_band_high(v)) continue;
+        const float *a = &acc[v / (ACC_N / 4)][v % (ACC_N / 4) * 4];
+        if (empty) kiln_sts128(own + v * VSTRIDE, 0.0f, 0.0f, 0.0f, 0.0f);
+        else kiln_sts128(own + v * VSTRIDE, a[0], a[1], a[2], a[3]);
+    }
+    kiln_named_sync(2, CONSUMERS * 128);
+    if (threadIdx.x == 128)
+        for (int r = 0; r < KC; ++r) kiln_mbar_arrive_peer_release(m.bar_turn, (kiln_u32)r);
+    const int nb = half ? SPLIT_BANDS / 2 : SPLIT_BANDS;
+    unsigned take = 0;   /* the parts dealt to this piece */
+    for (int p = j; p < CONSUMERS * nb; p += KC) take |= 1u << p;
+    const unsigned bands = take >> (cw * nb) & ((1u << nb) - 1);
+    kiln_mbar_wait_cluster(m.bar_turn, (kiln_u32)(u & 1));
+#pragma unroll
+    for (int v0 = 0; v0 < V; v0 += SPLIT_CH) {
+        if ((half && kiln_band_high(v0)) || !(bands >> kiln_band(v0) & 1)) continue;
+#pragma unroll 1
+        for (int i = 0; i < KC; ++i) {
+            float4 x[SPLIT_CH];
+#pragma unroll
+            for (int c = 0; c < SPLIT_CH; ++c) x[c] = kiln_ld_peer128(own + (v0 + c) * VSTRIDE, (kiln_u32)i);
+            kiln_acc_take(acc, v0, i, x);
+        }
+    }
+    kiln_named_sync(2, CONSUMERS * 128);   /* every read of the peers' partials is done */
+    if (threadIdx.x == 128)
+        for (int r = 0; r < KC; ++r) kiln_mbar_arrive_peer_release(m.bar_turn + 8, (kiln_u32)r);
+    return take ? (int)bands : -1;
 }
 
 /* ------------------------------------------------ per-group weight maps */
@@ -557,7 +631,11 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
 {
     kiln_ring r = {0, 0};
     kiln_wmap w = kiln_wmap_init(tmap_b);
-    for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters()) {
+    int u = 0;   /* the unit's index in the walk */
+    for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters(), ++u) {
+        /* a k-cut cluster's partials of the last unit are in the ring
+         * until every peer has read them (kiln_kcut_finish) */
+        if (KCUT && u > 0) kiln_mbar_wait_cluster(m.bar_turn + 8, (kiln_u32)((u - 1) & 1));
         const kiln_unit U = kiln_unit_of(P, m, t);
         const kiln_tile T = kiln_decode(P, m, U.tile);
         for (int i = 0; i < U.nkb; ++i) {
@@ -1280,13 +1358,13 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         /* the piece's tile and k-blocks from shared memory, and again
          * after the main loop (kiln_split_finish): held across it, they
          * were registers more than the consumers' 232 */
-        const bool piece = SPLIT && t >= kiln_split_get(m, SPLIT_FULL);
+        const bool piece = KCUT || (SPLIT && t >= kiln_split_get(m, SPLIT_FULL));
         if (!turn.mine(j)) {
             r.skip(P.nkb);   /* pingpong: never split */
             continue;
         }
         const kiln_tile T =
-            kiln_warp_uniform_if<UNIFORM_ITEMS>(kiln_decode(P, m, piece ? kiln_split_get(m, SPLIT_UNIT) : t));
+            kiln_warp_uniform_if<UNIFORM_ITEMS>(kiln_decode(P, m, SPLIT && piece ? kiln_split_get(m, SPLIT_UNIT) : t));
         turn.wait(j);
         /* a half tile: both warp groups on the first BM / 2 rows, warp
          * group cw on the columns from cb (HALF_TILES) */
@@ -1298,7 +1376,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         /* the block recipe: the first of this thread's rows in the tile */
         const int trow = row_off + wq * 16 + (lane >> 2);
         /* the piece's k-blocks, or the whole tile's */
-        const int nkb = piece ? kiln_split_get(m, SPLIT_UNIT + 2) : P.nkb;
+        const int nkb = KCUT ? kiln_unit_of(P, m, t).nkb : piece ? kiln_split_get(m, SPLIT_UNIT + 2) : P.nkb;
         kiln_tma_terms e;
         auto terms = [&] { if (TERMS_UNDER_LAST && !piece) kiln_tma_terms_load(args, P, T, wrow0, lane, e); };
         if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
@@ -1310,7 +1388,8 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         if (!piece) {
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, !TERMS_UNDER_LAST);
         } else {
-            bands = kiln_split_finish(args, m, r, acc, cw, half);
+            bands = KCUT ? kiln_kcut_finish(m, acc, cw, half, nkb == 0, j, P.cta.crank)
+                         : kiln_split_finish(args, m, r, acc, cw, half);
             if (bands < 0) continue;
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, true);
         }
@@ -1351,7 +1430,8 @@ KILN_SM90_KERNEL
     if (!kiln_groups_ok(P.G)) return;
     if (threadIdx.x == 0) {
         /* the block recipe's full barriers also wait for the scale warp's lanes */
-        kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS, FP8_RECIPE == 3 ? 1 + 32 : 1);
+        /* k-cut clusters: the turn's pair is the partials' handover (kiln_kcut_finish) */
+        kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS, FP8_RECIPE == 3 ? 1 + 32 : 1, KCUT ? KC : 128);
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
         if (EPI_TMA) kiln_tma_prefetch_desc(&tmap_d);
@@ -1362,7 +1442,7 @@ KILN_SM90_KERNEL
         return (((ge - gs + BM - 1) / BM + CM - 1) / CM) * P.tn;
     });
     kiln_split_plan(args, P, m);
-    if (CS > 1) kiln_cluster_sync();   /* peers' barriers are initialised */
+    if (CTAS > 1) kiln_cluster_sync();   /* peers' barriers are initialised */
     else __syncthreads();
 
     const int wg = kiln_warpgroup();
