@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "checked.h"
+#include "clusters.h"
 #include "context.h"
 #include "launch.h"
 #include "problem.h"
@@ -144,6 +145,7 @@ static kiln_status open_device(kiln_context *ctx, int ordinal, kiln_error *err)
 
 static void make_split_workspace(kiln_context *ctx);
 static int split_workspace_due(const kiln_context *ctx);
+static void probe_clusters(kiln_context *ctx);
 
 kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_context **out)
 {
@@ -183,6 +185,7 @@ kiln_status kiln_context_create(const kiln_context_options *opts_in, kiln_contex
         kiln_cache_set_max_bytes(ctx->kernels.store.cache, opts.cache_max_bytes);
     kiln_kernels_open_tuning(&ctx->kernels, opts.tuning_tables);
     if ((ctx->allowed & KILN_ALLOW_GENERATED) && split_workspace_due(ctx)) make_split_workspace(ctx);
+    if ((ctx->allowed & KILN_ALLOW_GENERATED) && ctx->dev.cc_major == 9) probe_clusters(ctx);
     kiln_kernels *ks = &ctx->kernels;
     kiln_rt_logf(&ctx->log, KILN_LOG_INFO,
                  "kiln %s on device %d (%s, %d SMs), %zu default kernels, %zu bundles, cache %s",
@@ -292,6 +295,24 @@ static void make_split_workspace(kiln_context *ctx)
                  ctx->split_min);
 }
 
+/* The device's resident clusters (clusters.h), which the k-cut kernels'
+ * grids and prices need, asked once with the context: a failure leaves
+ * them unknown (those kernels are then never chosen) and is logged. */
+static void probe_clusters(kiln_context *ctx)
+{
+    kiln_error err;
+    int pushed;
+    kiln_status st = enter(ctx, &pushed, &err);
+    if (!st) st = kiln_cluster_residency(&ctx->drv, ctx->dev.num_sms, ctx->dev.clusters, &err);
+    leave(ctx, pushed);
+    if (st) {
+        kiln_rt_logf(&ctx->log, KILN_LOG_WARNING, "no k-cut clusters: %s", err.msg);
+        return;
+    }
+    kiln_rt_logf(&ctx->log, KILN_LOG_INFO, "resident clusters of 2, 4, 8 CTAs: %d, %d, %d",
+                 ctx->dev.clusters[0], ctx->dev.clusters[1], ctx->dev.clusters[2]);
+}
+
 /* Dispatches p and loads the generated kernel chosen (*k NULL for
  * cuBLASLt).  A tuned kernel that fails to load is marked unavailable by
  * kernels.c, and the call is dispatched again without it. */
@@ -310,7 +331,8 @@ static kiln_status dispatch_and_load(kiln_context *ctx, const kiln_problem *p,
                               ctx->only_kernel[0] ? ctx->only_kernel : NULL};
     for (;;) {
         *k = NULL;
-        kiln_dispatch_options o = {ctx->dev.num_sms, 0};
+        kiln_dispatch_options o = {ctx->dev.num_sms, 0, {0}};
+        memcpy(o.clusters, ctx->dev.clusters, sizeof o.clusters);
         kiln_status st = kiln_dispatch_with(&in, &o, c, err);
         if (st || c->backend != KILN_BACKEND_GENERATED) return st;
         st = kiln_kernels_load(ks, c, k, err);

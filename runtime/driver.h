@@ -47,6 +47,7 @@
     X(cuFuncGetAttribute)                                                                          \
     X(cuLaunchKernel)                                                                              \
     X(cuLaunchKernelEx)                                                                            \
+    X(cuOccupancyMaxActiveClusters)                                                                \
     X(cuTensorMapEncodeTiled)                                                                      \
     X(cuMemAlloc)                                                                                  \
     X(cuMemFree)                                                                                   \

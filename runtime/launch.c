@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clusters.h"
 #include "launch.h"
 #include "problem.h"
 
@@ -68,9 +69,17 @@ int64_t kiln_launch_tiles(const kiln_problem *p, const kiln_kernel_desc *d)
 }
 
 int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
-                         const kiln_launch_desc *l, int num_sms)
+                         const kiln_launch_desc *l, int num_sms, int clusters)
 {
     int64_t tiles = kiln_launch_tiles(p, d);
+    if (d->k_cluster > 1) {
+        /* a k-cut cluster walks the tiles together, a piece of each in every
+         * CTA: no more clusters than fit at once (clusters.h), nor than
+         * tiles */
+        int64_t n = clusters > 0 ? clusters : num_sms / d->k_cluster;
+        if (n > tiles) n = tiles;
+        return (n < 1 ? 1 : n) * d->k_cluster;
+    }
     int64_t grid = tiles;
     if (l->persistent) {
         int64_t resident = (int64_t)(l->ctas_per_sm > 0 ? l->ctas_per_sm : 1) * num_sms;
@@ -264,7 +273,8 @@ static CUresult launch(const kiln_driver *drv, const kiln_rt_kernel *k, unsigned
     memset(attr, 0, sizeof attr);
     unsigned n = 0;
     if (cluster > 1) {
-        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n CTAs
+        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n (×
+         * k_cluster) CTAs
          * along x, the grid rounded up to a multiple of it. */
         attr[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         attr[n].value.clusterDim.x = (unsigned)cluster;
@@ -322,7 +332,7 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
     if (st) return st;
 
     const kiln_launch_desc *l = &k->launch;
-    int64_t grid = kiln_launch_grid(p, &k->desc, l, env->dev->num_sms);
+    int64_t grid = kiln_launch_grid(p, &k->desc, l, env->dev->num_sms, kiln_clusters_of(env->dev->clusters, k->desc.k_cluster));
     /* A split launch takes every SM, however few tiles the problem may
      * have: the pieces of a short last wave (or of the only one) go to the
      * SMs the tiles leave idle. */
@@ -334,7 +344,8 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
     void *params[4] = {&args, &maps[0], &maps[1], &maps[2]};
     unsigned threads = (unsigned)(l->threads > 0 ? l->threads : 128);
     unsigned smem = (unsigned)(l->smem_bytes > 0 ? l->smem_bytes : 0);
-    int cluster = (l->cluster_m > 0 ? l->cluster_m : 1) * (l->cluster_n > 0 ? l->cluster_n : 1);
+    int cluster = (l->cluster_m > 0 ? l->cluster_m : 1) * (l->cluster_n > 0 ? l->cluster_n : 1) *
+                  (k->desc.k_cluster > 1 ? k->desc.k_cluster : 1);
     int pdl = use_pdl(opts, k);
     CUresult r = launch(env->drv, k, (unsigned)grid, threads, smem, cluster, pdl, stream, params);
     if (r != CUDA_SUCCESS) {

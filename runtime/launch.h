@@ -25,9 +25,12 @@ int64_t kiln_launch_tiles(const kiln_problem *p, const kiln_kernel_desc *d);
 int kiln_launch_may_split(const kiln_problem *p, const kiln_kernel_desc *d, int num_sms);
 
 /* CTAs to launch: min(ctas_per_sm × SMs, tiles) for persistent kernels,
- * tiles otherwise; rounded up to a multiple of the cluster size. */
+ * tiles otherwise; rounded up to a multiple of the cluster size.  A
+ * k-cut kernel (d->k_cluster > 1): min(clusters, tiles) clusters of
+ * k_cluster CTAs, clusters being how many fit at once (clusters.h; 0: SMs
+ * / k_cluster). */
 int64_t kiln_launch_grid(const kiln_problem *p, const kiln_kernel_desc *d,
-                         const kiln_launch_desc *l, int num_sms);
+                         const kiln_launch_desc *l, int num_sms, int clusters);
 
 /* Sets a loaded function's dynamic shared memory limit, k->sched, whether
  * its module holds the work-order counters sched_slots.h hands out

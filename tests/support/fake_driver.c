@@ -100,7 +100,7 @@ kiln_context *fake_context_bare(kiln_device_limits dev)
 
 kiln_context *fake_context(int caches)
 {
-    kiln_context *ctx = fake_context_bare((kiln_device_limits){9, 0, 132, "sm_90a"});
+    kiln_context *ctx = fake_context_bare((kiln_device_limits){9, 0, 132, "sm_90a", {0}});
     if (!ctx) return NULL;
     ctx->allowed = KILN_ALLOW_GENERATED;
     kiln_error err;

@@ -70,7 +70,7 @@ static int open_cascade(void **state)
 {
     (void)state;
     memset(&cas, 0, sizeof cas);
-    cas.dev = (kiln_device_limits){9, 0, 132, "sm_90a"};
+    cas.dev = (kiln_device_limits){9, 0, 132, "sm_90a", {0}};
     cas.ks.env.drv = &cas.drv;
     cas.ks.env.log = &cas.log;
     cas.ks.env.dev = &cas.dev;

@@ -494,6 +494,30 @@ static CUresult fake_set_attr(CUfunction f, CUfunction_attribute a, int v)
  * once, so that the tuner's launches cut as kiln_gemm's do.  A kernel
  * that does not split, KILN_SPLIT=0 or a failed allocation (tried once)
  * leaves the context without one. */
+/* A k-cut kernel (k_cluster 4) launches clusters of 4 CTAs, as many as
+ * the call's tiles may need (its bound: 2 row tiles x 16 column tiles for
+ * one group of 64 tokens) but no more than the device runs at once
+ * (clusters.h), or SMs / 4 where that is not known. */
+static void test_k_cut_launch(void **state)
+{
+    (void)state;
+    kiln_context *ctx = context(0);
+    snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "sm90_fprop_bf16_128x256_kc4");
+    kiln_problem p;
+    fake_problem(&p, KILN_OP_FPROP, 1, 64, 4096, 14336);
+    static const struct { int clusters; unsigned grid; } cases[] = {{30, 120}, {15, 60}, {0, 128}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ctx->dev.clusters[1] = cases[i].clusters;
+        assert_int_equal(kiln_gemm(ctx, &p, FAKE(0x51)), KILN_OK);
+        assert_string_equal(ctx->kernels.kernels[(uintptr_t)fake_last.f - 1].desc.name,
+                            "sm90_fprop_bf16_128x256_kc4");
+        assert_int_equal(fake_last.cluster, 4);
+        assert_int_equal(fake_last.grid, cases[i].grid);
+        assert_null(fake_last.args.workspace);
+    }
+    fake_context_free(ctx);
+}
+
 static void test_prepare_makes_split_workspace(void **state)
 {
     (void)state;
@@ -613,6 +637,7 @@ KILN_TEST_MAIN(cmocka_unit_test(test_caches_change_nothing),
                cmocka_unit_test(test_repeat_encodes_nothing),
                cmocka_unit_test(test_pdl),
                cmocka_unit_test(test_split_only_where_it_may_cut),
+               cmocka_unit_test(test_k_cut_launch),
                cmocka_unit_test(test_prepare_makes_split_workspace),
                cmocka_unit_test(test_pointer_array_weights),
                cmocka_unit_test(test_wgrad_dw_in_chunks),

@@ -99,7 +99,7 @@ static CUresult fake_memset(CUdeviceptr p, unsigned char v, size_t n, CUstream s
 
 static kiln_context *quant_context(int cc_minor)
 {
-    kiln_device_limits dev = {cc_minor == 0 ? 9 : 8, cc_minor, 132, "sm_90a"};
+    kiln_device_limits dev = {cc_minor == 0 ? 9 : 8, cc_minor, 132, "sm_90a", {0}};
     if (cc_minor) snprintf(dev.arch, sizeof dev.arch, "sm_8%d", cc_minor);
     kiln_context *ctx = fake_context_bare(dev);
     assert_non_null(ctx);

@@ -604,7 +604,7 @@ static void test_dispatch_fp8_cublaslt(void **state)
             fail_msg("case %zu: wanted a refusal with '%s', got '%s'", i, no[i].why, err.msg);
         /* the backend refuses it too when called directly, before it
          * touches the driver or loads cuBLASLt */
-        kiln_device_limits dev = {9, 0, 132, ""};
+        kiln_device_limits dev = {9, 0, 132, "", {0}};
         snprintf(dev.arch, sizeof dev.arch, "%s", no[i].arch);
         kiln_rt_env env = {NULL, NULL, &dev};
         kiln_cublaslt *lt = NULL;
