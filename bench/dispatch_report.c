@@ -214,7 +214,7 @@ static const char *choose(const report_catalog *rc, size_t n_kernels, const kiln
                           unsigned skip, const kiln_problem *p, kiln_dispatch_choice *ch)
 {
     kiln_dispatch_input in = {p, "sm_90a", rc->k, n_kernels, KILN_ALLOW_GENERATED, NULL, t, NULL, NULL};
-    kiln_dispatch_options o = {0, skip};
+    kiln_dispatch_options o = {0, skip, {0}};
     kiln_error err;
     kiln_error_clear(&err);
     if (kiln_dispatch_with(&in, &o, ch, &err) != KILN_OK || ch->backend != KILN_BACKEND_GENERATED)

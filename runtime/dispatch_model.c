@@ -52,6 +52,13 @@
  * hides its epilogue under the other consumer's main loop: no term. */
 #define EPILOGUE_BYTES_PER_CLK 16.0
 #define EPILOGUE_TMA_BYTES_PER_CLK 128.0
+/* A k-cut cluster's sum (sm90_gemm.cuh, KCUT), per piece: each reads a
+ * whole partial tile of fp32 out of its cluster's shared memories (its
+ * parts of every piece's), and waits twice on the cluster.  Not measured
+ * yet: 32 bytes a clock (a quarter of a shared memory's own rate) and 2000
+ * clocks of handovers, to be fitted on the first runs. */
+#define KCUT_BYTES_PER_CLK 32.0
+#define KCUT_SYNC_CLK 2000.0
 /* Per tile: the tile scheduler and the pipeline's turn-around, in clocks. */
 #define TILE_OVERHEAD_CLK 200.0
 /* Routed group sizes are not all equal (dispatch cannot see them): the last
@@ -72,7 +79,7 @@ typedef struct tiling {
     double cols;                 /* output columns */
     double red;                  /* reduction length */
     double bm, bn;               /* the tile */
-    double split;                /* CTAs a reduction is split over (wgrad) */
+    double split;                /* CTAs a reduction is split over (wgrad; k-cut clusters) */
     double m_tiles, n_tiles;     /* a group's; m_tiles may be fractional (slack) */
 } tiling;
 
@@ -93,6 +100,7 @@ static void tiling_of(const kiln_kernel_desc *d, const kiln_problem *p, tiling *
         t->m_tiles = cdiv(t->rows, t->bm);
     } else {
         t->rows = ceil(tpg);
+        t->split = d->k_cluster > 1 ? d->k_cluster : 1;
         t->cols = (double)(p->op == KILN_OP_FPROP ? p->n : p->k);
         t->red = (double)(p->op == KILN_OP_FPROP ? p->k : p->n);
         t->m_tiles = tpg > 0 ? dmax(cdiv(t->rows, t->bm), tpg / t->bm + ROUTING_SLACK_TILES) : 0;
@@ -114,7 +122,12 @@ static void tile_cost_of(const kiln_kernel_desc *d, const kiln_problem *p, const
     double in = (double)kiln_dtype_size(p->a_type), out = (double)kiln_dtype_size(p->out_type);
     double mma_rate = MMA_FLOP_PER_CLK_16 * (in == 1 ? 2 : 1);
     double red = cdiv(t->red / t->split, d->tile_k) * d->tile_k; /* whole k blocks */
-    c->mma_clk = 2.0 * t->bm * t->bn * red / mma_rate;
+    /* A k-cut kernel's half tiles (a group of at most BM / 2 rows: both
+     * warp groups on those rows, sm90_gemm.cuh, HALF_TILES) do half the
+     * tensor work.  Counted for those kernels only: the others' prices
+     * are what the corpus runs fitted. */
+    double mma_rows = d->k_cluster > 1 && t->rows <= t->bm / 2 ? t->bm / 2 : t->bm;
+    c->mma_clk = 2.0 * mma_rows * t->bn * red / mma_rate;
     /* wgmma is m64: each 64-row slab reads the B tile from shared memory. */
     double slabs = t->bm > 64 ? t->bm / 64 : 1;
     double smem = in * red * (t->bm + slabs * t->bn) / SMEM_BYTES_PER_CLK;
@@ -133,7 +146,9 @@ static void tile_cost_of(const kiln_kernel_desc *d, const kiln_problem *p, const
     if (p->op == KILN_OP_WGRAD)
         epi = valid * t->bn * out / EPILOGUE_BYTES_PER_CLK;
     else if (!strcmp(d->schedule, "cooperative"))
-        epi = valid * t->bn * out / EPILOGUE_TMA_BYTES_PER_CLK;
+        epi = valid * t->bn * out / EPILOGUE_TMA_BYTES_PER_CLK / t->split;   /* a piece stores its parts */
+    if (p->op != KILN_OP_WGRAD && t->split > 1)
+        epi += valid * t->bn * 4 / KCUT_BYTES_PER_CLK + KCUT_SYNC_CLK;
     c->sm_clk = dmax(c->mma_clk, smem) + epi + TILE_OVERHEAD_CLK;
 }
 
@@ -164,7 +179,7 @@ static int split_ways(const kiln_kernel_desc *d, const kiln_launch_desc *launch,
     if (p->op == KILN_OP_WGRAD || strcmp(d->family, "sm90") || strcmp(d->schedule, "cooperative"))
         return 1;
     if (!launch || !launch->persistent || launch->ctas_per_sm > 1 ||
-        launch->cluster_m * launch->cluster_n > 1 ||
+        launch->cluster_m * launch->cluster_n > 1 || d->k_cluster > 1 ||
         (double)d->tile_m * d->tile_n * 4 > KILN_SPLIT_TILE_BYTES || tiles >= slots)
         return 1;
     return kiln_split_ways((int)tiles, (int)slots, nkb, part_kb, 0);
@@ -184,7 +199,8 @@ static double compulsory_bytes(const kiln_problem *p)
 }
 
 void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_desc *launch,
-                                  const kiln_problem *p, int sms, kiln_dispatch_estimate *out)
+                                  const kiln_problem *p, int sms, int clusters,
+                                  kiln_dispatch_estimate *out)
 {
     memset(out, 0, sizeof *out);
     if (d->tile_m <= 0 || d->tile_n <= 0 || d->tile_k <= 0) {
@@ -206,6 +222,16 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
         return;
     }
     double slots = (double)sms * per_sm;
+    /* A k-cut cluster's pieces are priced in one round of the clusters
+     * the device runs at once, each piece KILN_KCUT_MIN_PIECE_KB k-blocks
+     * or more; nothing else is (see the header). */
+    if (d->k_cluster > 1) {
+        slots = (double)clusters * d->k_cluster;
+        if (tiles > slots || cdiv(t.red, d->tile_k) < (double)KILN_KCUT_MIN_PIECE_KB * d->k_cluster) {
+            out->us = out->us_tiles = 1e30;
+            return;
+        }
+    }
     out->waves = tiles / slots;
     double full = floor(tiles / slots), rest = tiles - full * slots;
     out->wave_efficiency = out->waves / ceil(out->waves);

@@ -38,6 +38,12 @@
 
 /* The SMs the model assumes when the caller does not know (H100/H200 SXM). */
 #define KILN_DISPATCH_MODEL_SMS 132
+/* The fewest k-blocks a k-cut kernel's piece keeps where the model prices
+ * it: with 8-16 (Qwen3-30B's fc2 at EP16, dgrad, 2048 deep in 4 pieces)
+ * it took 1.16x the cooperative 128x256 kernel's time; from 32 (Qwen3-235B
+ * fc2 at EP32, dgrad, 4096 deep in 2) it ran 0.92x and faster (H100,
+ * docs/sm90_kernel.md, eighty-sixth session). */
+#define KILN_KCUT_MIN_PIECE_KB 32
 
 typedef struct kiln_dispatch_estimate {
     double us;                   /* estimated time, microseconds */
@@ -53,8 +59,12 @@ typedef struct kiln_dispatch_estimate {
 } kiln_dispatch_estimate;
 
 /* Estimates d's time on p over sms SMs (<= 0: KILN_DISPATCH_MODEL_SMS);
- * launch may be NULL.  A kernel without tile sizes gets a huge time. */
+ * launch may be NULL.  A kernel without tile sizes gets a huge time, as
+ * does a k-cut kernel (d->k_cluster > 1) but where its pieces fit the
+ * clusters the device runs at once (clusters: of its size, clusters.h; 0:
+ * not known) and each keeps KILN_KCUT_MIN_PIECE_KB k-blocks. */
 void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_desc *launch,
-                                  const kiln_problem *p, int sms, kiln_dispatch_estimate *out);
+                                  const kiln_problem *p, int sms, int clusters,
+                                  kiln_dispatch_estimate *out);
 
 #endif /* KILN_DISPATCH_MODEL_H */

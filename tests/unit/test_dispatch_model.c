@@ -13,6 +13,7 @@
  * tables; no GPU. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -116,7 +117,7 @@ static kiln_dispatch_choice choose(const catalog *c, const kiln_problem *p,
     static unsigned char unavailable[16];
     kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, KILN_ALLOW_GENERATED, NULL, t,
                               unavailable, NULL};
-    kiln_dispatch_options o = {0, skip};
+    kiln_dispatch_options o = {0, skip, {0}};
     kiln_dispatch_choice ch;
     kiln_error err;
     kiln_error_clear(&err);
@@ -154,7 +155,7 @@ static kiln_dispatch_choice expect_chosen(const catalog *c, const kiln_problem *
 static kiln_dispatch_estimate estimate(const catalog *c, size_t i, const kiln_problem *p)
 {
     kiln_dispatch_estimate e;
-    kiln_dispatch_model_estimate(&c->d[i], &c->l[i], p, 132, &e);
+    kiln_dispatch_model_estimate(&c->d[i], &c->l[i], p, 132, 0, &e);
     return e;
 }
 
@@ -292,8 +293,8 @@ static void test_nearest_overruled_by_model(void **state)
     kiln_test_has(ch.reason, "overrules the nearest class, 0.23 octaves off");
     /* Both estimates, as the rule compares them. */
     kiln_dispatch_estimate mine, theirs;
-    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 0, &mine);
-    kiln_dispatch_model_estimate(tuned, &w.l[0], &p, 0, &theirs);
+    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 0, 0, &mine);
+    kiln_dispatch_model_estimate(tuned, &w.l[0], &p, 0, 0, &theirs);
     assert_true(theirs.us > mine.us * (1 + KILN_DISPATCH_NEAREST_OVERRULE));
     kiln_tuning_table_destroy(t);
 }
@@ -432,6 +433,62 @@ static void test_few_tiles_cut_along_k(void **state)
     add(&g, "d128x256", KILN_OP_DGRAD, 128, 256, "cooperative");
     problem(&p, KILN_OP_DGRAD, 16, 32, 2048, 768);
     assert_int_equal(estimate(&g, 0, &p).split_ways, 0);
+}
+
+/* Dispatches p over c with the device's resident clusters of 2, 4, 8. */
+static const char *chosen_with_clusters(const catalog *c, const kiln_problem *p, int c2, int c4, int c8)
+{
+    kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, KILN_ALLOW_GENERATED, NULL, NULL, NULL, NULL};
+    kiln_dispatch_options o = {0, 0, {c2, c4, c8}};
+    kiln_dispatch_choice ch;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_dispatch_with(&in, &o, &ch, &err) != KILN_OK) fail_msg("dispatch: %s", err.msg);
+    return chosen(c, NULL, &ch);
+}
+
+/* Tiles cut along k across a cluster (k_cluster; sm90_gemm.cuh, KCUT): the
+ * model prices such a kernel only where the device's resident clusters of
+ * its size are known, its pieces fit one round of them and each keeps
+ * KILN_KCUT_MIN_PIECE_KB k-blocks.  Mixtral's fc2 at EP8 (64 tokens, 16
+ * tiles 224 k-blocks deep) in 4: 64 pieces, chosen over the workspace
+ * cut where 30 clusters of 4 fit (an H100's), not where 15 do.  A tie
+ * (both at the call's floor: one expert of 64 tokens, 64 tiles 128 deep)
+ * goes to the tile that is not cut, where the tile rule would take the
+ * cut kernel's deeper pipeline. */
+static void test_k_cut_clusters(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "t128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    add(&c, "t128x256_kc4", KILN_OP_FPROP, 128, 256, "cooperative")->k_cluster = 4;
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 1, 64, 4096, 14336);
+    kiln_dispatch_estimate e;
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, 0, &e);
+    assert_true(e.us > 1e29);
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, 15, &e);
+    assert_true(e.us > 1e29);
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, 30, &e);
+    assert_true(e.us < 1e29);
+    assert_int_equal(e.tiles, 64);
+    assert_string_equal(chosen_with_clusters(&c, &p, 66, 30, 14), "t128x256_kc4");
+    assert_string_equal(chosen_with_clusters(&c, &p, 66, 15, 7), "t128x256");
+    assert_string_equal(chosen_with_clusters(&c, &p, 0, 0, 0), "t128x256");
+    /* 2048 deep: 8 k-blocks a piece */
+    problem(&p, KILN_OP_FPROP, 1, 64, 4096, 2048);
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, 30, &e);
+    assert_true(e.us > 1e29);
+
+    catalog g = {0};
+    add(&g, "t128x256_kc2", KILN_OP_FPROP, 128, 256, "cooperative")->k_cluster = 2;
+    add(&g, "t128x256_s3", KILN_OP_FPROP, 128, 256, "cooperative")->stages = 3;
+    problem(&p, KILN_OP_FPROP, 1, 64, 16384, 8192);
+    kiln_dispatch_estimate a, b;
+    kiln_dispatch_model_estimate(&g.d[0], &g.l[0], &p, 132, 66, &a);
+    kiln_dispatch_model_estimate(&g.d[1], &g.l[1], &p, 132, 0, &b);
+    if (!(a.us < 1e29 && fabs(a.us - b.us) < 0.05 * b.us)) fail_msg("no tie: %g us, %g us", a.us, b.us);
+    assert_string_equal(chosen_with_clusters(&g, &p, 66, 30, 14), "t128x256_s3");
 }
 
 /* Routed group sizes are never all equal, so the model counts half an m
@@ -830,6 +887,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_memory_bound_tail_wave),
     cmocka_unit_test(test_split_ways),
     cmocka_unit_test(test_few_tiles_cut_along_k),
+    cmocka_unit_test(test_k_cut_clusters),
     cmocka_unit_test(test_routing_slack),
     cmocka_unit_test(test_deeper_pipeline_breaks_ties),
     cmocka_unit_test(test_accumulate_wgrad_by_class),
