@@ -24,9 +24,16 @@
 #  12. decode-sized calls after expert parallelism (bench/ep_decode.tsv)
 #      replayed from CUDA graphs, kiln and torch beside one launch that
 #      moves each call's bytes and does nothing else (bf16_bench --stream).
+#  13. tiles cut along k across a cluster (templates/sm90_gemm.cuh, KCUT):
+#      test_gpu_gemm's k-cut and split tests (and with KILN_KCUT_MEMCHECK=1
+#      the k-cut one under compute-sanitizer memcheck), the device's
+#      resident clusters, then from graphs on bench/ep_decode.tsv and
+#      bench/k_cut.tsv (python/bench/context_ab.py): the dispatcher, an
+#      older build's ($KILN_KCUT_OLD: its libkiln.so), the k_cluster kernels
+#      forced, and torch.
 # KILN_FP8_PACKAGE=1 makes part 10 call kiln through the Python package.
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
-# sweeps,python,ab,layer,fp8,steady,decode.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
+# sweeps,python,ab,layer,fp8,steady,decode,kcut.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
 # fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias).  A short table comes last.  Logs
 # go to $OUT (or /tmp/kiln-gpu).
 #
@@ -41,7 +48,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 cd "$here"
 bundle=$build/kiln-sm_90a.kbundle
 summary=()
-parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer,fp8,steady,decode},
+parts=,${KILN_GPU_PARTS:-suite,first,sass,bench,sanitize,sweeps,python,ab,layer,fp8,steady,decode,kcut},
 want() { case $parts in *,$1,*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 
@@ -214,6 +221,40 @@ if want decode; then
   summary+=("decode benchmark (graphs): exit $?")
 fi
 
+if want kcut; then
+  echo "== 13. tiles cut along k across a cluster"
+  rc_kt=0
+  for t in test_k_cluster test_split_last_wave; do
+    KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-kcut.XXXXXX) KILN_BUNDLE_PATH=$bundle \
+      KILN_TEST_FILTER=$t "$build/tests/gpu/test_gpu_gemm" >> "$out/kcut_tests.log" 2>&1 || rc_kt=1
+  done
+  if [ "${KILN_KCUT_MEMCHECK:-0}" = 1 ]; then
+    KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-kcut.XXXXXX) KILN_BUNDLE_PATH=$bundle KILN_TEST_FILTER=test_k_cluster \
+      timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gpu/test_gpu_gemm" \
+      > "$out/kcut_memcheck.log" 2>&1
+    echo "memcheck of test_k_cluster: exit $?; $(grep -h "ERROR SUMMARY" "$out/kcut_memcheck.log" | tail -1)"
+  fi
+  KILN_LOG=info KILN_BUILD_DIR=$build PYTHONPATH=$here/python python3 -c \
+    "from kiln import _lib; _lib.Context(allowed_backends=1)" 2>&1 | grep -i "clusters" | head -2
+  grep -E "^\[ *(OK|FAILED|PASSED) |FAIL|wrong" "$out/kcut_tests.log" | head -20
+  summary+=("k-cut tests: $([ $rc_kt -eq 0 ] && echo PASS || echo "FAIL ($rc_kt)")")
+  : > "$out/kcut.log"
+  old=; [ -n "${KILN_KCUT_OLD:-}" ] && old="--libs old=$KILN_KCUT_OLD"
+  for op in fprop dgrad; do
+    sides=KILN_KERNEL=sm90_${op}_bf16_128x256
+    [ -n "$old" ] && sides="#old"
+    for kc in 8 4 2; do sides=$sides,KILN_KERNEL=sm90_${op}_bf16_128x256_kc$kc; done
+    for cases in bench/ep_decode.tsv bench/k_cut.tsv; do
+      KILN_BUILD_DIR=$build KILN_BUNDLE_PATH=$bundle PYTHONPATH=$here/python PYTHONUNBUFFERED=1 \
+        timeout "${KILN_KCUT_TIMEOUT:-200}" python3 python/bench/context_ab.py \
+        --bench "$build/bench/kiln_bench" --cases $cases --ops $op --graph 20 --rounds 3 $old \
+        --against "$sides" >> "$out/kcut.log" 2>&1
+      echo "exit $? ($op, $cases)" >> "$out/kcut.log"
+    done
+  done
+  summary+=("k-cut A/B: see below")
+fi
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
@@ -229,4 +270,5 @@ fi
 [ -f "$out/fp8.log" ] && { echo "---- fp8 vs torch._scaled_grouped_mm ----"; tail -n 60 "$out/fp8.log"; }
 [ -f "$out/steady.log" ] && { echo "---- bf16 at steady state vs torch._grouped_mm, one process ----"; tail -n 45 "$out/steady.log"; }
 [ -f "$out/decode.log" ] && { echo "---- decode calls from graphs vs torch._grouped_mm and one launch moving the bytes ----"; tail -n 40 "$out/decode.log"; }
+[ -f "$out/kcut.log" ] && { echo "---- k-cut clusters, from graphs; time over the first side's (as is: the dispatcher) ----"; sed 's/KILN_KERNEL=sm90_[a-z]*_bf16_128x256_/forced /g; s/KILN_KERNEL=sm90_[a-z]*_bf16_128x256/forced 128x256/g' "$out/kcut.log"; }
 exit 0
