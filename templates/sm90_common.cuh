@@ -123,19 +123,6 @@ KDEV void kiln_mbar_arrive_peer_release(kiln_u32 bar, kiln_u32 rank)
                  :: "r"(bar), "r"(rank) : "memory");
 }
 
-/* A parity wait that acquires at cluster scope: what the arrivals'
- * releases published (kiln_mbar_arrive_peer_release) is then visible. */
-KDEV void kiln_mbar_wait_cluster(kiln_u32 bar, kiln_u32 parity)
-{
-    kiln_u32 ok = 0;
-    do {
-        asm volatile("{ .reg .pred p;\n"
-                     "  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                     "  selp.u32 %0, 1, 0, p; }"
-                     : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
-    } while (!ok);
-}
-
 /* 16 bytes at shared address `addr` of cluster peer `rank`. */
 KDEV float4 kiln_ld_peer128(kiln_u32 addr, kiln_u32 rank)
 {
@@ -147,14 +134,23 @@ KDEV float4 kiln_ld_peer128(kiln_u32 addr, kiln_u32 rank)
     return v;
 }
 
-KDEV void kiln_mbar_wait(kiln_u32 bar, kiln_u32 parity)
+/* A parity wait; ACQ_CLUSTER: one that acquires at cluster scope, so what
+ * the arrivals' releases published (kiln_mbar_arrive_peer_release) is
+ * then visible. */
+template <bool ACQ_CLUSTER = false> KDEV void kiln_mbar_wait(kiln_u32 bar, kiln_u32 parity)
 {
     kiln_u32 ok = 0;
     do {
-        asm volatile("{ .reg .pred p;\n"
-                     "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "  selp.u32 %0, 1, 0, p; }"
-                     : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+        if constexpr (ACQ_CLUSTER)
+            asm volatile("{ .reg .pred p;\n"
+                         "  mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                         "  selp.u32 %0, 1, 0, p; }"
+                         : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
+        else
+            asm volatile("{ .reg .pred p;\n"
+                         "  mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                         "  selp.u32 %0, 1, 0, p; }"
+                         : "=r"(ok) : "r"(bar), "r"(parity) : "memory");
     } while (!ok);
 }
 

@@ -523,7 +523,7 @@ KDEV int kiln_kcut_finish(const kiln_smem &m, float (&acc)[MI][ACC_N], int cw, b
     unsigned take = 0;   /* the parts dealt to this piece */
     for (int p = j; p < CONSUMERS * nb; p += KC) take |= 1u << p;
     const unsigned bands = take >> (cw * nb) & ((1u << nb) - 1);
-    kiln_mbar_wait_cluster(m.bar_turn, (kiln_u32)(u & 1));
+    kiln_mbar_wait<true>(m.bar_turn, (kiln_u32)(u & 1));
 #pragma unroll
     for (int v0 = 0; v0 < V; v0 += SPLIT_CH) {
         if ((half && kiln_band_high(v0)) || !(bands >> kiln_band(v0) & 1)) continue;
@@ -635,7 +635,7 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
     for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters(), ++u) {
         /* a k-cut cluster's partials of the last unit are in the ring
          * until every peer has read them (kiln_kcut_finish) */
-        if (KCUT && u > 0) kiln_mbar_wait_cluster(m.bar_turn + 8, (kiln_u32)((u - 1) & 1));
+        if (KCUT && u > 0) kiln_mbar_wait<true>(m.bar_turn + 8, (kiln_u32)((u - 1) & 1));
         const kiln_unit U = kiln_unit_of(P, m, t);
         const kiln_tile T = kiln_decode(P, m, U.tile);
         for (int i = 0; i < U.nkb; ++i) {
