@@ -244,6 +244,7 @@ if want kcut; then
     sides=KILN_KERNEL=sm90_${op}_bf16_128x256
     [ -n "$old" ] && sides="#old"
     for kc in 8 4 2; do sides=$sides,KILN_KERNEL=sm90_${op}_bf16_128x256_kc$kc; done
+    sides=$sides,KILN_KERNEL=sm90_${op}_bf16_128x128_kc4
     for cases in bench/ep_decode.tsv bench/k_cut.tsv; do
       KILN_BUILD_DIR=$build KILN_BUNDLE_PATH=$bundle PYTHONPATH=$here/python PYTHONUNBUFFERED=1 \
         timeout "${KILN_KCUT_TIMEOUT:-200}" python3 python/bench/context_ab.py \
@@ -270,5 +271,5 @@ fi
 [ -f "$out/fp8.log" ] && { echo "---- fp8 vs torch._scaled_grouped_mm ----"; tail -n 60 "$out/fp8.log"; }
 [ -f "$out/steady.log" ] && { echo "---- bf16 at steady state vs torch._grouped_mm, one process ----"; tail -n 45 "$out/steady.log"; }
 [ -f "$out/decode.log" ] && { echo "---- decode calls from graphs vs torch._grouped_mm and one launch moving the bytes ----"; tail -n 40 "$out/decode.log"; }
-[ -f "$out/kcut.log" ] && { echo "---- k-cut clusters, from graphs; time over the first side's (as is: the dispatcher) ----"; sed 's/KILN_KERNEL=sm90_[a-z]*_bf16_128x256_/forced /g; s/KILN_KERNEL=sm90_[a-z]*_bf16_128x256/forced 128x256/g' "$out/kcut.log"; }
+[ -f "$out/kcut.log" ] && { echo "---- k-cut clusters, from graphs; time over the first side's (as is: the dispatcher) ----"; sed 's/KILN_KERNEL=sm90_[a-z]*_bf16_128x256_/forced /g; s/KILN_KERNEL=sm90_[a-z]*_bf16_/forced /g' "$out/kcut.log"; }
 exit 0

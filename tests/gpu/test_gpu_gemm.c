@@ -1238,31 +1238,33 @@ static void test_split_two_streams(void **state)
 
 /* ---- tiles cut along k across a cluster (sm90_gemm.cuh, KCUT) -------- */
 
-/* The k_cluster 8 kernels, forced: every tile's reduction in 8 pieces, one
- * per CTA of a cluster, summed in distributed shared memory.  split_case
- * checks every element against the reference, the bytes outside untouched
- * and the same bits from a second call (the pieces are added in k order).
- * Whole and half tiles; more tiles than the clusters that fit (16 on 132
- * SMs: walks of several tiles, the ring handed back between them); fewer
- * k-blocks than pieces (empty pieces add zeros) and a partial last
- * k-block. */
+/* The k-cut kernels, forced: every tile's reduction in pieces, one per CTA
+ * of a cluster (8 of 128x256 tiles, 4 of 128x128), summed in distributed
+ * shared memory.  split_case checks every element against the reference,
+ * the bytes outside untouched and the same bits from a second call (the
+ * pieces are added in k order).  Whole and half tiles; more tiles than
+ * the clusters that fit (16 of 8 at most on 132 SMs: walks of several
+ * tiles, the ring handed back between them); fewer k-blocks than pieces
+ * (empty pieces add zeros) and a partial last k-block. */
 static void test_k_cluster(void **state)
 {
     (void)state;
     int failures_before = g_failures;
     static const int32_t few[3] = {100, 0, 37}, halves[3] = {64, 1, 0};
     static const int32_t over[3] = {300, 212, 500}, decode[1] = {64};
-    static const char *const kernels[2] = {"sm90_fprop_bf16_128x256_kc8", "sm90_dgrad_bf16_128x256_kc8"};
-    for (int i = 0; i < 2; i++) {
-        const kiln_op op = i ? KILN_OP_DGRAD : KILN_OP_FPROP;
+    static const char *const kernels[4] = {"sm90_fprop_bf16_128x256_kc8", "sm90_dgrad_bf16_128x256_kc8",
+                                           "sm90_fprop_bf16_128x128_kc4", "sm90_dgrad_bf16_128x128_kc4"};
+    for (int i = 0; i < 4; i++) {
+        const int dgrad = i % 2;
+        const kiln_op op = dgrad ? KILN_OP_DGRAD : KILN_OP_FPROP;
         /* (n, k) of fprop; dgrad reduces over n, so the two swap */
 #define KC_CASE(groups, counts, n, k, what)                                                        \
-        split_case(kernels[i], op, groups, counts, i ? (k) : (n), i ? (n) : (k), what)
+        split_case(kernels[i], op, groups, counts, dgrad ? (k) : (n), dgrad ? (n) : (k), what)
         KC_CASE(3, few, 512, 8192, "4 tiles, 16 k-blocks a piece");
         KC_CASE(3, halves, 1024, 8192, "8 half tiles");
         KC_CASE(1, decode, 2048, 14336, "one group of 64 tokens, 14336 deep");
         KC_CASE(3, over, 2048, 1024, "72 tiles: walks of several");
-        KC_CASE(3, few, 512, 256, "4 k-blocks: 4 empty pieces");
+        KC_CASE(3, few, 512, 128, "2 k-blocks: empty pieces");
         KC_CASE(3, halves, 1024, 200, "a partial last k-block");
 #undef KC_CASE
     }
