@@ -205,9 +205,28 @@ static int outside_tie(double a, double b, double tie)
     return a < b * (1 - tie) ? 1 : b < a * (1 - tie) ? -1 : 0;
 }
 
+/* Whether c is a tile cut in 4 across a cluster that the model prices
+ * (its pieces fit one round of the device's resident clusters, with
+ * KILN_KCUT_MIN_PIECE_KB k-blocks each: dispatch_model.h, so the call has
+ * at most 30 tiles or so and a long reduction).  Such a kernel ranks
+ * before every other: on the decode and prefill layers of
+ * bench/ep_decode.tsv and bench/k_cut.tsv (H100, one process, eighty-sixth
+ * session) each of the six so priced ran 0.85-0.96x the time of the
+ * kernel the dispatcher had chosen, where the model's estimates, whose
+ * constants for the cut's sum no run has fitted, put four of them behind.
+ * Cuts in 2 (64 tiles) go by the estimate: of five so priced three ran
+ * 0.95x, one 1.005x and one 1.07x (DeepSeek-V3's fc2 at EP32, dgrad,
+ * whose uncut kernel already streamed at 2.9 TB/s); cuts in 8 have not
+ * run in one round. */
+static int kcut4_priced(const candidate *c)
+{
+    return c->k.desc->k_cluster == 4 && c->est.us < 1e29;
+}
+
 /* 1 if a ranks before b for p: the template's own preference (its launch
- * table's), then fewer unused epilogue terms, then the model's estimate,
- * then the tile rule.  Accumulating wgrad skips the model: its defaults
+ * table's), then fewer unused epilogue terms, then a tile cut in 4 across
+ * a cluster that the model prices, then the model's estimate, then an
+ * uncut tile, then the tile rule.  Accumulating wgrad skips the model: its defaults
  * are a 128x128 kernel for short reductions and a 128x256 one for long,
  * and the model, which counts whole waves of equal tiles and pads, put the
  * 128x128 rows kernel more than its tie ahead on five held-out layers of
@@ -236,13 +255,16 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
     if (ua != ub) return ua < ub;
     if ((p->op == KILN_OP_WGRAD && p->accumulate) || row_promote(p))
         return tile_rule(a->k.desc, b->k.desc, p);
+    const int qa = kcut4_priced(a), qb = kcut4_priced(b);
+    if (qa != qb) return qa;
     const int wide = inputs_16bit(p);
     const double tie = wide ? MODEL_TIE_16 : MODEL_TIE_8;
     int by = outside_tie(a->est.us, b->est.us, tie);
     if (!by && !wide) by = outside_tie(a->est.us_tiles, b->est.us_tiles, tie);
     if (by) return by > 0;
     /* in a tie, a tile not cut across a cluster (the cut's sum is a cost
-     * the floor both reach hides: 1.03-1.07x on decode layers, H100) */
+     * the floor both reach hides: DeepSeek-V3's fc2 at EP32, dgrad, 1.07x
+     * the time in 2 pieces, H100) */
     const int ka = a->k.desc->k_cluster > 1, kb = b->k.desc->k_cluster > 1;
     return ka != kb ? kb : tile_rule(a->k.desc, b->k.desc, p);
 }

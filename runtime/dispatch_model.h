@@ -40,10 +40,11 @@
 #define KILN_DISPATCH_MODEL_SMS 132
 /* The fewest k-blocks a k-cut kernel's piece keeps where the model prices
  * it: with 8-16 (Qwen3-30B's fc2 at EP16, dgrad, 2048 deep in 4 pieces)
- * it took 1.16x the cooperative 128x256 kernel's time; from 32 (Qwen3-235B
- * fc2 at EP32, dgrad, 4096 deep in 2) it ran 0.92x and faster (H100,
- * docs/sm90_kernel.md, eighty-sixth session). */
-#define KILN_KCUT_MIN_PIECE_KB 32
+ * it took 1.16x the cooperative 128x256 kernel's time, with 32 (Qwen3-235B
+ * fc2 at EP32, dgrad, 4096 deep in 2) 1.10x the time of the kernel chosen
+ * before; from 42 to 56 it ran 0.85-0.95x (H100, docs/sm90_kernel.md,
+ * eighty-sixth session). */
+#define KILN_KCUT_MIN_PIECE_KB 40
 
 typedef struct kiln_dispatch_estimate {
     double us;                   /* estimated time, microseconds */

@@ -452,7 +452,8 @@ static const char *chosen_with_clusters(const catalog *c, const kiln_problem *p,
  * its size are known, its pieces fit one round of them and each keeps
  * KILN_KCUT_MIN_PIECE_KB k-blocks.  Mixtral's fc2 at EP8 (64 tokens, 16
  * tiles 224 k-blocks deep) in 4: 64 pieces, chosen over the workspace
- * cut where 30 clusters of 4 fit (an H100's), not where 15 do.  A tie
+ * cut where 30 clusters of 4 fit (an H100's), not where 15 do, and first
+ * where the model prices it at all.  A cut in 2 goes by the estimate; a tie
  * (both at the call's floor: one expert of 64 tokens, 64 tiles 128 deep)
  * goes to the tile that is not cut, where the tile rule would take the
  * cut kernel's deeper pipeline. */
@@ -479,6 +480,16 @@ static void test_k_cut_clusters(void **state)
     problem(&p, KILN_OP_FPROP, 1, 64, 4096, 2048);
     kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, 30, &e);
     assert_true(e.us > 1e29);
+    /* a cut in 4 the model prices goes first, whatever its estimate
+     * (Mixtral fc2 at EP8 in prefill, 128 tokens: measured 0.89x the
+     * time of the 128x256 kernel's workspace cut, estimated behind it) */
+    problem(&p, KILN_OP_FPROP, 1, 128, 4096, 14336);
+    kiln_dispatch_estimate whole;
+    kiln_dispatch_model_estimate(&c.d[1], &c.l[1], &p, 132, 30, &e);
+    kiln_dispatch_model_estimate(&c.d[0], &c.l[0], &p, 132, 0, &whole);
+    if (!(whole.us < e.us && e.us < 1e29)) fail_msg("estimates %g (uncut), %g (cut)", whole.us, e.us);
+    assert_string_equal(chosen_with_clusters(&c, &p, 66, 30, 15), "t128x256_kc4");
+    assert_string_equal(chosen_with_clusters(&c, &p, 66, 15, 7), "t128x256");
 
     catalog g = {0};
     add(&g, "t128x256_kc2", KILN_OP_FPROP, 128, 256, "cooperative")->k_cluster = 2;
