@@ -244,7 +244,6 @@ if want kcut; then
     sides=KILN_KERNEL=sm90_${op}_bf16_128x256
     [ -n "$old" ] && sides="#old"
     for kc in 8 4 2; do sides=$sides,KILN_KERNEL=sm90_${op}_bf16_128x256_kc$kc; done
-    sides=$sides,KILN_KERNEL=sm90_${op}_bf16_128x128_kc4
     for cases in bench/ep_decode.tsv bench/k_cut.tsv; do
       KILN_BUILD_DIR=$build KILN_BUNDLE_PATH=$bundle PYTHONPATH=$here/python PYTHONUNBUFFERED=1 \
         timeout "${KILN_KCUT_TIMEOUT:-200}" python3 python/bench/context_ab.py \
