@@ -205,6 +205,14 @@ static int outside_tie(double a, double b, double tie)
     return a < b * (1 - tie) ? 1 : b < a * (1 - tie) ? -1 : 0;
 }
 
+/* The model's estimate for k on p, on the device o describes. */
+static void estimate(const kiln_dispatch_options *o, const kiln_dispatch_kernel *k,
+                     const kiln_problem *p, kiln_dispatch_estimate *out)
+{
+    kiln_dispatch_model_estimate(k->desc, k->launch, p, o->sms,
+                                 kiln_clusters_of(o->clusters, k->desc->k_cluster), out);
+}
+
 /* Whether c is a tile cut in 4 across a cluster that the model prices
  * (its pieces fit one round of the device's resident clusters, with
  * KILN_KCUT_MIN_PIECE_KB k-blocks each: dispatch_model.h, so the call has
@@ -413,7 +421,7 @@ static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispat
         if (!in->only_kernel && !width_suits(in->kernels[i].desc, p)) continue;
         if (tile && !same_tile(in->kernels[i].desc, tile)) continue;
         candidate c = {.k = in->kernels[i], .kernel = (long)i, .tuned = -1};
-        kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, kiln_clusters_of(o->clusters, c.k.desc->k_cluster), &c.est);
+        estimate(o, &c.k, p, &c.est);
         if (!(*n_served)++ || ranks_before(&c, best, p)) *best = c;
     }
     /* The tables' kernels only when no default serves the call: on shapes
@@ -428,7 +436,7 @@ static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispat
         if (in->only_kernel && strcmp(kiln_tuning_table_at(in->tuning, i)->kernel, in->only_kernel))
             continue;
         if (!entry_serves(in, i, &c.k) || (tile && !same_tile(c.k.desc, tile))) continue;
-        kiln_dispatch_model_estimate(c.k.desc, c.k.launch, p, o->sms, kiln_clusters_of(o->clusters, c.k.desc->k_cluster), &c.est);
+        estimate(o, &c.k, p, &c.est);
         if (!(*n_served)++ || ranks_before(&c, best, p)) *best = c;
     }
     if (!*n_served) {
@@ -552,7 +560,7 @@ static double model_overrules(const kiln_dispatch_input *in, const kiln_dispatch
     if (best->kernel < 0 || chosen->tuned < 0 || !entry_serves(in, (size_t)chosen->tuned, &k))
         return 0;
     kiln_dispatch_estimate est;
-    kiln_dispatch_model_estimate(k.desc, k.launch, in->problem, o->sms, kiln_clusters_of(o->clusters, k.desc->k_cluster), &est);
+    estimate(o, &k, in->problem, &est);
     double ratio = best->est.us > 0 ? est.us / best->est.us : 0;
     return ratio > 1 + KILN_DISPATCH_NEAREST_OVERRULE ? ratio : 0;
 }

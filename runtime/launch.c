@@ -273,9 +273,8 @@ static CUresult launch(const kiln_driver *drv, const kiln_rt_kernel *k, unsigned
     memset(attr, 0, sizeof attr);
     unsigned n = 0;
     if (cluster > 1) {
-        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n (×
-         * k_cluster) CTAs
-         * along x, the grid rounded up to a multiple of it. */
+        /* The grid is 1-D, so the cluster is too: cluster_m × cluster_n
+         * (× k_cluster) CTAs along x, the grid a multiple of it. */
         attr[n].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         attr[n].value.clusterDim.x = (unsigned)cluster;
         attr[n].value.clusterDim.y = 1;
@@ -332,7 +331,8 @@ kiln_status kiln_launch_run(const kiln_rt_env *env, const kiln_launch_opts *opts
     if (st) return st;
 
     const kiln_launch_desc *l = &k->launch;
-    int64_t grid = kiln_launch_grid(p, &k->desc, l, env->dev->num_sms, kiln_clusters_of(env->dev->clusters, k->desc.k_cluster));
+    int64_t grid = kiln_launch_grid(p, &k->desc, l, env->dev->num_sms,
+                                    kiln_clusters_of(env->dev->clusters, k->desc.k_cluster));
     /* A split launch takes every SM, however few tiles the problem may
      * have: the pieces of a short last wave (or of the only one) go to the
      * SMs the tiles leave idle. */
