@@ -166,7 +166,7 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
  * walks the whole tiles as before, as does one without a workspace or a
  * sched slot. */
 constexpr bool SPLIT = KC == 1 && !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BYTES;
-/* The cluster's cut (KCUT, spec cluster.k = KC > 1): every tile's
+/* The cluster's cut (KCUT, spec k_cluster = KC > 1): every tile's
  * reduction is cut in KC k ranges, one for each CTA of a cluster, which
  * walks the tiles together; the pieces' partials are summed through
  * distributed shared memory (kiln_kcut_finish).  For calls with fewer
