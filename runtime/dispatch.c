@@ -228,7 +228,7 @@ static void estimate(const kiln_dispatch_options *o, const kiln_dispatch_kernel 
  * run in one round. */
 static int kcut4_priced(const candidate *c)
 {
-    return c->k.desc->k_cluster == 4 && c->est.us < 1e29;
+    return c->k.desc->k_cluster == 4 && c->est.us < KILN_DISPATCH_NOT_PRICED;
 }
 
 /* 1 if a ranks before b for p: the template's own preference (its launch

@@ -54,9 +54,10 @@
 #define EPILOGUE_TMA_BYTES_PER_CLK 128.0
 /* A k-cut cluster's sum (sm90_gemm.cuh, KCUT), per piece: each reads a
  * whole partial tile of fp32 out of its cluster's shared memories (its
- * parts of every piece's), and waits twice on the cluster.  Not measured
- * yet: 32 bytes a clock (a quarter of a shared memory's own rate) and 2000
- * clocks of handovers, to be fitted on the first runs. */
+ * parts of every piece's), and waits twice on the cluster.  Guesses, not
+ * fits: 32 bytes a clock (a quarter of a shared memory's own rate) and
+ * 2000 clocks of handovers.  The eighty-sixth session's runs found cuts in
+ * 4 faster than these price them, so dispatch.c ranks those first. */
 #define KCUT_BYTES_PER_CLK 32.0
 #define KCUT_SYNC_CLK 2000.0
 /* Per tile: the tile scheduler and the pipeline's turn-around, in clocks. */
@@ -204,7 +205,7 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
 {
     memset(out, 0, sizeof *out);
     if (d->tile_m <= 0 || d->tile_n <= 0 || d->tile_k <= 0) {
-        out->us = 1e30;
+        out->us = KILN_DISPATCH_NOT_PRICED;
         return;
     }
     if (sms <= 0) sms = KILN_DISPATCH_MODEL_SMS;
@@ -228,7 +229,7 @@ void kiln_dispatch_model_estimate(const kiln_kernel_desc *d, const kiln_launch_d
     if (d->k_cluster > 1) {
         slots = (double)clusters * d->k_cluster;
         if (tiles > slots || cdiv(t.red, d->tile_k) < (double)KILN_KCUT_MIN_PIECE_KB * d->k_cluster) {
-            out->us = out->us_tiles = 1e30;
+            out->us = out->us_tiles = KILN_DISPATCH_NOT_PRICED;
             return;
         }
     }

@@ -45,6 +45,8 @@
  * before; from 42 to 56 it ran 0.85-0.95x (H100, docs/sm90_kernel.md,
  * eighty-sixth session). */
 #define KILN_KCUT_MIN_PIECE_KB 40
+/* The estimate of a kernel the model does not price (see below). */
+#define KILN_DISPATCH_NOT_PRICED 1e30
 
 typedef struct kiln_dispatch_estimate {
     double us;                   /* estimated time, microseconds */
