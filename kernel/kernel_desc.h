@@ -67,13 +67,6 @@ typedef struct kiln_launch_desc {
     int preference;              /* among kernels that serve a call, higher first */
 } kiln_launch_desc;
 
-/* The most CTAs a k-cut cluster takes: 8 is the portable cluster size
- * (more needs cudaFuncAttributeNonPortableClusterSizeAllowed). */
-#define KILN_K_CLUSTER_MAX 8
-/* Entries of a table of resident clusters by size, 2 .. KILN_K_CLUSTER_MAX
- * (runtime/clusters.h). */
-#define KILN_CLUSTER_SIZES (KILN_K_CLUSTER_MAX - 1)
-
 typedef struct kiln_kernel_desc {
     char name[KILN_NAME_MAX];
     kiln_op op;
@@ -84,8 +77,7 @@ typedef struct kiln_kernel_desc {
     int stages;
     int cluster_m, cluster_n;
     int k_cluster;               /* fprop/dgrad: CTAs of a cluster that cut each tile's
-                                    reduction along k, summed in shared memory (1: off;
-                                    at most KILN_K_CLUSTER_MAX) */
+                                    reduction along k, summed in shared memory (1: off) */
     int warpgroups;              /* consumer warp groups: 1 or 2 */
     char family[32];             /* template family: "simple", "sm90" */
     kiln_weights_mode weights;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* clusters.c — clusters of 2 to 8 one-SM CTAs resident at once (see the header). */
+/* clusters.c — clusters of 2, 4 and 8 one-SM CTAs resident at once (see the header). */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,15 +16,14 @@ static const char k_probe_ptx[] = ".version 8.0\n"
 #define PROBE_SMEM (160 * 1024)
 #define PROBE_THREADS 384
 
-int kiln_clusters_of(const int clusters[KILN_CLUSTER_SIZES], int size)
+int kiln_clusters_of(const int clusters[3], int size)
 {
-    return size >= 2 && size <= KILN_K_CLUSTER_MAX ? clusters[size - 2] : 0;
+    return size == 2 ? clusters[0] : size == 4 ? clusters[1] : size == 8 ? clusters[2] : 0;
 }
 
-kiln_status kiln_cluster_residency(const kiln_driver *drv, int num_sms, int out[KILN_CLUSTER_SIZES],
-                                   kiln_error *err)
+kiln_status kiln_cluster_residency(const kiln_driver *drv, int num_sms, int out[3], kiln_error *err)
 {
-    memset(out, 0, KILN_CLUSTER_SIZES * sizeof *out);
+    memset(out, 0, 3 * sizeof *out);
     CUmodule mod = NULL;
     CUfunction fn = NULL;
     kiln_status st = kiln_driver_check(drv, drv->cuModuleLoadData(&mod, k_probe_ptx),
@@ -38,8 +37,8 @@ kiln_status kiln_cluster_residency(const kiln_driver *drv, int num_sms, int out[
                                                        PROBE_SMEM),
                                "cuFuncSetAttribute(kiln_cluster_probe, MAX_DYNAMIC_SHARED_SIZE_BYTES)",
                                err);
-    for (int i = 0; !st && i < KILN_CLUSTER_SIZES; i++) {
-        const unsigned size = (unsigned)i + 2;
+    for (int i = 0; !st && i < 3; i++) {
+        const unsigned size = 2u << i;
         CUlaunchAttribute attr;
         memset(&attr, 0, sizeof attr);
         attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
@@ -59,6 +58,6 @@ kiln_status kiln_cluster_residency(const kiln_driver *drv, int num_sms, int out[
         st = kiln_driver_check(drv, drv->cuOccupancyMaxActiveClusters(&out[i], fn, &cfg), what, err);
     }
     if (mod) drv->cuModuleUnload(mod);
-    if (st) memset(out, 0, KILN_CLUSTER_SIZES * sizeof *out);
+    if (st) memset(out, 0, 3 * sizeof *out);
     return st;
 }

@@ -65,8 +65,8 @@ typedef struct kiln_dispatch_options {
     int sms;                        /* the device's SMs for the model; 0: 132 */
     unsigned skip;                  /* KILN_DISPATCH_SKIP_*: rules not to apply (the
                                        benchmark's model-alone report, tests) */
-    int clusters[KILN_CLUSTER_SIZES]; /* the device's resident clusters of 2, 3, ... 8
-                                       CTAs (clusters.h); 0: not known, and the k-cut
+    int clusters[3];                /* the device's resident clusters of 2, 4, 8 CTAs
+                                       (clusters.h); 0: not known, and the k-cut
                                        kernels are not priced */
 } kiln_dispatch_options;
 

@@ -9,7 +9,6 @@
 #define KILN_ENV_H
 
 #include "driver.h"
-#include "kernel_desc.h"
 
 /* Where messages go: the caller's hook, or stderr under $KILN_LOG. */
 typedef struct kiln_rt_log {
@@ -32,8 +31,8 @@ typedef struct kiln_device_limits {
     int cc_major, cc_minor;
     int num_sms;
     char arch[16];                 /* "sm_90a" (kiln_dispatch_arch_name) */
-    int clusters[KILN_CLUSTER_SIZES]; /* clusters of 2, 3, ... 8 one-SM CTAs resident
-                                      at once (clusters.h); 0: not known */
+    int clusters[3];               /* clusters of 2, 4 and 8 one-SM CTAs resident at
+                                      once (clusters.h); 0: not known */
 } kiln_device_limits;
 
 typedef struct kiln_rt_env {

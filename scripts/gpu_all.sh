@@ -30,7 +30,7 @@
 #      resident clusters, then from graphs on bench/ep_decode.tsv and
 #      bench/k_cut.tsv (python/bench/context_ab.py): the dispatcher, an
 #      older build's ($KILN_KCUT_OLD: its libkiln.so), the k_cluster kernels
-#      forced (cuts of $KILN_KCUT_SIZES, default 8 7 6 5 4 3 2), and torch.
+#      forced, and torch.
 # KILN_FP8_PACKAGE=1 makes part 10 call kiln through the Python package.
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
 # sweeps,python,ab,layer,fp8,steady,decode,kcut.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
@@ -243,7 +243,7 @@ if want kcut; then
   for op in fprop dgrad; do
     sides=KILN_KERNEL=sm90_${op}_bf16_128x256
     [ -n "$old" ] && sides="#old"
-    for kc in ${KILN_KCUT_SIZES:-8 7 6 5 4 3 2}; do sides=$sides,KILN_KERNEL=sm90_${op}_bf16_128x256_kc$kc; done
+    for kc in 8 4 2; do sides=$sides,KILN_KERNEL=sm90_${op}_bf16_128x256_kc$kc; done
     for cases in bench/ep_decode.tsv bench/k_cut.tsv; do
       KILN_BUILD_DIR=$build KILN_BUNDLE_PATH=$bundle PYTHONPATH=$here/python PYTHONUNBUFFERED=1 \
         timeout "${KILN_KCUT_TIMEOUT:-200}" python3 python/bench/context_ab.py \

@@ -433,7 +433,7 @@ KDEV void kiln_cluster_sync_unaligned()
  * x; a kernel launched otherwise traps rather than wait forever on its
  * peer. */
 static_assert(CS == 1 || CS == 2, "cluster must be 1x1, 2x1 or 1x2");
-static_assert(KC == 1 || (CS == 1 && KC >= 2 && KC <= 8), "k_cluster: 2 to 8 CTAs, no pair");
+static_assert(KC == 1 || (CS == 1 && (KC == 2 || KC == 4 || KC == 8)), "k_cluster: 2, 4 or 8 CTAs, no pair");
 constexpr int CTAS = CS * KC;   /* CTAs in a cluster */
 
 struct kiln_cta {

@@ -161,8 +161,8 @@ function M.check(spec, arch, what)
   -- along k and sums the pieces in distributed shared memory (sm90_gemm.cuh,
   -- KCUT): the cooperative schedule's partial tile fits its ring.
   local kc = spec.k_cluster
-  if kc < 1 or kc > 8 then
-    fail("k_cluster", "k_cluster must be from 1 to 8 (got %d)", kc)
+  if kc ~= 1 and kc ~= 2 and kc ~= 4 and kc ~= 8 then
+    fail("k_cluster", "k_cluster must be 1, 2, 4 or 8 (got %d)", kc)
   end
   if kc > 1 and (cm * cn > 1 or pingpong or promote) then
     fail("k_cluster", "k_cluster %d needs cluster 1x1, schedule cooperative and no fp8 " ..

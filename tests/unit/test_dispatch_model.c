@@ -439,10 +439,7 @@ static void test_few_tiles_cut_along_k(void **state)
 static const char *chosen_with_clusters(const catalog *c, const kiln_problem *p, int c2, int c4, int c8)
 {
     kiln_dispatch_input in = {p, "sm_90a", c->k, c->n, KILN_ALLOW_GENERATED, NULL, NULL, NULL, NULL};
-    kiln_dispatch_options o = {0, 0, {0}};
-    o.clusters[0] = c2;
-    o.clusters[4 - 2] = c4;
-    o.clusters[8 - 2] = c8;
+    kiln_dispatch_options o = {0, 0, {c2, c4, c8}};
     kiln_dispatch_choice ch;
     kiln_error err;
     kiln_error_clear(&err);

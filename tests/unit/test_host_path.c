@@ -489,37 +489,34 @@ static CUresult fake_set_attr(CUfunction f, CUfunction_attribute a, int v)
     return CUDA_SUCCESS;
 }
 
-/* A k-cut kernel (k_cluster 4, 6) launches clusters of that many CTAs, as
- * many as the call's tiles may need (its bound: 2 row tiles x 16 column
- * tiles for one group of 64 tokens) but no more than the device runs at
- * once (clusters.h: the entry for its own size), or SMs / size where that
- * is not known. */
-static void test_k_cut_launch(void **state)
-{
-    (void)state;
-    kiln_context *ctx = context(0);
-    kiln_problem p;
-    fake_problem(&p, KILN_OP_FPROP, 1, 64, 4096, 14336);
-    static const struct { int size, clusters; unsigned grid; } cases[] = {
-        {4, 30, 120}, {4, 15, 60}, {4, 0, 128}, {6, 21, 126}, {6, 0, 132}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "sm90_fprop_bf16_128x256_kc%d", cases[i].size);
-        memset(ctx->dev.clusters, 0, sizeof ctx->dev.clusters);
-        ctx->dev.clusters[cases[i].size - 2] = cases[i].clusters;
-        assert_int_equal(kiln_gemm(ctx, &p, FAKE(0x51)), KILN_OK);
-        assert_string_equal(ctx->kernels.kernels[(uintptr_t)fake_last.f - 1].desc.name, ctx->only_kernel);
-        assert_int_equal(fake_last.cluster, cases[i].size);
-        assert_int_equal(fake_last.grid, cases[i].grid);
-        assert_null(fake_last.args.workspace);
-    }
-    fake_context_free(ctx);
-}
-
 /* kiln tune's context, allowed only cuBLASLt (its reference), is made
  * without the split workspace; preparing a kernel that splits makes it,
  * once, so that the tuner's launches cut as kiln_gemm's do.  A kernel
  * that does not split, KILN_SPLIT=0 or a failed allocation (tried once)
  * leaves the context without one. */
+/* A k-cut kernel (k_cluster 4) launches clusters of 4 CTAs, as many as
+ * the call's tiles may need (its bound: 2 row tiles x 16 column tiles for
+ * one group of 64 tokens) but no more than the device runs at once
+ * (clusters.h), or SMs / 4 where that is not known. */
+static void test_k_cut_launch(void **state)
+{
+    (void)state;
+    kiln_context *ctx = context(0);
+    snprintf(ctx->only_kernel, sizeof ctx->only_kernel, "sm90_fprop_bf16_128x256_kc4");
+    kiln_problem p;
+    fake_problem(&p, KILN_OP_FPROP, 1, 64, 4096, 14336);
+    static const struct { int clusters; unsigned grid; } cases[] = {{30, 120}, {15, 60}, {0, 128}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ctx->dev.clusters[1] = cases[i].clusters;
+        assert_int_equal(kiln_gemm(ctx, &p, FAKE(0x51)), KILN_OK);
+        assert_string_equal(ctx->kernels.kernels[(uintptr_t)fake_last.f - 1].desc.name,
+                            "sm90_fprop_bf16_128x256_kc4");
+        assert_int_equal(fake_last.cluster, 4);
+        assert_int_equal(fake_last.grid, cases[i].grid);
+        assert_null(fake_last.args.workspace);
+    }
+    fake_context_free(ctx);
+}
 
 static void test_prepare_makes_split_workspace(void **state)
 {
