@@ -489,11 +489,6 @@ static CUresult fake_set_attr(CUfunction f, CUfunction_attribute a, int v)
     return CUDA_SUCCESS;
 }
 
-/* kiln tune's context, allowed only cuBLASLt (its reference), is made
- * without the split workspace; preparing a kernel that splits makes it,
- * once, so that the tuner's launches cut as kiln_gemm's do.  A kernel
- * that does not split, KILN_SPLIT=0 or a failed allocation (tried once)
- * leaves the context without one. */
 /* A k-cut kernel (k_cluster 4) launches clusters of 4 CTAs, as many as
  * the call's tiles may need (its bound: 2 row tiles x 16 column tiles for
  * one group of 64 tokens) but no more than the device runs at once
@@ -518,6 +513,11 @@ static void test_k_cut_launch(void **state)
     fake_context_free(ctx);
 }
 
+/* kiln tune's context, allowed only cuBLASLt (its reference), is made
+ * without the split workspace; preparing a kernel that splits makes it,
+ * once, so that the tuner's launches cut as kiln_gemm's do.  A kernel
+ * that does not split, KILN_SPLIT=0 or a failed allocation (tried once)
+ * leaves the context without one. */
 static void test_prepare_makes_split_workspace(void **state)
 {
     (void)state;
