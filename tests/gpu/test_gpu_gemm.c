@@ -1239,12 +1239,16 @@ static void test_split_two_streams(void **state)
 /* ---- tiles cut along k across a cluster (sm90_gemm.cuh, KCUT) -------- */
 
 /* The k-cut kernels, forced: every tile's reduction in pieces, one per CTA
- * of a cluster (8, 4 or 2), summed in distributed shared memory.  split_case checks every element against the reference,
- * the bytes outside untouched and the same bits from a second call (the
- * pieces are added in k order).  Whole and half tiles; more tiles than
- * the clusters that fit (15 of 8 on an H100's 132 SMs: walks of several
- * tiles, the ring handed back between them); fewer k-blocks than pieces
- * (empty pieces add zeros) and a partial last k-block. */
+ * of a cluster (8, 4 or 2), summed in distributed shared memory.
+ * split_case checks every element against the reference, the bytes
+ * outside untouched and the same bits from a second call (the pieces are
+ * added in k order).  Whole and half tiles; more tiles than the clusters
+ * that fit (15 of 8 on an H100's 132 SMs: walks of several tiles, the
+ * ring handed back between them), among them Mixtral's fc2 at EP8 in
+ * decode, whose A/B process faulted in the eighty-seventh session with
+ * cuts of other sizes beside (docs/benchmarks.md: which side faulted is
+ * not known); fewer k-blocks than pieces (empty pieces add zeros) and a
+ * partial last k-block. */
 static void test_k_cluster(void **state)
 {
     (void)state;
@@ -1263,6 +1267,7 @@ static void test_k_cluster(void **state)
         KC_CASE(3, few, 512, 8192, "4 tiles, 16 k-blocks a piece");
         KC_CASE(3, halves, 1024, 8192, "8 half tiles");
         KC_CASE(1, decode, 2048, 14336, "one group of 64 tokens, 14336 deep");
+        KC_CASE(1, decode, 4096, 14336, "Mixtral fc2 at EP8, decode: 16 half tiles");
         KC_CASE(3, over, 2048, 1024, "72 tiles: walks of several");
         KC_CASE(3, few, 512, 128, "2 k-blocks: empty pieces");
         KC_CASE(3, halves, 1024, 200, "a partial last k-block");
