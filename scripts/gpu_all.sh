@@ -26,7 +26,8 @@
 #      moves each call's bytes and does nothing else (bf16_bench --stream).
 #  13. tiles cut along k across a cluster (templates/sm90_gemm.cuh, KCUT):
 #      test_gpu_gemm's k-cut and split tests (and with KILN_KCUT_MEMCHECK=1
-#      the k-cut one under compute-sanitizer memcheck), the device's
+#      the k-cut one under compute-sanitizer memcheck, $KILN_KCUT_MEMCHECK_TIMEOUT s
+#      at most, default 480), the device's
 #      resident clusters, then from graphs on bench/ep_decode.tsv and
 #      bench/k_cut.tsv (python/bench/context_ab.py): the dispatcher, an
 #      older build's ($KILN_KCUT_OLD: its libkiln.so), the k_cluster kernels
@@ -230,7 +231,7 @@ if want kcut; then
   done
   if [ "${KILN_KCUT_MEMCHECK:-0}" = 1 ]; then
     KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-kcut.XXXXXX) KILN_BUNDLE_PATH=$bundle KILN_TEST_FILTER=test_k_cluster \
-      timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gpu/test_gpu_gemm" \
+      timeout "${KILN_KCUT_MEMCHECK_TIMEOUT:-480}" compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gpu/test_gpu_gemm" \
       > "$out/kcut_memcheck.log" 2>&1
     echo "memcheck of test_k_cluster: exit $?; $(grep -h "ERROR SUMMARY" "$out/kcut_memcheck.log" | tail -1)"
   fi
