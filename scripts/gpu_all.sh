@@ -26,9 +26,9 @@
 #      moves each call's bytes and does nothing else (bf16_bench --stream).
 #  13. tiles cut along k across a cluster (templates/sm90_gemm.cuh, KCUT):
 #      test_gpu_gemm's k-cut and split tests (and with KILN_KCUT_MEMCHECK=1
-#      the k-cut one under compute-sanitizer memcheck, $KILN_KCUT_MEMCHECK_TIMEOUT s
-#      at most, default 480), the device's
-#      resident clusters, then from graphs on bench/ep_decode.tsv and
+#      the k-cut one under compute-sanitizer memcheck, for at most
+#      $KILN_KCUT_MEMCHECK_TIMEOUT s, default 480), the device's resident
+#      clusters, then from graphs on bench/ep_decode.tsv and
 #      bench/k_cut.tsv (python/bench/context_ab.py): the dispatcher, an
 #      older build's ($KILN_KCUT_OLD: its libkiln.so), the k_cluster kernels
 #      forced, and torch.
