@@ -32,9 +32,13 @@
 #      bench/k_cut.tsv (python/bench/context_ab.py): the dispatcher, an
 #      older build's ($KILN_KCUT_OLD: its libkiln.so), the k_cluster kernels
 #      forced, and torch.
+#  14. where a decode call's time goes, CTA by CTA (python/bench/
+#      timeline.py) on a diagnostic libkiln ($KILN_TIMELINE_LIB, made by
+#      scripts/timeline_build.sh): the dispatcher's kernel and forced
+#      ones on a few of bench/ep_decode.tsv's and k_cut.tsv's cases.
 # KILN_FP8_PACKAGE=1 makes part 10 call kiln through the Python package.
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
-# sweeps,python,ab,layer,fp8,steady,decode,kcut.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
+# sweeps,python,ab,layer,fp8,steady,decode,kcut,timeline.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
 # fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias).  A short table comes last.  Logs
 # go to $OUT (or /tmp/kiln-gpu).
 #
@@ -256,6 +260,28 @@ if want kcut; then
   summary+=("k-cut A/B: see below")
 fi
 
+if want timeline; then
+  echo "== 14. decode calls CTA by CTA (timeline build)"
+  : > "$out/timeline.log"
+  if [ -z "${KILN_TIMELINE_LIB:-}" ]; then
+    echo "KILN_TIMELINE_LIB not set: no timeline build to run" | tee -a "$out/timeline.log"
+  else
+    # case:op:forced kernel ("" = the dispatcher's)
+    for run in ${KILN_TIMELINE_RUNS:-mixtral_fc2_ep8_dec:fprop: mixtral_fc2_ep8_dec:fprop:sm90_fprop_bf16_128x256 \
+               mixtral_fc1_ep8_dec:dgrad: dsv3_fc2_ep32_dec:fprop:}; do
+      IFS=: read -r c op kern <<< "$run"
+      cases=bench/ep_decode.tsv; grep -q "^$c	" $cases || cases=bench/k_cut.tsv
+      echo "---- $c $op ${kern:-(dispatcher)}" >> "$out/timeline.log"
+      KILN_LIBRARY=$KILN_TIMELINE_LIB KILN_KERNEL=$kern KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-tl.XXXXXX) \
+        PYTHONPATH=$here/python timeout 120 python3 python/bench/timeline.py --bench "$build/bench/kiln_bench" \
+        --cases $cases --only "$c" --op "$op" --dump "$out/timeline-$c-$op${kern:+-$kern}.tsv" \
+        >> "$out/timeline.log" 2>&1
+      echo "exit $?" >> "$out/timeline.log"
+    done
+  fi
+  summary+=("timeline: see below")
+fi
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${summary[@]}"
@@ -271,5 +297,6 @@ fi
 [ -f "$out/fp8.log" ] && { echo "---- fp8 vs torch._scaled_grouped_mm ----"; tail -n 60 "$out/fp8.log"; }
 [ -f "$out/steady.log" ] && { echo "---- bf16 at steady state vs torch._grouped_mm, one process ----"; tail -n 45 "$out/steady.log"; }
 [ -f "$out/decode.log" ] && { echo "---- decode calls from graphs vs torch._grouped_mm and one launch moving the bytes ----"; tail -n 40 "$out/decode.log"; }
+[ -f "$out/timeline.log" ] && { echo "---- decode calls CTA by CTA ----"; cat "$out/timeline.log"; }
 [ -f "$out/kcut.log" ] && { echo "---- k-cut clusters, from graphs; time over the first side's (as is: the dispatcher) ----"; sed 's/KILN_KERNEL=sm90_[a-z]*_bf16_128x256_/forced /g; s/KILN_KERNEL=sm90_[a-z]*_bf16_/forced /g' "$out/kcut.log"; }
 exit 0

@@ -589,6 +589,57 @@ KDEV void kiln_wmap_select(kiln_wmap &w, const kiln_kernel_args &args, const kil
     w.turn++;
 }
 
+/* ---------------------------------------------------------- timeline */
+
+/* A diagnostic build's per-CTA timeline (KILN_TIMELINE: never defined in
+ * a shipped build; scripts/timeline_build.sh makes a libkiln whose
+ * templates define it, python/bench/timeline.py runs a case on it).  A
+ * call's time over its bytes' floor is the sum of a ramp, the stream, a
+ * wait for the slowest piece and the sum; a kernel's duration cannot tell
+ * them apart, each CTA's stamps can.  They go to the caller's overflow
+ * buffer (d_overflow), past its first 64 bytes: KILN_TL_N globaltimer
+ * values a CTA, then its SM and cluster rank (a printf is a call, and a
+ * call made ptxas serialise the wgmma pipeline).  Stamp i of a CTA is its
+ * first unit's (the first write wins, after the entry's reset), but for
+ * KILN_TL_LAST, which each write replaces.  Thread 0 (the producer) and
+ * thread 128 (the first consumer) stamp. */
+enum {
+    KILN_TL_ENTRY, KILN_TL_SETUP, KILN_TL_FIRST_FULL, KILN_TL_MAIN_END, KILN_TL_SUMMED, KILN_TL_EXIT,
+    KILN_TL_FIRST_LOAD, KILN_TL_LAST, KILN_TL_SM, KILN_TL_N
+};
+#ifdef KILN_TIMELINE
+KDEV unsigned long long *kiln_tl_row(const kiln_kernel_args &args)
+{
+    if (!args.overflow || threadIdx.x % 128 != 0 || threadIdx.x > 128) return nullptr;
+    return (unsigned long long *)args.overflow + 8 + (blockIdx.x + gridDim.x * blockIdx.y) * KILN_TL_N;
+}
+KDEV unsigned long long kiln_tl_now()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+KDEV void kiln_stamp(const kiln_kernel_args &args, int i)
+{
+    unsigned long long *row = kiln_tl_row(args);
+    if (row && (i == KILN_TL_LAST || row[i] == 0)) row[i] = kiln_tl_now();
+}
+KDEV void kiln_tl_enter(const kiln_kernel_args &args)
+{
+    unsigned long long *row = kiln_tl_row(args);
+    if (!row || threadIdx.x != 0) return;
+    unsigned smid, crank = 0;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    if (CTAS > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(crank));
+    row[KILN_TL_ENTRY] = kiln_tl_now();
+    for (int i = 1; i < KILN_TL_SM; ++i) row[i] = 0;
+    row[KILN_TL_SM] = (unsigned long long)smid << 32 | crank;
+}
+#else
+KDEV void kiln_stamp(const kiln_kernel_args &, int) {}
+KDEV void kiln_tl_enter(const kiln_kernel_args &) {}
+#endif
+
 /* ---------------------------------------------------------- producer */
 
 /* One k-block of a tile into ring slot s; B from w (its group's map and
@@ -643,6 +694,7 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
             /* after the acquire: the slot it may rewrite is then free */
             if (i == 0) kiln_wmap_select(w, args, P, tmap_b, T.g);
             kiln_load_kblock(P, T, m.stage(r.s), full, U.kb0 + i, tmap_a, w);
+            kiln_stamp(args, i == 0 ? KILN_TL_FIRST_LOAD : KILN_TL_LAST);
             r.next();
         }
     }
@@ -1379,8 +1431,16 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         const int nkb = KCUT ? kiln_unit_of(P, m, t).nkb : piece ? kiln_split_get(m, SPLIT_UNIT + 2) : P.nkb;
         kiln_tma_terms e;
         auto terms = [&] { if (TERMS_UNDER_LAST && !piece) kiln_tma_terms_load(args, P, T, wrow0, lane, e); };
+#ifdef KILN_TIMELINE
+        /* waiting twice on a phase returns at once the second time */
+        if (j == 0 && nkb > 0) {
+            kiln_mbar_wait(m.full(r.s), r.ph);
+            kiln_stamp(args, KILN_TL_FIRST_FULL);
+        }
+#endif
         if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
         else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, half, cb, lane, staged, terms);
+        kiln_stamp(args, KILN_TL_MAIN_END);
         /* a piece of a split tile: stores the bands it summed, if any
          * (kiln_split_finish), its terms loaded after the sum (not held
          * across it) */
@@ -1390,6 +1450,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         } else {
             bands = KCUT ? kiln_kcut_finish(m, acc, cw, half, nkb == 0, j, P.cta.crank)
                          : kiln_split_finish(args, m, r, acc, cw, half);
+            kiln_stamp(args, KILN_TL_SUMMED);
             if (bands < 0) continue;
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, true);
         }
@@ -1408,6 +1469,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
     }
     /* shared memory must outlive the last stores' reads of it */
     if (EPI_TMA && lane == 0) kiln_bulk_wait<0>();
+    kiln_stamp(args, KILN_TL_EXIT);
 }
 
 /* ------------------------------------------------------------ kernel */
@@ -1428,6 +1490,7 @@ KILN_SM90_KERNEL
     P.nkb = (k_red + BK - 1) / BK;
 
     if (!kiln_groups_ok(P.G)) return;
+    kiln_tl_enter(args);
     if (threadIdx.x == 0) {
         /* the block recipe's full barriers also wait for the scale warp's lanes */
         /* k-cut clusters: the turn's pair is the partials' handover (kiln_kcut_finish) */
@@ -1444,6 +1507,7 @@ KILN_SM90_KERNEL
     kiln_split_plan(args, P, m);
     if (CTAS > 1) kiln_cluster_sync();   /* peers' barriers are initialised */
     else __syncthreads();
+    kiln_stamp(args, KILN_TL_SETUP);
 
     const int wg = kiln_warpgroup();
     if (wg == 0) {
