@@ -31,11 +31,14 @@
 #      clusters, then from graphs on bench/ep_decode.tsv and
 #      bench/k_cut.tsv (python/bench/context_ab.py): the dispatcher, an
 #      older build's ($KILN_KCUT_OLD: its libkiln.so), the k_cluster kernels
-#      forced, and torch.
+#      forced, and torch.  KILN_KCUT_TESTS, _OPS and _CASES narrow it;
+#      KILN_KCUT_AGAINST gives other sides ({op} for the op), on the trial
+#      builds KILN_KCUT_LIBS names (TAG=PATH,..., scripts/trial_build.sh).
 #  14. where a decode call's time goes, CTA by CTA (python/bench/
 #      timeline.py) on a diagnostic libkiln ($KILN_TIMELINE_LIB, made by
-#      scripts/timeline_build.sh): the dispatcher's kernel and forced
-#      ones on a few of bench/ep_decode.tsv's and k_cut.tsv's cases.
+#      `scripts/trial_build.sh OUT KILN_TIMELINE`): the dispatcher's kernel
+#      and forced ones on a few of bench/ep_decode.tsv's and k_cut.tsv's
+#      cases.
 # KILN_FP8_PACKAGE=1 makes part 10 call kiln through the Python package.
 # KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
 # sweeps,python,ab,layer,fp8,steady,decode,kcut,timeline.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
@@ -229,9 +232,11 @@ fi
 if want kcut; then
   echo "== 13. tiles cut along k across a cluster"
   rc_kt=0
-  for t in test_k_cluster test_split_last_wave; do
-    KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-kcut.XXXXXX) KILN_BUNDLE_PATH=$bundle \
-      KILN_TEST_FILTER=$t "$build/tests/gpu/test_gpu_gemm" >> "$out/kcut_tests.log" 2>&1 || rc_kt=1
+  for t in ${KILN_KCUT_TESTS-test_k_cluster test_split_last_wave}; do
+    t0=$(date +%s)
+    KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-kcut.XXXXXX) KILN_BUNDLE_PATH=$bundle KILN_TEST_FILTER=$t \
+      timeout "${KILN_KCUT_TEST_TIMEOUT:-240}" "$build/tests/gpu/test_gpu_gemm" >> "$out/kcut_tests.log" 2>&1 || rc_kt=1
+    echo "$t: $(( $(date +%s) - t0 )) s" | tee -a "$out/kcut_tests.log"
   done
   if [ "${KILN_KCUT_MEMCHECK:-0}" = 1 ]; then
     KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-kcut.XXXXXX) KILN_BUNDLE_PATH=$bundle KILN_TEST_FILTER=test_k_cluster \
@@ -244,12 +249,15 @@ if want kcut; then
   grep -E "^\[ *(OK|FAILED|PASSED) |FAIL|wrong" "$out/kcut_tests.log" | head -20
   summary+=("k-cut tests: $([ $rc_kt -eq 0 ] && echo PASS || echo "FAIL ($rc_kt)")")
   : > "$out/kcut.log"
-  old=; [ -n "${KILN_KCUT_OLD:-}" ] && old="--libs old=$KILN_KCUT_OLD"
-  for op in fprop dgrad; do
+  libs=${KILN_KCUT_LIBS:-}; [ -n "${KILN_KCUT_OLD:-}" ] && libs=old=$KILN_KCUT_OLD${libs:+,$libs}
+  old=; [ -n "$libs" ] && old="--libs $libs"
+  for op in ${KILN_KCUT_OPS:-fprop dgrad}; do
     sides=KILN_KERNEL=sm90_${op}_bf16_128x256
-    [ -n "$old" ] && sides="#old"
+    [ -n "${KILN_KCUT_OLD:-}" ] && sides="#old"
     for kc in 8 4 2; do sides=$sides,KILN_KERNEL=sm90_${op}_bf16_128x256_kc$kc; done
-    for cases in bench/ep_decode.tsv bench/k_cut.tsv; do
+    # other sides instead ({op}: the op's name)
+    [ -n "${KILN_KCUT_AGAINST:-}" ] && sides=${KILN_KCUT_AGAINST//\{op\}/$op}
+    for cases in ${KILN_KCUT_CASES:-bench/ep_decode.tsv bench/k_cut.tsv}; do
       KILN_BUILD_DIR=$build KILN_BUNDLE_PATH=$bundle PYTHONPATH=$here/python PYTHONUNBUFFERED=1 \
         timeout "${KILN_KCUT_TIMEOUT:-200}" python3 python/bench/context_ab.py \
         --bench "$build/bench/kiln_bench" --cases $cases --ops $op --graph 20 --rounds 3 $old \

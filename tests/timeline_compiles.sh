@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The diagnostic timeline (templates/sm90_gemm.cuh, KILN_TIMELINE; made by
-# scripts/timeline_build.sh) still compiles, without a spill in fprop and
-# without ptxas serialising the wgmma pipeline (what a call in the kernel,
+# The diagnostic timeline (templates/sm90_gemm.cuh, KILN_TIMELINE; a
+# libkiln of it: `scripts/trial_build.sh OUT KILN_TIMELINE`) still
+# compiles, without a spill in fprop and without ptxas serialising the wgmma pipeline (what a call in the kernel,
 # e.g. a printf, does), so that its stamps time the kernels as shipped.
 #   tests/timeline_compiles.sh KILN_CLI
 set -euo pipefail

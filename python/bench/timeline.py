@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Where a call's time goes, CTA by CTA: one case's fprop or dgrad on a
-diagnostic libkiln (scripts/timeline_build.sh: its sm90 GEMM kernels stamp
-each CTA's timeline into the buffer behind d_overflow, templates/
-sm90_gemm.cuh, KILN_TIMELINE), run on its own after a sync and then as the
+diagnostic libkiln (`scripts/trial_build.sh OUT KILN_TIMELINE`: its sm90
+GEMM kernels stamp each CTA's timeline into the buffer behind d_overflow,
+templates/sm90_gemm.cuh), run on its own after a sync and then as the
 last of a burst of back-to-back calls, each over its own copy of the
 operands (no call finds its weights in the L2).
 
@@ -126,7 +126,7 @@ def main():
         sys.exit("timeline.py: the output is wrong")
     if buf[HEAD:].abs().sum().item() == 0:
         sys.exit(f"timeline.py: {kernel} stamped nothing: KILN_LIBRARY must name a timeline build "
-                 "(scripts/timeline_build.sh) and the kernel be an sm90 GEMM")
+                 "(scripts/trial_build.sh OUT KILN_TIMELINE) and the kernel be an sm90 GEMM")
     weight_bytes = w.numel() * w.element_size()
     results = []
     for title, n in (("alone, after a sync", 1), (f"last of {a.burst} back to back", a.burst)):
