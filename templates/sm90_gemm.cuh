@@ -346,29 +346,12 @@ KDEV int kiln_walk_end(const kiln_gemm &P, const kiln_smem &m)
 KDEV kiln_unit kiln_unit_of(const kiln_gemm &P, const kiln_smem &m, int t)
 {
     if (KCUT) {   /* every tile cut: this CTA's piece, its rank's share of the k-blocks */
-        const int j = P.cta.crank;
-#ifdef KILN_KCUT_INTERLEAVE
-        /* trial: k-blocks j, j + KC, ...: the cluster's pieces read a
-         * weight row's adjacent 128-byte runs together (kb0 = j, stride KC:
-         * kiln_unit_kb) */
-        return {t, j, (P.nkb - j + KC - 1) / KC, j};
-#else
-        const int kb0 = j * P.nkb / KC;
+        const int j = P.cta.crank, kb0 = j * P.nkb / KC;
         return {t, kb0, (j + 1) * P.nkb / KC - kb0, j};
-#endif
     }
     if (!SPLIT || t < kiln_split_get(m, SPLIT_FULL)) return {t, 0, P.nkb, -1};
     return {kiln_split_get(m, SPLIT_UNIT), kiln_split_get(m, SPLIT_UNIT + 1),
             kiln_split_get(m, SPLIT_UNIT + 2), kiln_split_get(m, SPLIT_UNIT + 3)};
-}
-
-/* The i-th k-block of unit U. */
-KDEV int kiln_unit_kb(const kiln_unit &U, int i)
-{
-#ifdef KILN_KCUT_INTERLEAVE
-    if (KCUT) return U.kb0 + i * KC;
-#endif
-    return U.kb0 + i;
 }
 
 /* Consumer warp group cw, after a piece's main loop: its partial to this
@@ -694,19 +677,6 @@ KDEV void kiln_load_kblock(const kiln_gemm &P, const kiln_tile &T, kiln_u32 sa, 
     }
 }
 
-#ifdef KILN_PF_AHEAD
-/* k-block kb's B boxes into L2 (trial, KILN_PF_AHEAD) */
-KDEV void kiln_prefetch_b(const kiln_gemm &P, const kiln_tile &T, int kb, const kiln_wmap &w)
-{
-    if (B_KMAJOR) {
-        kiln_tma_prefetch_2d(w.map, kb * BK, w.row0 + T.col0);
-    } else {
-#pragma unroll
-        for (int j = 0; j < BN / 64; ++j) kiln_tma_prefetch_2d(w.map, T.col0 + 64 * j, w.row0 + kb * BK);
-    }
-}
-#endif
-
 KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_smem &m,
                        const kiln_tmap *tmap_a, const kiln_tmap *tmap_b)
 {
@@ -723,12 +693,7 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
             const kiln_u32 full = kiln_acquire(m, r);
             /* after the acquire: the slot it may rewrite is then free */
             if (i == 0) kiln_wmap_select(w, args, P, tmap_b, T.g);
-            kiln_load_kblock(P, T, m.stage(r.s), full, kiln_unit_kb(U, i), tmap_a, w);
-#ifdef KILN_PF_AHEAD
-            /* trial: the weights KILN_PF_AHEAD k-blocks past this one into
-             * L2, more of the stream in flight than the ring holds */
-            if (i + KILN_PF_AHEAD < U.nkb) kiln_prefetch_b(P, T, kiln_unit_kb(U, i + KILN_PF_AHEAD), w);
-#endif
+            kiln_load_kblock(P, T, m.stage(r.s), full, U.kb0 + i, tmap_a, w);
             kiln_stamp(args, i == 0 ? KILN_TL_FIRST_LOAD : KILN_TL_LAST);
             r.next();
         }
