@@ -13,8 +13,8 @@ bytes in shared memory), stream (to its last k-block's wgmma done), wait
 and sum (to its cut tile's sum: the slowest piece of its cluster, then the
 adds), epilogue (to its stores done).  Printed: each phase's min, median and
 max over the CTAs, the span from the first entry to the last exit, and the
-rate of the weights' stream (the call's weight bytes over the median
-stream phase, times the fraction of CTAs streaming).
+weights' rate: the call's weight bytes over the median stream phase (the
+streaming CTAs run at once) and over the span.
 
     KILN_LIBRARY=/tmp/tl/libkiln.so KILN_KERNEL=sm90_fprop_bf16_128x256_kc4 \\
         python/bench/timeline.py --cases bench/ep_decode.tsv --only mixtral_fc2_ep8_dec --op fprop
