@@ -140,6 +140,60 @@ KDEV kiln_tile kiln_decode(const kiln_gemm &P, const kiln_smem &m, int t)
     return T;
 }
 
+/* ---------------------------------------------------------- timeline */
+
+/* A diagnostic build's per-CTA timeline (KILN_TIMELINE: never defined in
+ * a shipped build; `scripts/trial_build.sh OUT KILN_TIMELINE` makes a
+ * libkiln that defines it, python/bench/timeline.py runs a case on it).  A
+ * call's time over its bytes' floor is the sum of a ramp, the stream, a
+ * wait for the slowest piece and the sum; a kernel's duration cannot tell
+ * them apart, each CTA's stamps can.  They go to the caller's overflow
+ * buffer (d_overflow), past its first 64 bytes: KILN_TL_N globaltimer
+ * values a CTA, then its SM and cluster rank (a printf is a call, and a
+ * call made ptxas serialise the wgmma pipeline).  Stamp i of a CTA is its
+ * first unit's (the first write wins, after the entry's reset), but for
+ * KILN_TL_LAST, which each write replaces.  Thread 0 (the producer) and
+ * thread 128 (the first consumer) stamp. */
+enum {
+    KILN_TL_ENTRY, KILN_TL_SETUP, KILN_TL_FIRST_FULL, KILN_TL_MAIN_END, KILN_TL_SUMMED, KILN_TL_EXIT,
+    KILN_TL_FIRST_LOAD, KILN_TL_LAST,
+    /* a k-cut tile's sum (kiln_kcut_finish): both warp groups' main loops
+     * done, the partial written and released, every peer's released */
+    KILN_TL_BOTH_DONE, KILN_TL_WRITTEN, KILN_TL_PEERS_IN, KILN_TL_SM, KILN_TL_N
+};
+#ifdef KILN_TIMELINE
+KDEV unsigned long long *kiln_tl_row(const kiln_kernel_args &args)
+{
+    if (!args.overflow || threadIdx.x % 128 != 0 || threadIdx.x > 128) return nullptr;
+    return (unsigned long long *)args.overflow + 8 + (blockIdx.x + gridDim.x * blockIdx.y) * KILN_TL_N;
+}
+KDEV unsigned long long kiln_tl_now()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+KDEV void kiln_stamp(const kiln_kernel_args &args, int i)
+{
+    unsigned long long *row = kiln_tl_row(args);
+    if (row && (i == KILN_TL_LAST || row[i] == 0)) row[i] = kiln_tl_now();
+}
+KDEV void kiln_tl_enter(const kiln_kernel_args &args)
+{
+    unsigned long long *row = kiln_tl_row(args);
+    if (!row || threadIdx.x != 0) return;
+    unsigned smid, crank = 0;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    if (CTAS > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(crank));
+    row[KILN_TL_ENTRY] = kiln_tl_now();
+    for (int i = 1; i < KILN_TL_SM; ++i) row[i] = 0;
+    row[KILN_TL_SM] = (unsigned long long)smid << 32 | crank;
+}
+#else
+KDEV void kiln_stamp(const kiln_kernel_args &, int) {}
+KDEV void kiln_tl_enter(const kiln_kernel_args &) {}
+#endif
+
 /* ------------------------------------------------ the last wave split */
 
 /* A persistent grid of C CTAs walks T tiles in rounds; when T % C = R is
@@ -501,14 +555,15 @@ KDEV int kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, con
  * w * nb + q to piece (w * nb + q) % KC); each piece sums its own from the
  * KC rings in turn, then tells every peer it is done reading (bar_turn + 8,
  * which the producer waits on, kiln_produce). */
-KDEV int kiln_kcut_finish(const kiln_smem &m, float (&acc)[MI][ACC_N], int cw, bool half, bool empty,
-                          int u, int j)
+KDEV int kiln_kcut_finish(const kiln_kernel_args &args, const kiln_smem &m, float (&acc)[MI][ACC_N], int cw,
+                          bool half, bool empty, int u, int j)
 {
     constexpr int V = MI * ACC_N / 4;   /* float4 a thread */
     constexpr int VSTRIDE = 128 * 16;   /* float4 v of a warp group's 128 threads */
     static_assert(!KCUT || CONSUMERS * V * VSTRIDE <= STAGES * STAGE_BYTES, "a partial tile fits the ring");
     const kiln_u32 own = m.sbase + (kiln_u32)(cw * V * 128 + (threadIdx.x & 127)) * 16;
     kiln_named_sync(2, CONSUMERS * 128);   /* both warp groups' wgmma have read the ring */
+    kiln_stamp(args, KILN_TL_BOTH_DONE);
 #pragma unroll
     for (int v = 0; v < V; ++v) {
         if (half && kiln_band_high(v)) continue;
@@ -519,11 +574,13 @@ KDEV int kiln_kcut_finish(const kiln_smem &m, float (&acc)[MI][ACC_N], int cw, b
     kiln_named_sync(2, CONSUMERS * 128);
     if (threadIdx.x == 128)
         for (int r = 0; r < KC; ++r) kiln_mbar_arrive_peer_release(m.bar_turn, (kiln_u32)r);
+    kiln_stamp(args, KILN_TL_WRITTEN);
     const int nb = half ? SPLIT_BANDS / 2 : SPLIT_BANDS;
     unsigned take = 0;   /* the parts dealt to this piece */
     for (int p = j; p < CONSUMERS * nb; p += KC) take |= 1u << p;
     const unsigned bands = take >> (cw * nb) & ((1u << nb) - 1);
     kiln_mbar_wait<true>(m.bar_turn, (kiln_u32)(u & 1));
+    kiln_stamp(args, KILN_TL_PEERS_IN);
 #pragma unroll
     for (int v0 = 0; v0 < V; v0 += SPLIT_CH) {
         if ((half && kiln_band_high(v0)) || !(bands >> kiln_band(v0) & 1)) continue;
@@ -588,57 +645,6 @@ KDEV void kiln_wmap_select(kiln_wmap &w, const kiln_kernel_args &args, const kil
     w.row0 = 0;
     w.turn++;
 }
-
-/* ---------------------------------------------------------- timeline */
-
-/* A diagnostic build's per-CTA timeline (KILN_TIMELINE: never defined in
- * a shipped build; `scripts/trial_build.sh OUT KILN_TIMELINE` makes a
- * libkiln that defines it, python/bench/timeline.py runs a case on it).  A
- * call's time over its bytes' floor is the sum of a ramp, the stream, a
- * wait for the slowest piece and the sum; a kernel's duration cannot tell
- * them apart, each CTA's stamps can.  They go to the caller's overflow
- * buffer (d_overflow), past its first 64 bytes: KILN_TL_N globaltimer
- * values a CTA, then its SM and cluster rank (a printf is a call, and a
- * call made ptxas serialise the wgmma pipeline).  Stamp i of a CTA is its
- * first unit's (the first write wins, after the entry's reset), but for
- * KILN_TL_LAST, which each write replaces.  Thread 0 (the producer) and
- * thread 128 (the first consumer) stamp. */
-enum {
-    KILN_TL_ENTRY, KILN_TL_SETUP, KILN_TL_FIRST_FULL, KILN_TL_MAIN_END, KILN_TL_SUMMED, KILN_TL_EXIT,
-    KILN_TL_FIRST_LOAD, KILN_TL_LAST, KILN_TL_SM, KILN_TL_N
-};
-#ifdef KILN_TIMELINE
-KDEV unsigned long long *kiln_tl_row(const kiln_kernel_args &args)
-{
-    if (!args.overflow || threadIdx.x % 128 != 0 || threadIdx.x > 128) return nullptr;
-    return (unsigned long long *)args.overflow + 8 + (blockIdx.x + gridDim.x * blockIdx.y) * KILN_TL_N;
-}
-KDEV unsigned long long kiln_tl_now()
-{
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-KDEV void kiln_stamp(const kiln_kernel_args &args, int i)
-{
-    unsigned long long *row = kiln_tl_row(args);
-    if (row && (i == KILN_TL_LAST || row[i] == 0)) row[i] = kiln_tl_now();
-}
-KDEV void kiln_tl_enter(const kiln_kernel_args &args)
-{
-    unsigned long long *row = kiln_tl_row(args);
-    if (!row || threadIdx.x != 0) return;
-    unsigned smid, crank = 0;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    if (CTAS > 1) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(crank));
-    row[KILN_TL_ENTRY] = kiln_tl_now();
-    for (int i = 1; i < KILN_TL_SM; ++i) row[i] = 0;
-    row[KILN_TL_SM] = (unsigned long long)smid << 32 | crank;
-}
-#else
-KDEV void kiln_stamp(const kiln_kernel_args &, int) {}
-KDEV void kiln_tl_enter(const kiln_kernel_args &) {}
-#endif
 
 /* ---------------------------------------------------------- producer */
 
@@ -1448,7 +1454,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         if (!piece) {
             kiln_terms_ready(args, P, T, m, wrow0, lane, e, j & 1, !TERMS_UNDER_LAST);
         } else {
-            bands = KCUT ? kiln_kcut_finish(m, acc, cw, half, nkb == 0, j, P.cta.crank)
+            bands = KCUT ? kiln_kcut_finish(args, m, acc, cw, half, nkb == 0, j, P.cta.crank)
                          : kiln_split_finish(args, m, r, acc, cw, half);
             kiln_stamp(args, KILN_TL_SUMMED);
             if (bands < 0) continue;

@@ -11,7 +11,7 @@ Per CTA, from its stamps (globaltimer, ns): setup (entry to the schedule
 built and the cluster's barriers ready), ramp (to its first k-block's
 bytes in shared memory), stream (to its last k-block's wgmma done), wait
 and sum (to its cut tile's sum: the slowest piece of its cluster, then the
-adds), epilogue (to its stores done).  Printed: each phase's min, median and
+adds; for a k-cut cluster also in its parts), epilogue (to its stores done).  Printed: each phase's min, median and
 max over the CTAs, the span from the first entry to the last exit, and the
 weights' rate: the call's weight bytes over the median stream phase (the
 streaming CTAs run at once) and over the span.
@@ -35,12 +35,18 @@ from steady import copies  # noqa: E402
 import torch_peer  # noqa: E402
 
 # templates/sm90_gemm.cuh's KILN_TL_* stamps, in order, and the buffer's layout
-STAMPS = ["entry", "setup", "first_full", "main_end", "summed", "exit", "first_load", "last_load"]
+STAMPS = ["entry", "setup", "first_full", "main_end", "summed", "exit", "first_load", "last_load",
+          "both_done", "written", "peers_in"]
 ROW = len(STAMPS) + 1   # then (smid << 32 | cluster rank)
 HEAD = 8                # 64 bytes: the overflow flag's
 MAX_CTAS = 1024
 PHASES = [("setup", "entry", "setup"), ("ramp", "setup", "first_full"),
           ("stream", "first_full", "main_end"), ("wait+sum", "main_end", "summed"),
+          # a k-cut tile's sum, in its parts (kiln_kcut_finish): the other
+          # warp group's main loop, the partial written, the slowest peer's,
+          # the reads and adds
+          ("wg wait", "main_end", "both_done"), ("write", "both_done", "written"),
+          ("peer wait", "written", "peers_in"), ("reads", "peers_in", "summed"),
           ("epilogue", "summed", "exit")]
 
 

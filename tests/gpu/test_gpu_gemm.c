@@ -1175,7 +1175,10 @@ static void split_case(const char *kernel, kiln_op op, int groups, const int32_t
     for (; runs < 2; runs++) {
         if (runs) upload(b.dD, b.before, b.obytes);
         if (!gpu_gemm_case(ctx, &p, label, &g_failures, &rep)) break;
-        case_check(&c, &b, &rep, 0, &r[runs]);
+        /* the second call against the first's bits, not the reference
+         * again: the reference of a 14336-deep case took most of the
+         * test's time (every byte outside is still checked) */
+        case_check(&c, &b, &rep, runs, &r[runs]);
     }
     if (runs == 2 && memcmp(r[0].out, r[1].out, sizeof(float) * r[0].n_out))
         CASE_FAIL("%s: a second call gave other bits", label);
