@@ -158,7 +158,8 @@ enum {
     KILN_TL_ENTRY, KILN_TL_SETUP, KILN_TL_FIRST_FULL, KILN_TL_MAIN_END, KILN_TL_SUMMED, KILN_TL_EXIT,
     KILN_TL_FIRST_LOAD, KILN_TL_LAST,
     /* a k-cut tile's sum (kiln_kcut_finish): both warp groups' main loops
-     * done, the partial written and released, every peer's released */
+     * done, every ring free and this piece's parts sent, every part it
+     * sums here */
     KILN_TL_BOTH_DONE, KILN_TL_WRITTEN, KILN_TL_PEERS_IN, KILN_TL_SM, KILN_TL_N
 };
 #ifdef KILN_TIMELINE
@@ -548,53 +549,72 @@ KDEV int kiln_split_finish(const kiln_kernel_args &args, const kiln_smem &m, con
  * cw's share whose sums over the pieces, in k order, now stand in acc (bit
  * q as kiln_split_finish's), or -1 when this CTA stores none.
  *
- * Each piece writes its partial into its own ring (free: both warp groups'
- * wgmma are done, and its producer loads no next unit before the cluster
- * is done reading it), and one thread releases it to every peer (bar_turn:
- * KC arrivals a unit).  The parts are dealt as kiln_split_finish's (part
- * w * nb + q to piece (w * nb + q) % KC); each piece sums its own from the
- * KC rings in turn, then tells every peer it is done reading (bar_turn + 8,
- * which the producer waits on, kiln_produce). */
+ * The parts are dealt as kiln_split_finish's (part w * nb + q to piece
+ * (w * nb + q) % KC).  Once both of its warp groups' wgmma are done, a
+ * piece tells every peer its ring is free (bar_turn: KC arrivals a unit);
+ * once every ring is free, it pushes each part it does not sum into slot j
+ * of that part's summer's ring with st.async, which completes bytes on the
+ * summer's bar_turn + 16, and writes the parts it sums into its own ring.
+ * Each summer then adds the KC slots of its parts from its own ring in k
+ * order, and tells every peer it is done reading (bar_turn + 8, which the
+ * producer waits on before the next unit, kiln_produce).  The pieces used
+ * to write their whole partial locally and have the summers load it
+ * through distributed shared memory, one round trip each batch of loads,
+ * with an arrival released at cluster scope for each peer: this form took
+ * the cut's sum from 5.7 to 3.8 us a tile on Mixtral's fc2 at EP8 decode,
+ * and the calls cut in 4 0.94-0.98 of the time (H100, docs/sm90_kernel.md,
+ * eighty-ninth session). */
 KDEV int kiln_kcut_finish(const kiln_kernel_args &args, const kiln_smem &m, float (&acc)[MI][ACC_N], int cw,
                           bool half, bool empty, int u, int j)
 {
-    constexpr int V = MI * ACC_N / 4;   /* float4 a thread */
-    constexpr int VSTRIDE = 128 * 16;   /* float4 v of a warp group's 128 threads */
-    static_assert(!KCUT || CONSUMERS * V * VSTRIDE <= STAGES * STAGE_BYTES, "a partial tile fits the ring");
-    const kiln_u32 own = m.sbase + (kiln_u32)(cw * V * 128 + (threadIdx.x & 127)) * 16;
-    kiln_named_sync(2, CONSUMERS * 128);   /* both warp groups' wgmma have read the ring */
-    kiln_stamp(args, KILN_TL_BOTH_DONE);
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-        if (half && kiln_band_high(v)) continue;
-        const float *a = &acc[v / (ACC_N / 4)][v % (ACC_N / 4) * 4];
-        if (empty) kiln_sts128(own + v * VSTRIDE, 0.0f, 0.0f, 0.0f, 0.0f);
-        else kiln_sts128(own + v * VSTRIDE, a[0], a[1], a[2], a[3]);
-    }
-    kiln_named_sync(2, CONSUMERS * 128);
-    if (threadIdx.x == 128)
-        for (int r = 0; r < KC; ++r) kiln_mbar_arrive_peer_release(m.bar_turn, (kiln_u32)r);
-    kiln_stamp(args, KILN_TL_WRITTEN);
+    constexpr int V = MI * ACC_N / 4;                              /* float4 a thread */
+    constexpr int NP = (CONSUMERS * SPLIT_BANDS + KC - 1) / KC;     /* most parts a piece sums */
+    constexpr int PF4 = MI * SPLIT_CH;                             /* float4 of a part a thread */
+    constexpr int PART = PF4 * 128 * 16;
+    static_assert(!KCUT || KC * NP * PART <= STAGES * STAGE_BYTES, "the pushed parts fit the ring");
+    const kiln_u32 bar_in = m.bar_turn + 16, lt = (threadIdx.x & 127) * 16;
     const int nb = half ? SPLIT_BANDS / 2 : SPLIT_BANDS;
     unsigned take = 0;   /* the parts dealt to this piece */
     for (int p = j; p < CONSUMERS * nb; p += KC) take |= 1u << p;
     const unsigned bands = take >> (cw * nb) & ((1u << nb) - 1);
-    kiln_mbar_wait<true>(m.bar_turn, (kiln_u32)(u & 1));
+    kiln_named_sync(2, CONSUMERS * 128);   /* both warp groups' wgmma have read the ring */
+    kiln_stamp(args, KILN_TL_BOTH_DONE);
+    if (threadIdx.x == 128) {
+        kiln_mbar_expect_tx(bar_in, (kiln_u32)((KC - 1) * __popc(take) * PART));
+        kiln_mbar_arrive_peers_release(m.bar_turn, KC);
+    }
+    kiln_mbar_wait<true>(m.bar_turn, (kiln_u32)(u & 1));   /* every peer's ring is free */
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+        if (half && kiln_band_high(v)) continue;
+        const int p = cw * nb + kiln_band(v), o = p % KC;
+        const int c = v / (ACC_N / 4) * SPLIT_CH + v % SPLIT_CH;
+        const kiln_u32 at = m.sbase + (kiln_u32)(((j * NP + p / KC) * PF4 + c) * 2048) + lt;
+        const float *a = &acc[v / (ACC_N / 4)][v % (ACC_N / 4) * 4];
+        const float x = empty ? 0.0f : a[0], y = empty ? 0.0f : a[1];
+        const float z = empty ? 0.0f : a[2], w = empty ? 0.0f : a[3];
+        if (o == j) kiln_sts128(at, x, y, z, w);
+        else kiln_st_async_peer128(at, bar_in, (kiln_u32)o, x, y, z, w);
+    }
+    kiln_stamp(args, KILN_TL_WRITTEN);
+    kiln_mbar_wait<true>(bar_in, (kiln_u32)(u & 1));   /* every peer's parts are here */
     kiln_stamp(args, KILN_TL_PEERS_IN);
 #pragma unroll
     for (int v0 = 0; v0 < V; v0 += SPLIT_CH) {
         if ((half && kiln_band_high(v0)) || !(bands >> kiln_band(v0) & 1)) continue;
+        const int p = cw * nb + kiln_band(v0), c0 = v0 / (ACC_N / 4) * SPLIT_CH;
 #pragma unroll 1
         for (int i = 0; i < KC; ++i) {
             float4 x[SPLIT_CH];
 #pragma unroll
-            for (int c = 0; c < SPLIT_CH; ++c) x[c] = kiln_ld_peer128(own + (v0 + c) * VSTRIDE, (kiln_u32)i);
+            for (int c = 0; c < SPLIT_CH; ++c)
+                x[c] = kiln_lds128(m.sbase + (kiln_u32)(((i * NP + p / KC) * PF4 + c0 + c) * 2048) + lt);
             kiln_acc_take(acc, v0, i, x);
         }
     }
-    kiln_named_sync(2, CONSUMERS * 128);   /* every read of the peers' partials is done */
+    kiln_named_sync(2, CONSUMERS * 128);   /* every read of the ring is done */
     if (threadIdx.x == 128)
-        for (int r = 0; r < KC; ++r) kiln_mbar_arrive_peer_release(m.bar_turn + 8, (kiln_u32)r);
+        kiln_mbar_arrive_peers_release(m.bar_turn + 8, KC);
     return take ? (int)bands : -1;
 }
 
@@ -1500,6 +1520,7 @@ KILN_SM90_KERNEL
     if (threadIdx.x == 0) {
         /* the block recipe's full barriers also wait for the scale warp's lanes */
         /* k-cut clusters: the turn's pair is the partials' handover (kiln_kcut_finish) */
+        if (KCUT) kiln_mbar_init(m.bar_turn + 16, 1);   /* split slots 20-21: unused by k-cut kernels */
         kiln_init_ring(m, (PINGPONG ? 4 : CONSUMERS * 4) * CS, FP8_RECIPE == 3 ? 1 + 32 : 1, KCUT ? KC : 128);
         kiln_tma_prefetch_desc(&tmap_a);
         kiln_tma_prefetch_desc(&tmap_b);
