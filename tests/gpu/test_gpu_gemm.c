@@ -11,6 +11,7 @@
  * buffer (rows past Σm, padding columns) must be unchanged.
  * Exits 77 (skipped) without a driver or GPU. */
 #include <pthread.h>
+#include <time.h>
 
 #include "testutil.h"
 
@@ -1159,6 +1160,8 @@ static void test_wgrad_discrete_runs(void **state)
 static void split_case(const char *kernel, kiln_op op, int groups, const int32_t *counts,
                        int64_t n, int64_t k, const char *what)
 {
+    struct timespec t0, t1;   /* the case's time, printed: where a slow run's goes */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     kiln_context *ctx = forced_context(kernel, NULL);
     if (!ctx) return;
     char label[160];
@@ -1185,6 +1188,8 @@ static void split_case(const char *kernel, kiln_op op, int groups, const int32_t
     FREE_ALL(r[0].out, r[1].out);
     case_free(&c, &b);
     kiln_context_destroy(ctx);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("    %.1f s\n", (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
 }
 
 static void test_split_last_wave(void **state)
@@ -1375,6 +1380,8 @@ static void test_generated_vs_cublaslt(void **state)
 
 int main(void)
 {
+    /* a line at a time, so that a run cut by a time limit shows its last case */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     int rc = gpu_setup();
     if (rc) return rc;
     kiln_context **ctxs[2] = {&g_gen, &g_lt};
