@@ -40,7 +40,7 @@
 #      and forced ones on a few of bench/ep_decode.tsv's and k_cut.tsv's
 #      cases.
 # KILN_FP8_PACKAGE=1 makes part 10 call kiln through the Python package.
-# KILN_GPU_PARTS (default all) picks: suite,first,sass,bench,sanitize,
+# KILN_GPU_PARTS (default all) picks: suite,psuite (not in all),first,sass,bench,sanitize,
 # sweeps,python,ab,layer,fp8,steady,decode,kcut,timeline.  KILN_BENCH_OPS sets the benchmark's --ops (e.g.
 # fprop,dgrad,wgrad,wgrad_acc,wgrad_dbias).  A short table comes last.  Logs
 # go to $OUT (or /tmp/kiln-gpu).
@@ -75,6 +75,42 @@ tail -n 12 "$out/suite.log"
 grep -h "generated path:" "$out/suite.log" | head -2
 summary+=("gpu suite: $([ $rc -eq 0 ] && echo PASS || echo "FAIL ($rc)")")
 grep -h "dispatch" "$out/suite.log" | head -3
+fi
+
+if want psuite; then
+echo "== 1b. the GPU suite's binaries all at once (correctness only), memcheck beside"
+# For a short device call: each GPU test binary (and test_validate,
+# example_basic) in its own process with its own cache, all at the same
+# time on the one GPU, under KILN_PSUITE_TIMEOUT s (default 400); with
+# KILN_PSUITE_MEMCHECK="test_gpu_split test_gpu_gemm:test_k_cluster ..."
+# those (a test filter after the colon) under compute-sanitizer memcheck
+# too.  Their times say nothing of speed.  Logs: $out/psuite_*.log.
+pids=(); names=()
+start() { # name, command...
+  local name=$1; shift
+  ( t0=$(date +%s); KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-ps.XXXXXX) KILN_BUNDLE_PATH=$bundle \
+      timeout "${KILN_PSUITE_TIMEOUT:-400}" "$@" > "$out/psuite_$name.log" 2>&1
+    echo "$? $(( $(date +%s) - t0 ))" > "$out/psuite_$name.rc" ) &
+  pids+=($!); names+=("$name")
+}
+for t in "$build"/tests/gpu/test_* "$build/tests/unit/test_validate" "$build/examples/example_basic"; do
+  [ -x "$t" ] && start "$(basename "$t")" "$t"
+done
+for m in ${KILN_PSUITE_MEMCHECK:-}; do
+  bin=${m%%:*}; filter=; [ "$bin" != "$m" ] && filter=${m#*:}
+  KILN_TEST_FILTER=$filter start "memcheck_${bin}${filter:+_$filter}" \
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gpu/$bin"
+done
+wait "${pids[@]}"
+for n in "${names[@]}"; do
+  read -r prc secs < "$out/psuite_$n.rc"
+  st=PASS; [ "$prc" = 77 ] && st=SKIP; [ "$prc" != 0 ] && [ "$prc" != 77 ] && st="FAIL($prc)"
+  [ "$prc" = 124 ] && st="TIMEOUT"
+  line="psuite $n: $st in $secs s"
+  case $n in memcheck_*) line="$line; $(grep -h "ERROR SUMMARY" "$out/psuite_$n.log" | tail -1)" ;; esac
+  summary+=("$line")
+  case $st in FAIL*|TIMEOUT) tail -n 15 "$out/psuite_$n.log" ;; esac
+done
 fi
 
 if want first; then

@@ -43,10 +43,10 @@ MAX_CTAS = 1024
 PHASES = [("setup", "entry", "setup"), ("ramp", "setup", "first_full"),
           ("stream", "first_full", "main_end"), ("wait+sum", "main_end", "summed"),
           # a k-cut tile's sum, in its parts (kiln_kcut_finish): the other
-          # warp group's main loop, the partial written, the slowest peer's,
-          # the reads and adds
-          ("wg wait", "main_end", "both_done"), ("write", "both_done", "written"),
-          ("peer wait", "written", "peers_in"), ("reads", "peers_in", "summed"),
+          # warp group's main loop, every ring free and the parts sent, the
+          # last of the parts it sums to land, the adds
+          ("wg wait", "main_end", "both_done"), ("send", "both_done", "written"),
+          ("arrive", "written", "peers_in"), ("adds", "peers_in", "summed"),
           ("epilogue", "summed", "exit")]
 
 
