@@ -246,6 +246,9 @@ static void case_check(const gcase *c, gbuf *b, const kiln_call_report *rep, int
                        .start = b->start, .rows = b->rows, .alpha = b->alpha, .alphas = b->alphas,
                        .row_scale = b->scale, .bias = b->bias, .scale_bias = c->scale_bias,
                        .beta = 0.75f, .c = b->C, .init = b->init, .ldd = ldd};
+    /* dgrad's reference reads whole rows of B transposed (deep cases) */
+    float *bt = c->op == KILN_OP_DGRAD && !no_ref ? kts_transpose_b(b->B, G, N, K) : NULL;
+    ref.bt = bt;
     size_t nvalid = wg ? (size_t)(G * N * K) : (size_t)(b->valid_rows * b->ocols);
     r->out = xmalloc(sizeof(float) * (nvalid ? nvalid : 1));
     r->n_out = nvalid;
@@ -265,6 +268,7 @@ static void case_check(const gcase *c, gbuf *b, const kiln_call_report *rep, int
                 else kts_err_add(&err, got, kts_reference(&ref, g, i, j));
             }
     }
+    free(bt);
     if (err.nan) CASE_FAIL("%s: %zu of %zu valid elements were not written (NaN)", c->label, err.nan, nvalid);
     size_t touched = kts_changed_outside(b->before, b->after, is_valid, (size_t)(b->orows * ldd), (size_t)osz);
     free(is_valid);

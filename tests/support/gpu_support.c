@@ -150,6 +150,16 @@ static double kts_dot(const float *x, int64_t xs, const float *y, int64_t ys, in
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+float *kts_transpose_b(const float *b, int groups, int64_t n, int64_t k)
+{
+    float *t = malloc((size_t)(groups * n * k ? groups * n * k : 1) * sizeof(float));
+    if (!t) return NULL;
+    for (int g = 0; g < groups; g++)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < k; c++) t[((int64_t)g * k + c) * n + r] = b[((int64_t)g * n + r) * k + c];
+    return t;
+}
+
 double kts_reference(const kts_problem *p, int g, int64_t i, int64_t j)
 {
     const int64_t N = p->n, K = p->k, lda = p->lda ? p->lda : (p->op == KILN_OP_FPROP ? K : N);
@@ -161,7 +171,8 @@ double kts_reference(const kts_problem *p, int g, int64_t i, int64_t j)
     const int64_t row = p->start[g] + i, ocols = kts_out_cols(p);
     const double acc = p->op == KILN_OP_FPROP
                            ? kts_dot(p->a + row * lda, 1, p->b + ((int64_t)g * N + j) * K, 1, K)
-                           : kts_dot(p->a + row * lda, 1, p->b + (int64_t)g * N * K + j, K, N);
+                           : p->bt ? kts_dot(p->a + row * lda, 1, p->bt + ((int64_t)g * K + j) * N, 1, N)
+                                   : kts_dot(p->a + row * lda, 1, p->b + (int64_t)g * N * K + j, K, N);
     double s = p->row_scale ? p->row_scale[row] : 1.0;
     double a = p->alphas ? p->alphas[g] : p->alpha;
     double ref = s * a * acc;

@@ -102,6 +102,7 @@ typedef struct kts_problem {
     int64_t n, k;
     int64_t lda;                 /* of a (0: its columns) */
     const float *a, *b;          /* a: capacity × lda; b: G·N × K (wgrad: capacity × K) */
+    const float *bt;             /* dgrad, optional: b transposed per group, G·K × N (kts_transpose_b) */
     const int64_t *start, *rows;
     float alpha;                 /* when alphas is NULL */
     const float *alphas;         /* [G] */
@@ -123,6 +124,10 @@ int64_t kts_out_cols(const kts_problem *p);
 /* The exact result at (group g, row i of the group's output, column j):
  * fprop/dgrad row start[g] + i, wgrad row g·N + i. */
 double kts_reference(const kts_problem *p, int g, int64_t i, int64_t j);
+/* b (G·N × K) transposed per group into a new G·K × N array, or NULL if out
+ * of memory: dgrad's reference then reads its rows whole, where b's columns
+ * took most of a deep case's time (30 s of the Mixtral fc2 decode shape). */
+float *kts_transpose_b(const float *b, int groups, int64_t n, int64_t k);
 
 /* ---- comparing ----------------------------------------------------------- */
 
