@@ -152,7 +152,8 @@ static double kts_dot(const float *x, int64_t xs, const float *y, int64_t ys, in
 
 float *kts_transpose_b(const float *b, int groups, int64_t n, int64_t k)
 {
-    float *t = malloc((size_t)(groups * n * k ? groups * n * k : 1) * sizeof(float));
+    const size_t count = (size_t)(groups * n * k);
+    float *t = malloc((count ? count : 1) * sizeof(float));
     if (!t) return NULL;
     for (int g = 0; g < groups; g++)
         for (int64_t r = 0; r < n; r++)
