@@ -84,7 +84,7 @@ echo "== 1b. the GPU suite's binaries all at once (correctness only), memcheck b
 # time on the one GPU, under KILN_PSUITE_TIMEOUT s (default 400); with
 # KILN_PSUITE_MEMCHECK="test_gpu_split test_gpu_gemm:test_k_cluster ..."
 # those (a test filter after the colon) under compute-sanitizer memcheck
-# too.  Their times say nothing of speed.  Logs: $out/psuite_*.log.
+# too.  Their times say nothing of speed.  Logs: $out/psuite_logs.tgz.
 pids=(); names=()
 start() { # name, command...
   local name=$1; shift
@@ -111,6 +111,8 @@ for n in "${names[@]}"; do
   summary+=("$line")
   case $st in FAIL*|TIMEOUT) tail -n 15 "$out/psuite_$n.log" ;; esac
 done
+# one file back from a device call, which returns only a few
+(cd "$out" && tar czf psuite_logs.tgz psuite_*.log && rm -f psuite_*.log psuite_*.rc)
 fi
 
 if want first; then
