@@ -29,7 +29,7 @@
 #define KILN_SCHED_SLOTS 4096
 
 /* The context workspace (args.workspace) of the kernels that split their
- * last wave's reductions (templates/sm90_gemm.cuh, SPLIT): a lease word at
+ * last wave's reductions (templates/sm90_gemm_cut.cuh, SPLIT): a lease word at
  * 0, three words per tile of the last wave from KILN_SPLIT_CTR_OFFSET (the
  * pieces arrived, the pieces' CTAs started, the parts of the tile claimed;
  * each an array of KILN_SPLIT_TILES), then a partial tile (BM x BN fp32 at

@@ -5,7 +5,7 @@
  * each GPC has differs from chip to chip of one model (an H100 with 132
  * SMs ran 14 or 15 clusters of 8, not 16), so the count is the driver's
  * answer for this device, not SMs / size.  The k-cut kernels
- * (templates/sm90_gemm.cuh, KCUT) walk one tile a cluster only where all
+ * (templates/sm90_gemm_cut.cuh, KCUT) walk one tile a cluster only where all
  * their clusters fit: the dispatcher's model prices them with it
  * (dispatch_model.h).
  */

@@ -60,7 +60,7 @@ static kiln_status read_switch_env(const char *name, int *on, kiln_error *err)
 }
 
 /* The least saving, in thousandths of a CTA's walk, that the split's cost
- * model must promise (templates/sm90_gemm.cuh, kiln_split_plan). */
+ * model must promise (templates/sm90_gemm_cut.cuh, kiln_split_plan). */
 #define KILN_SPLIT_MIN_DEFAULT 0
 
 /* KILN_SPLIT_MIN=N (0 to 1000): the split's threshold in thousandths. */

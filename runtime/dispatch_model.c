@@ -45,14 +45,14 @@
 /* An epilogue's output, per SM, where nothing overlaps it with the main
  * loop.  wgrad: 16 B/clk (its tiles' stores, fitted on the wgrad corpus
  * runs).  The cooperative fprop/dgrad kernels stage the tile into boxes
- * and leave it to TMA stores (sm90_gemm.cuh, kiln_epilogue_tma): on the
+ * and leave it to TMA stores (sm90_gemm_roles.cuh, kiln_epilogue_tma): on the
  * eleventh session's corpus run (docs/results/session11-corpus-tune-h200-
  * 2026-11-23.csv) the model's ranking improves from 16 up to 128 B/clk and
  * is the same within a case from 128 to 512 (docs/dispatch.md).  Pingpong
  * hides its epilogue under the other consumer's main loop: no term. */
 #define EPILOGUE_BYTES_PER_CLK 16.0
 #define EPILOGUE_TMA_BYTES_PER_CLK 128.0
-/* A k-cut cluster's sum (sm90_gemm.cuh, KCUT), per piece: each reads a
+/* A k-cut cluster's sum (sm90_gemm_cut.cuh, KCUT), per piece: each reads a
  * whole partial tile of fp32 out of its cluster's shared memories (its
  * parts of every piece's), and waits twice on the cluster.  Guesses, not
  * fits: 32 bytes a clock (a quarter of a shared memory's own rate) and
@@ -168,7 +168,7 @@ static double wave_clk(const tile_cost *c, double w, int sms)
 
 /* The pieces each tile of a persistent launch's only round is cut into
  * along k (1: none), as the cooperative sm90 fprop/dgrad kernels without a
- * cluster cut them (templates/sm90_gemm.cuh, SPLIT; the rule itself is
+ * cluster cut them (templates/sm90_gemm_cut.cuh, SPLIT; the rule itself is
  * kiln_split_ways, kernel_abi.h).  Only where the tiles are fewer than the
  * SMs: there the cut is most of the call (1.8x on a decode call of 16
  * tiles), where after full rounds it moved the long layers by -2% to +4.5%

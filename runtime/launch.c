@@ -111,7 +111,7 @@ kiln_status kiln_launch_set_limits(const kiln_rt_env *env, kiln_rt_kernel *k, co
                                    size_t image_size, kiln_error *err)
 {
     k->sched = has_slots(env, k, image, image_size, "kiln_sched_ctr");
-    /* the last wave split along k (templates/sm90_gemm.cuh, SPLIT): a
+    /* the last wave split along k (templates/sm90_gemm_cut.cuh, SPLIT): a
      * launch state per sched slot, and the context's workspace */
     k->split = has_slots(env, k, image, image_size, "kiln_split_launch");
     if (k->launch.smem_bytes <= 0) return KILN_OK;

@@ -24,7 +24,7 @@
 #  12. decode-sized calls after expert parallelism (bench/ep_decode.tsv)
 #      replayed from CUDA graphs, kiln and torch beside one launch that
 #      moves each call's bytes and does nothing else (bf16_bench --stream).
-#  13. tiles cut along k across a cluster (templates/sm90_gemm.cuh, KCUT):
+#  13. tiles cut along k across a cluster (templates/sm90_gemm_cut.cuh, KCUT):
 #      test_gpu_gemm's k-cut and split tests (and with KILN_KCUT_MEMCHECK=1
 #      the k-cut one under compute-sanitizer memcheck, for at most
 #      $KILN_KCUT_MEMCHECK_TIMEOUT s, default 480), the device's resident

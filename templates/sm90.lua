@@ -4,7 +4,8 @@
 -- checks the spec against the family's rules (templates/sm90_common.lua and
 -- the fprop/dgrad ones here); to expand, writes the preamble of compile-time
 -- constants and the wgmma wrapper for the tile's N and reports how to launch
--- the kernel.  The device code is templates/sm90_gemm.cuh.
+-- the kernel.  The device code is templates/sm90_gemm.cuh, sm90_gemm_cut.cuh
+-- and sm90_gemm_roles.cuh, pasted in that order.
 
 local spec, arch, mode = ...
 
@@ -28,7 +29,7 @@ if cn == 2 and (bm // 2) % 8 ~= 0 then
   fail("cluster.n", "cluster n: 2 needs tile.m divisible by 16 (got %d)", bm)
 end
 -- weights: any also takes the weights as G pointers: the producer points a
--- per-SM copy of B's tensor map at each group's weights (sm90_gemm.cuh).
+-- per-SM copy of B's tensor map at each group's weights (sm90_gemm_roles.cuh).
 local wptrs = spec.weights == "any"
 if wptrs and k.esize == 1 then
   fail("weights", "fp8 weights are one contiguous tensor (the quantizer writes them so, with " ..
@@ -44,7 +45,7 @@ end
 -- The cooperative schedule's epilogue stops both warp groups' tensor work:
 -- it stores through TMA (tmap_d over D) from swizzled 2 KiB boxes, as many
 -- per warp as fit beside the ring, up to the warp's whole share of a tile
--- (sm90_gemm.cuh, kiln_epilogue_tma).  β·C is read in the staged path.
+-- (sm90_gemm_roles.cuh, kiln_epilogue_tma).  β·C is read in the staged path.
 local epi = spec.epilogue
 local out_t = ({bf16 = 0, fp16 = 1, f32 = 2})[spec.types.out]
 local epi_tma = not k.pingpong and not epi.beta
@@ -110,6 +111,7 @@ local pre = common.preamble("sm90", entry, k, {
 }, smem, wgmma)
 
 local source = pre .. kiln.text("sm90_common.cuh") .. kiln.text("sm90_gemm.cuh")
+  .. kiln.text("sm90_gemm_cut.cuh") .. kiln.text("sm90_gemm_roles.cuh")
 
 -- launched as a 1-D cluster of m*n CTAs along x
 local launch = common.launch(entry, k, smem, {m = cm, n = cn}, {

@@ -115,7 +115,7 @@ KDEV void kiln_mbar_arrive_peer(kiln_u32 bar, kiln_u32 rank)
  * one release at cluster scope for all of them (a fence, then relaxed
  * arrivals): an arrival released at cluster scope for each peer is a fence
  * each, about 0.33 us (H100, eighty-ninth session).  Hands over shared
- * memory a peer then reads or writes (sm90_gemm.cuh's k-cut clusters). */
+ * memory a peer then reads or writes (sm90_gemm_cut.cuh's k-cut clusters). */
 KDEV void kiln_mbar_arrive_peers_release(kiln_u32 bar, int n)
 {
     asm volatile("fence.acq_rel.cluster;" ::: "memory");
@@ -128,7 +128,7 @@ KDEV void kiln_mbar_arrive_peers_release(kiln_u32 bar, int n)
 
 /* 16 bytes to shared address `addr` of cluster peer `rank`, completing 16
  * transaction bytes on the mbarrier at `bar`'s offset there: a store that
- * does not wait for the peer (sm90_gemm.cuh's k-cut sum, kiln_kcut_finish). */
+ * does not wait for the peer (sm90_gemm_cut.cuh, kiln_kcut_finish). */
 KDEV void kiln_st_async_peer128(kiln_u32 addr, kiln_u32 bar, kiln_u32 rank, float x, float y, float z, float w)
 {
     asm volatile("{ .reg .b32 ra, rb;\n"
@@ -301,7 +301,7 @@ KDEV void kiln_tma_prefetch_desc(const kiln_tmap *map)
     asm volatile("prefetch.tensormap [%0];" :: "l"((kiln_u64)map) : "memory");
 }
 
-/* Maps re-pointed on the device (per-expert weights in sm90_gemm.cuh,
+/* Maps re-pointed on the device (per-expert weights in sm90_gemm_roles.cuh,
  * per-expert dW in sm90_wgrad.cuh): writes a copy of `src` (a map of the
  * kernel parameters) into `slot` in global memory (TMA reads maps from
  * there, not from shared memory), points it at ptrs[g] with
@@ -430,7 +430,7 @@ KDEV void kiln_cluster_sync_unaligned()
 
 /* This CTA's place in the grid of clusters of CS x KC CTAs: CS = CM x CN
  * CTAs sharing loads (multicast), each the first of KC CTAs that cut its
- * tiles' reduction along k (sm90_gemm.cuh, KCUT; KC is 1 elsewhere).
+ * tiles' reduction along k (sm90_gemm_cut.cuh, KCUT; KC is 1 elsewhere).
  * Clusters are not compiled in (__cluster_dims__): the launcher sets
  * CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = {CS x KC, 1, 1} on a 1-D grid, as
  * runtime/launch.c does, so a cluster is that many consecutive CTAs along

@@ -135,7 +135,7 @@ function M.check(spec, arch, what)
   local promote = spec.fp8.accumulate == "promote"
   -- Promotion keeps the sums and two k-blocks' products (3 x 64 registers
   -- at most), or, for 128 sums, one half-width product (promote_split:
-  -- sm90_gemm.cuh, kiln_mainloop_promote_split).
+  -- sm90_gemm_roles.cuh, kiln_mainloop_promote_split).
   if promote and regs > 64 and not (regs == 128 and bn == 256 and not pingpong) then
     fail("fp8.accumulate", "fp8.accumulate promote keeps the sums and two k-blocks' products " ..
          "(3 x %d registers per thread for tile %dx%d with %d warp group%s; at most 3 x 64), " ..
@@ -158,7 +158,7 @@ function M.check(spec, arch, what)
     fail("cluster", "cluster %dx%d has %d CTAs; at most 2 for now", cm, cn, cm * cn)
   end
   -- k_cluster: a cluster of that many CTAs cuts each tile's reduction
-  -- along k and sums the pieces in distributed shared memory (sm90_gemm.cuh,
+  -- along k and sums the pieces in distributed shared memory (sm90_gemm_cut.cuh,
   -- KCUT): the cooperative schedule's partial tile fits its ring.
   local kc = spec.k_cluster
   if kc ~= 1 and kc ~= 2 and kc ~= 4 and kc ~= 8 then

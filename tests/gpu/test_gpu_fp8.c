@@ -366,7 +366,7 @@ static f8variant variant_of(const kiln_catalog_entry *ce)
  * staged in shared memory by the tile's parity).  A cooperative kernel
  * also runs two row tiles of 128 k-blocks (groups of 40 and 9 rows, n_out
  * 256), which it cuts along k (the last round's split, templates/
- * sm90_gemm.cuh), their pieces summed by the finisher. */
+ * sm90_gemm_cut.cuh), their pieces summed by the finisher. */
 static void run_forced(const kiln_catalog_entry *ce, int many)
 {
     kiln_context *shared = g_ctx;
@@ -437,7 +437,7 @@ static int fp8_default(const kiln_catalog_entry *ce)
 }
 
 /* The table's promoting kernels of 128x256 tiles (the half-width product
- * set of sm90_gemm.cuh's kiln_mainloop_promote), each forced.  The shipped
+ * set of sm90_gemm_roles.cuh's kiln_mainloop_promote), each forced.  The shipped
  * table names such kernels, so finding none fails. */
 static void test_half_width_promotion(void **state)
 {
@@ -484,7 +484,7 @@ static int row_pingpong_wide(const kiln_catalog_entry *ce)
 
 /* The row recipe's 128x192 pingpong kernels (192 accumulators a thread,
  * each piece's column scales loaded beside it in the staged epilogue:
- * sm90_gemm.cuh, CSC_BESIDE), each forced, with the case of many tiles a
+ * sm90_gemm_roles.cuh, CSC_BESIDE), each forced, with the case of many tiles a
  * CTA: n_out 320 and 2048 leave a partial 192-wide column tile, the
  * groups partial 128-row ones.  The table names such kernels, so finding
  * none fails. */

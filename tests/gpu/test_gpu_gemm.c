@@ -1154,7 +1154,7 @@ static void test_wgrad_discrete_runs(void **state)
 }
 
 /* Σm > capacity: rows past capacity are not computed, the flag is set. */
-/* ---- the last wave split along k (templates/sm90_gemm.cuh, SPLIT) ------ */
+/* ---- the last wave split along k (templates/sm90_gemm_cut.cuh, SPLIT) ------ */
 
 /* Calls whose last wave is short, on the cooperative 128x256 kernels that
  * split it: every element against the reference and the bytes outside
@@ -1248,7 +1248,7 @@ static void test_split_two_streams(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
-/* ---- tiles cut along k across a cluster (sm90_gemm.cuh, KCUT) -------- */
+/* ---- tiles cut along k across a cluster (sm90_gemm_cut.cuh, KCUT) -------- */
 
 /* The k-cut kernels, forced: every tile's reduction in pieces, one per CTA
  * of a cluster (8, 4 or 2), summed in distributed shared memory.

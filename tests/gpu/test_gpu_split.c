@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test_gpu_split.c — that a call whose last wave is short splits that
- * wave's reductions along k (templates/sm90_gemm.cuh, SPLIT), on a GPU: on
+ * wave's reductions along k (templates/sm90_gemm_cut.cuh, SPLIT), on a GPU: on
  * the legacy stream, again and again (the launch state and the workspace's
  * lease come back each time), and replayed from a CUDA graph.  The data make
  * the fp32 sum depend on where the reduction is cut, so the output says

@@ -447,7 +447,7 @@ static const char *chosen_with_clusters(const catalog *c, const kiln_problem *p,
     return chosen(c, NULL, &ch);
 }
 
-/* Tiles cut along k across a cluster (k_cluster; sm90_gemm.cuh, KCUT): the
+/* Tiles cut along k across a cluster (k_cluster; sm90_gemm_cut.cuh, KCUT): the
  * model prices such a kernel only where the device's resident clusters of
  * its size are known, its pieces fit one round of them and each keeps
  * KILN_KCUT_MIN_PIECE_KB k-blocks.  Mixtral's fc2 at EP8 (64 tokens, 16
