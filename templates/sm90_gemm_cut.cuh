@@ -380,7 +380,8 @@ KDEV int kiln_kcut_finish(const kiln_kernel_args &args, const kiln_smem &m, floa
     constexpr int V = MI * ACC_N / 4;                              /* float4 a thread */
     constexpr int NP = (CONSUMERS * SPLIT_BANDS + KC - 1) / KC;     /* most parts a piece sums */
     constexpr int PF4 = MI * SPLIT_CH;                             /* float4 of a part a thread */
-    constexpr int PART = PF4 * 128 * 16;
+    constexpr int F4 = 128 * 16;                                   /* one float4 of a warp group's threads */
+    constexpr int PART = PF4 * F4;
     static_assert(!KCUT || KC * NP * PART <= STAGES * STAGE_BYTES, "the pushed parts fit the ring");
     const kiln_u32 bar_in = m.bar_turn + 16, lt = (threadIdx.x & 127) * 16;
     const int nb = half ? SPLIT_BANDS / 2 : SPLIT_BANDS;
@@ -399,7 +400,7 @@ KDEV int kiln_kcut_finish(const kiln_kernel_args &args, const kiln_smem &m, floa
         if (half && kiln_band_high(v)) continue;
         const int p = cw * nb + kiln_band(v), o = p % KC;
         const int c = v / (ACC_N / 4) * SPLIT_CH + v % SPLIT_CH;
-        const kiln_u32 at = m.sbase + (kiln_u32)(((j * NP + p / KC) * PF4 + c) * 2048) + lt;
+        const kiln_u32 at = m.sbase + (kiln_u32)(((j * NP + p / KC) * PF4 + c) * F4) + lt;
         const float *a = &acc[v / (ACC_N / 4)][v % (ACC_N / 4) * 4];
         const float x = empty ? 0.0f : a[0], y = empty ? 0.0f : a[1];
         const float z = empty ? 0.0f : a[2], w = empty ? 0.0f : a[3];
@@ -418,7 +419,7 @@ KDEV int kiln_kcut_finish(const kiln_kernel_args &args, const kiln_smem &m, floa
             float4 x[SPLIT_CH];
 #pragma unroll
             for (int c = 0; c < SPLIT_CH; ++c)
-                x[c] = kiln_lds128(m.sbase + (kiln_u32)(((i * NP + p / KC) * PF4 + c0 + c) * 2048) + lt);
+                x[c] = kiln_lds128(m.sbase + (kiln_u32)(((i * NP + p / KC) * PF4 + c0 + c) * F4) + lt);
             kiln_acc_take(acc, v0, i, x);
         }
     }
