@@ -52,9 +52,10 @@
  * hides its epilogue under the other consumer's main loop: no term. */
 #define EPILOGUE_BYTES_PER_CLK 16.0
 #define EPILOGUE_TMA_BYTES_PER_CLK 128.0
-/* A k-cut cluster's sum (sm90_gemm_cut.cuh, KCUT), per piece: each reads a
- * whole partial tile of fp32 out of its cluster's shared memories (its
- * parts of every piece's), and waits twice on the cluster.  Guesses, not
+/* A k-cut cluster's sum (sm90_gemm_cut.cuh, KCUT), per piece: it sends
+ * its fp32 partial tile to the pieces that sum its parts (through the
+ * cluster's shared memories), adds a partial tile's worth of parts, and
+ * waits on the cluster three times.  Guesses, not
  * fits: 32 bytes a clock (a quarter of a shared memory's own rate) and
  * 2000 clocks of handovers.  The eighty-sixth session's runs found cuts in
  * 4 faster than these price them, so dispatch.c ranks those first.  The
