@@ -25,9 +25,8 @@
 #      replayed from CUDA graphs, kiln and torch beside one launch that
 #      moves each call's bytes and does nothing else (bf16_bench --stream).
 #  13. tiles cut along k across a cluster (templates/sm90_gemm_cut.cuh, KCUT):
-#      test_gpu_gemm's k-cut and split tests (and with KILN_KCUT_MEMCHECK=1
-#      the k-cut one under compute-sanitizer memcheck, for at most
-#      $KILN_KCUT_MEMCHECK_TIMEOUT s, default 480), the device's resident
+#      test_gpu_gemm's k-cut and split tests (memcheck of one: part
+#      psuite's KILN_PSUITE_MEMCHECK=test_gpu_gemm:test_k_cluster), the device's resident
 #      clusters, then from graphs on bench/ep_decode.tsv and
 #      bench/k_cut.tsv (python/bench/context_ab.py): the dispatcher, an
 #      older build's ($KILN_KCUT_OLD: its libkiln.so), the k_cluster kernels
@@ -104,8 +103,7 @@ done
 wait "${pids[@]}"
 for n in "${names[@]}"; do
   read -r prc secs < "$out/psuite_$n.rc"
-  st=PASS; [ "$prc" = 77 ] && st=SKIP; [ "$prc" != 0 ] && [ "$prc" != 77 ] && st="FAIL($prc)"
-  [ "$prc" = 124 ] && st="TIMEOUT"
+  case $prc in 0) st=PASS ;; 77) st=SKIP ;; 124) st=TIMEOUT ;; *) st="FAIL($prc)" ;; esac
   line="psuite $n: $st in $secs s"
   case $n in memcheck_*) line="$line; $(grep -h "ERROR SUMMARY" "$out/psuite_$n.log" | tail -1)" ;; esac
   summary+=("$line")
@@ -276,12 +274,6 @@ if want kcut; then
       timeout "${KILN_KCUT_TEST_TIMEOUT:-240}" "$build/tests/gpu/test_gpu_gemm" >> "$out/kcut_tests.log" 2>&1 || rc_kt=1
     echo "$t: $(( $(date +%s) - t0 )) s" | tee -a "$out/kcut_tests.log"
   done
-  if [ "${KILN_KCUT_MEMCHECK:-0}" = 1 ]; then
-    KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-kcut.XXXXXX) KILN_BUNDLE_PATH=$bundle KILN_TEST_FILTER=test_k_cluster \
-      timeout "${KILN_KCUT_MEMCHECK_TIMEOUT:-480}" compute-sanitizer --tool memcheck --error-exitcode 9 "$build/tests/gpu/test_gpu_gemm" \
-      > "$out/kcut_memcheck.log" 2>&1
-    echo "memcheck of test_k_cluster: exit $?; $(grep -h "ERROR SUMMARY" "$out/kcut_memcheck.log" | tail -1)"
-  fi
   KILN_LOG=info KILN_BUILD_DIR=$build PYTHONPATH=$here/python python3 -c \
     "from kiln import _lib; _lib.Context(allowed_backends=1)" 2>&1 | grep -i "clusters" | head -2
   grep -E "^\[ *(OK|FAILED|PASSED) |FAIL|wrong" "$out/kcut_tests.log" | head -20
