@@ -231,6 +231,18 @@ static int kcut4_priced(const candidate *c)
     return c->k.desc->k_cluster == 4 && c->est.us < KILN_DISPATCH_NOT_PRICED;
 }
 
+/* Whether c is a 16-bit 64x128 default serving a call (decode_tile_suits:
+ * one group of at most 64 rows).  It ranks next after a priced cut in 4:
+ * the model counts a group's routing slack even where there is one group,
+ * and puts its tiles in two rounds (1.2-1.3 waves on the six layers
+ * decode_tile_suits cites, which ran them in one at 0.86-0.97x the time of
+ * its choice); cuts in 4 ran 1.04-1.16x faster than it on five of them. */
+static int decode_tile_first(const candidate *c, const kiln_problem *p)
+{
+    return c->k.desc->tile_m == 64 && c->k.desc->tile_n == 128 && p->op != KILN_OP_WGRAD &&
+           inputs_16bit(p);
+}
+
 /* 1 if a ranks before b for p: the template's own preference (its launch
  * table's), then fewer unused epilogue terms, then a tile cut in 4 across
  * a cluster that the model prices, then the model's estimate, then an
@@ -265,6 +277,8 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
         return tile_rule(a->k.desc, b->k.desc, p);
     const int qa = kcut4_priced(a), qb = kcut4_priced(b);
     if (qa != qb) return qa;
+    const int da = decode_tile_first(a, p), db = decode_tile_first(b, p);
+    if (da != db) return da;
     const int wide = inputs_16bit(p);
     const double tie = wide ? MODEL_TIE_16 : MODEL_TIE_8;
     int by = outside_tie(a->est.us, b->est.us, tie);
@@ -383,6 +397,24 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
     return cols % 192 == 0 && cols % 256 != 0;
 }
 
+/* A 16-bit default of 64x128 tiles is ranked only for a call of one group
+ * of at most 64 rows whose 128-wide tiles fit one round of the SMs (decode
+ * after expert parallelism with one expert a GPU): twice the tiles of
+ * 64x256 put twice the SMs on the weights.  On six such layers it ran
+ * 0.86-0.97x the time of the kernel dispatch took before it (Mixtral,
+ * Mixtral 8x22B, DBRX, Llama 4 decode; H100, ninetieth session,
+ * docs/benchmarks.md).  On decode calls of 4-32 groups of 16-32 rows it
+ * took 0.77-1.09x 64x256's time (DeepSeek-V3 and GPT-OSS-20B above 1.01),
+ * where the model ties the two and the tile rule would take it; it is not
+ * ranked there until a rule tells those apart. */
+static int decode_tile_suits(const kiln_kernel_desc *d, const kiln_problem *p, int sms)
+{
+    if (d->tile_m != 64 || d->tile_n != 128 || p->op == KILN_OP_WGRAD || !inputs_16bit(p)) return 1;
+    const int64_t cols = p->op == KILN_OP_FPROP ? p->n : p->k;
+    return p->groups == 1 && p->capacity <= 64 &&
+           (cols + 127) / 128 <= (sms > 0 ? sms : KILN_DISPATCH_MODEL_SMS);
+}
+
 /* 1 if a and b have one tile and schedule (what the twin rule matches). */
 static int same_tile(const kiln_kernel_desc *a, const kiln_kernel_desc *b)
 {
@@ -418,7 +450,9 @@ static int should_use_generated(const kiln_dispatch_input *in, const kiln_dispat
             }
             continue;
         }
-        if (!in->only_kernel && !width_suits(in->kernels[i].desc, p)) continue;
+        if (!in->only_kernel && (!width_suits(in->kernels[i].desc, p) ||
+                                 !decode_tile_suits(in->kernels[i].desc, p, o->sms)))
+            continue;
         if (tile && !same_tile(in->kernels[i].desc, tile)) continue;
         candidate c = {.k = in->kernels[i], .kernel = (long)i, .tuned = -1};
         estimate(o, &c.k, p, &c.est);

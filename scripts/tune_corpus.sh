@@ -147,7 +147,7 @@ specs=()
 for op in $ops; do
   case $op in
     fprop|dgrad) specs+=("$out/sweeps/${op}_sm90_plain.yaml" specs/default/sm90_${op}_bf16_128x128.yaml
-                         specs/default/sm90_${op}_bf16_64x256.yaml
+                         specs/default/sm90_${op}_bf16_64x256.yaml specs/default/sm90_${op}_bf16_64x128.yaml
                          specs/default/sm90_${op}_bf16_128x256.yaml) ;;
     # wgrad: the shipped sweeps as they are (their points that fit: single
     # CTAs and pairs), and the default

@@ -743,7 +743,8 @@ static void forced_pointer_weights(const char *name, kiln_op op)
  * its own weight buffers, so a map left from the case before would show.
  * Then the cooperative 128x256 defaults, whose epilogue stores through
  * TMA from boxes staged partly in the ring slot of the tile's last k-block
- * (sm90_gemm.cuh, HOLD_BOXES), and every tuned bf16 fprop/dgrad kernel of the catalog (the table's
+ * (sm90_gemm.cuh, HOLD_BOXES), the 64x128 pingpong defaults, and every
+ * tuned bf16 fprop/dgrad kernel of the catalog (the table's
  * winners from the sweeps, which take either weights layout), forced
  * through KILN_KERNEL; finding no tuned one fails. */
 static void test_sm90_pointer_weights(void **state)
@@ -772,6 +773,8 @@ static void test_sm90_pointer_weights(void **state)
      * builds them) */
     forced_pointer_weights("sm90_fprop_bf16_128x256", KILN_OP_FPROP);
     forced_pointer_weights("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD);
+    forced_pointer_weights("sm90_fprop_bf16_64x128", KILN_OP_FPROP);
+    forced_pointer_weights("sm90_dgrad_bf16_64x128", KILN_OP_DGRAD);
     int tuned = 0;
     kiln_op op;
     for (size_t e = 0; e < kiln_catalog_count; e++)
@@ -861,6 +864,10 @@ static void test_fprop_dgrad_tuned(void **state)
      * (N = 200 and 136, K = 136 and 200) */
     run_forced_mixes("sm90_fprop_bf16_128x256", KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     run_forced_mixes("sm90_dgrad_bf16_128x256", KILN_OP_DGRAD, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
+    /* the 64x128 pingpong defaults (decode-sized groups on twice the SMs
+     * of 64x256) */
+    run_forced_mixes("sm90_fprop_bf16_64x128", KILN_OP_FPROP, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
+    run_forced_mixes("sm90_dgrad_bf16_64x128", KILN_OP_DGRAD, KILN_DTYPE_BF16, 0, 0, 0, nk, 9);
     if (!kernels) CASE_FAIL("the catalog carries no tuned bf16 fprop/dgrad kernel (the table's winners)");
     if (!wide192) CASE_FAIL("the catalog carries no 192-wide tuned fprop/dgrad kernel (the GPT-OSS winners)");
     assert_int_equal(g_failures, failures_before);

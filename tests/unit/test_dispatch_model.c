@@ -684,7 +684,18 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     e[0] = estimate(&c, 0, &p);
     e[1] = estimate(&c, 1, &p);
     assert_true(e[0].us == e[1].us && e[1].us_tiles < e[0].us_tiles * 0.95);
+    /* ... but a 16-bit 64x128 kernel is ranked only for one group of at
+     * most 64 rows (runtime/dispatch.c, decode_tile_suits), and there
+     * before the model's own first (decode_tile_first) */
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
+    problem(&p, KILN_OP_FPROP, 1, 64, 14336, 4096);
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x128");
+    problem(&p, KILN_OP_FPROP, 1, 65, 14336, 4096);
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
+    problem(&p, KILN_OP_FPROP, 2, 32, 14336, 4096);
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
+    problem(&p, KILN_OP_FPROP, 1, 64, 17000, 4096);   /* 133 tiles of 128 columns */
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
 }
 
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
@@ -695,7 +706,7 @@ static void test_tables_off(void **state)
 {
     (void)state;
     catalog c = {0};
-    add(&c, "d64x128", KILN_OP_FPROP, 64, 128, "pingpong");
+    add(&c, "d64x256", KILN_OP_FPROP, 64, 256, "pingpong");
     catalog w = {0};
     kiln_kernel_desc *tuned = add(&w, "w128x256", KILN_OP_FPROP, 128, 256, "cooperative");
     kiln_tuning_table *t = empty_table();
@@ -705,8 +716,8 @@ static void test_tables_off(void **state)
 
     problem(&p, KILN_OP_FPROP, 8, 4096, 14336, 4096);
     const unsigned skip = KILN_DISPATCH_SKIP_EXACT | KILN_DISPATCH_SKIP_NEAREST;
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
-    kiln_dispatch_choice ch = expect_chosen(&c, &p, t, skip, KILN_DISPATCH_BY_MODEL, "d64x128");
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x256");
+    kiln_dispatch_choice ch = expect_chosen(&c, &p, t, skip, KILN_DISPATCH_BY_MODEL, "d64x256");
     assert_int_equal(ch.tuned, -1);
     catalog none = {0};
     add(&none, "wgrad_only", KILN_OP_WGRAD, 128, 128, "cooperative");
@@ -754,7 +765,7 @@ static void test_types_must_match(void **state)
 {
     (void)state;
     catalog c = {0};
-    add(&c, "bf16_64x128", KILN_OP_FPROP, 64, 128, "pingpong");
+    add(&c, "bf16_64x256", KILN_OP_FPROP, 64, 256, "pingpong");
     kiln_kernel_desc *f8 = add(&c, "e4m3_128x256", KILN_OP_FPROP, 128, 256, "cooperative");
     f8->a_type = f8->b_type = KILN_DTYPE_E4M3;
     kiln_tuning_table *t = empty_table();
@@ -763,7 +774,7 @@ static void test_types_must_match(void **state)
     p.a_type = p.b_type = KILN_DTYPE_E4M3;
     add_entry(t, &p, f8, &c.l[1], 0.2);
     p.a_type = p.b_type = KILN_DTYPE_BF16;
-    expect_chosen(&c, &p, t, 0, ANY_RULE, "bf16_64x128");
+    expect_chosen(&c, &p, t, 0, ANY_RULE, "bf16_64x256");
     /* And the fp8 call gets the fp8 kernel. */
     p.a_type = p.b_type = KILN_DTYPE_E4M3;
     expect_chosen(&c, &p, t, 0, ANY_RULE, "e4m3_128x256");

@@ -644,15 +644,22 @@ static void test_dispatch_prefers_sm90_and_tiles(void **state)
     kiln_dispatch_choice ch;
     /* The tile choice is the cost model's (runtime/dispatch_model.h), so
      * the shapes are real ones: at N = K = 4096, 1024 rows a group fill
-     * 128x256 tiles (4 waves against 16 of 64x128 at a lower L2 rate),
-     * 100 rows waste 28% of a 128-row tile and 22% of a 64-row one. */
+     * 128x256 tiles (4 waves against 16 of 64x128 at a lower L2 rate);
+     * one group of 64 rows (decode after expert parallelism) takes the
+     * 16-bit 64x128 tile first (runtime/dispatch.c, decode_tile_suits),
+     * which four groups of 64 do not. */
     p.n = p.k = 4096;
     p.capacity = 4 * 1024; /* 1024 rows per group: large */
     ch = expect_kernel(&c, &p, KILN_ALLOW_ALL, "sm90_big");
     assert_int_equal(ch.backend, KILN_BACKEND_GENERATED);
-    p.capacity = 4 * 100; /* 100 rows per group: small */
+    p.groups = 1;
+    p.capacity = 64;
     ch = expect_kernel(&c, &p, KILN_ALLOW_ALL, "sm90_small");
     assert_non_null(strstr(ch.reason, "model score"));
+    p.groups = 4;
+    p.capacity = 4 * 64;
+    expect_kernel(&c, &p, KILN_ALLOW_ALL, "sm90_big");
+    p.capacity = 4 * 100;
 
     /* Pointer-array weights: only the simple kernel takes them. */
     p.d_b = NULL;
@@ -899,7 +906,7 @@ static void test_dispatch_tuned_step(void **state)
 {
     (void)state;
     fake_catalog c = {0};
-    add_kernel(&c, "k_default", KILN_OP_FPROP, "sm90", 64, 128);
+    add_kernel(&c, "k_default", KILN_OP_FPROP, "sm90", 64, 256);
     fake_catalog w = {0};
     kiln_kernel_desc *td = add_kernel(&w, "k_tuned", KILN_OP_FPROP, "sm90", 128, 256);
     snprintf(w.l[0].entry, sizeof w.l[0].entry, "k_tuned");
