@@ -234,9 +234,9 @@ static int kcut4_priced(const candidate *c)
 /* Whether c is a 16-bit 64x128 default serving a call (decode_tile_suits:
  * one group of at most 64 rows).  It ranks next after a priced cut in 4:
  * the model counts a group's routing slack even where there is one group,
- * and puts its tiles in two rounds (1.2-1.3 waves on the six layers
- * decode_tile_suits cites, which ran them in one at 0.86-0.97x the time of
- * its choice); cuts in 4 ran 1.04-1.16x faster than it on five of them. */
+ * and puts its tiles in two rounds (1.2-1.3 waves on the calls
+ * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
+ * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls. */
 static int decode_tile_first(const candidate *c, const kiln_problem *p)
 {
     return c->k.desc->tile_m == 64 && c->k.desc->tile_n == 128 && p->op != KILN_OP_WGRAD &&
@@ -400,10 +400,11 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
 /* A 16-bit default of 64x128 tiles is ranked only for a call of one group
  * of at most 64 rows whose 128-wide tiles fit one round of the SMs (decode
  * after expert parallelism with one expert a GPU): twice the tiles of
- * 64x256 put twice the SMs on the weights.  On six such layers it ran
- * 0.86-0.97x the time of the kernel dispatch took before it (Mixtral,
- * Mixtral 8x22B, DBRX, Llama 4 decode; H100, ninetieth session,
- * docs/benchmarks.md).  On decode calls of 4-32 groups of 16-32 rows it
+ * 64x256 put twice the SMs on the weights.  On the seven such calls it
+ * serves in bench/k_cut.tsv, bench/ep_decode.tsv and Llama 4's fc2 at EP16
+ * it ran 0.82-0.97x the time of the kernel dispatch took before it
+ * (Mixtral, Mixtral 8x22B, DBRX, Llama 4 decode, fprop and dgrad; H100,
+ * ninetieth session, docs/benchmarks.md).  On decode calls of 4-32 groups of 16-32 rows it
  * took 0.77-1.09x 64x256's time (DeepSeek-V3 and GPT-OSS-20B above 1.01),
  * where the model ties the two and the tile rule would take it; it is not
  * ranked there until a rule tells those apart. */
