@@ -245,7 +245,8 @@ static int decode_tile_first(const candidate *c, const kiln_problem *p)
 
 /* 1 if a ranks before b for p: the template's own preference (its launch
  * table's), then fewer unused epilogue terms, then a tile cut in 4 across
- * a cluster that the model prices, then the model's estimate, then an
+ * a cluster that the model prices, then a 16-bit 64x128 tile (served only
+ * to one group of at most 64 rows), then the model's estimate, then an
  * uncut tile, then the tile rule.  Accumulating wgrad skips the model: its defaults
  * are a 128x128 kernel for short reductions and a 128x256 one for long,
  * and the model, which counts whole waves of equal tiles and pads, put the
@@ -404,10 +405,10 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
  * serves in bench/k_cut.tsv, bench/ep_decode.tsv and Llama 4's fc2 at EP16
  * it ran 0.82-0.97x the time of the kernel dispatch took before it
  * (Mixtral, Mixtral 8x22B, DBRX, Llama 4 decode, fprop and dgrad; H100,
- * ninetieth session, docs/benchmarks.md).  On decode calls of 4-32 groups of 16-32 rows it
- * took 0.77-1.09x 64x256's time (DeepSeek-V3 and GPT-OSS-20B above 1.01),
- * where the model ties the two and the tile rule would take it; it is not
- * ranked there until a rule tells those apart. */
+ * ninetieth session, docs/benchmarks.md).  On decode calls of 4-32 groups
+ * of 16-32 rows it took 0.77-1.09x 64x256's time (DeepSeek-V3 and
+ * GPT-OSS-20B above 1.01), where the model ties the two and the tile rule
+ * would take it; it is not ranked there until a rule tells those apart. */
 static int decode_tile_suits(const kiln_kernel_desc *d, const kiln_problem *p, int sms)
 {
     if (d->tile_m != 64 || d->tile_n != 128 || p->op == KILN_OP_WGRAD || !inputs_16bit(p)) return 1;
