@@ -231,16 +231,15 @@ static int kcut4_priced(const candidate *c)
     return c->k.desc->k_cluster == 4 && c->est.us < KILN_DISPATCH_NOT_PRICED;
 }
 
-/* Whether c is a 16-bit 64x128 default serving a call (decode_tile_suits:
- * one group of at most 64 rows).  It ranks next after a priced cut in 4:
- * the model counts a group's routing slack even where there is one group,
- * and puts its tiles in two rounds (1.2-1.3 waves on the calls
+/* Whether d is a 16-bit 64x128 fprop/dgrad tile.  Served only to one group
+ * of at most 64 rows (decode_tile_suits), it ranks next after a priced cut
+ * in 4: the model counts a group's routing slack even where there is one
+ * group, and puts its tiles in two rounds (1.2-1.3 waves on the calls
  * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
  * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls. */
-static int decode_tile_first(const candidate *c, const kiln_problem *p)
+static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 {
-    return c->k.desc->tile_m == 64 && c->k.desc->tile_n == 128 && p->op != KILN_OP_WGRAD &&
-           inputs_16bit(p);
+    return d->tile_m == 64 && d->tile_n == 128 && p->op != KILN_OP_WGRAD && inputs_16bit(p);
 }
 
 /* 1 if a ranks before b for p: the template's own preference (its launch
@@ -278,7 +277,7 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
         return tile_rule(a->k.desc, b->k.desc, p);
     const int qa = kcut4_priced(a), qb = kcut4_priced(b);
     if (qa != qb) return qa;
-    const int da = decode_tile_first(a, p), db = decode_tile_first(b, p);
+    const int da = decode_tile(a->k.desc, p), db = decode_tile(b->k.desc, p);
     if (da != db) return da;
     const int wide = inputs_16bit(p);
     const double tie = wide ? MODEL_TIE_16 : MODEL_TIE_8;
@@ -411,7 +410,7 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
  * would take it; it is not ranked there until a rule tells those apart. */
 static int decode_tile_suits(const kiln_kernel_desc *d, const kiln_problem *p, int sms)
 {
-    if (d->tile_m != 64 || d->tile_n != 128 || p->op == KILN_OP_WGRAD || !inputs_16bit(p)) return 1;
+    if (!decode_tile(d, p)) return 1;
     const int64_t cols = p->op == KILN_OP_FPROP ? p->n : p->k;
     return p->groups == 1 && p->capacity <= 64 &&
            (cols + 127) / 128 <= (sms > 0 ? sms : KILN_DISPATCH_MODEL_SMS);

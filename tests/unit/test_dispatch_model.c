@@ -686,7 +686,7 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     assert_true(e[0].us == e[1].us && e[1].us_tiles < e[0].us_tiles * 0.95);
     /* ... but a 16-bit 64x128 kernel is ranked only for one group of at
      * most 64 rows (runtime/dispatch.c, decode_tile_suits), and there
-     * before the model's own first (decode_tile_first) */
+     * before the model's own first (decode_tile) */
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
     problem(&p, KILN_OP_FPROP, 1, 64, 14336, 4096);
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x128");
