@@ -35,6 +35,15 @@ def _burst(fn, reps):
     return [ev[i].elapsed_time(ev[i + 1]) for i in range(reps)]
 
 
+def _named_burst(name, fn, reps):
+    """_burst, an error in it naming the side: each burst ends in a
+    synchronisation, so a fault it reports is that side's."""
+    try:
+        return _burst(fn, reps)
+    except Exception as e:   # torch.AcceleratorError, among others
+        raise RuntimeError(f"side {name!r}: {e}") from e
+
+
 def alternate(sides, reps=20, rounds=3, warm_s=0.3):
     """sides: {name: fn}.  Returns {name: median ms} over rounds x reps calls
     each, the sides taking turns after warm_s seconds of taking turns."""
@@ -43,11 +52,11 @@ def alternate(sides, reps=20, rounds=3, warm_s=0.3):
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < warm_s:
         for n in names:
-            _burst(sides[n], 2)
+            _named_burst(n, sides[n], 2)
     times = {n: [] for n in names}
     for r in range(rounds):
         for n in (names if r % 2 == 0 else names[::-1]):
-            times[n] += _burst(sides[n], reps)
+            times[n] += _named_burst(n, sides[n], reps)
     return {n: statistics.median(t) for n, t in times.items()}
 
 
