@@ -64,8 +64,10 @@ def call(ctx, lib, op, a, b, out, offs, G, N, K):
     p.d_sizes, p.sizes_kind = offs.data_ptr(), _lib.SIZES_OFFSETS
     p.d_a, p.d_b, p.d_out = a.data_ptr(), b.data_ptr(), out.data_ptr()
     ctx.prepare(p)
-    # the stream current at each call: a graph's capture runs on its own
-    return lambda: ctx.gemm(p, torch.cuda.current_stream().cuda_stream)
+    # the stream current at each call: a graph's capture runs on its own;
+    # the tensors ride along, so that a graph of these calls keeps what it
+    # reads and writes (steady.graphed)
+    return lambda a=a, b=b, out=out, offs=offs: ctx.gemm(p, torch.cuda.current_stream().cuda_stream)
 
 
 def main():

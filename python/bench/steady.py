@@ -89,4 +89,10 @@ def graphed(fns, calls):
     with torch.cuda.graph(g):
         for i in range(calls):
             fns[i % len(fns)]()
-    return g.replay
+
+    def replay():
+        g.replay()
+    # the graph reads and writes the tensors the fns hold, through raw
+    # pointers: they live as long as it does
+    replay.fns = fns
+    return replay
