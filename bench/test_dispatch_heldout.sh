@@ -87,6 +87,13 @@
 # wgrad rows are the seventy-first session's run of the same candidates and
 # the 128x192 pingpong wgrad kernels (session71-unseen2-tune-wgrad), on all
 # ten layers in one call.
+# Plain bf16 fprop/dgrad on the seven held-out decode layers (32-512 groups
+# of 4-16 rows, in all three sets) are priced by the ninety-second
+# session's run of every candidate, the 64x128 defaults among them, on an
+# H100 (session92-heldout-decode-tune): since that session fprop takes the
+# 64x128 default on several groups of at most 32 rows where the model ties
+# it with another tile, which no earlier run timed.  A layer's rows all come
+# from one run, so its ratios are of one card.
 #   test_dispatch_heldout.sh KILN_BENCH
 set -eu
 bench=$1
@@ -114,11 +121,20 @@ dis72=docs/results/session72-heldout-wgrad-discrete-acc-tune-h200-2026-12-03.csv
 dis74=docs/results/session74-heldout-wgrad-discrete-tune-h200-2026-12-04.csv
 { minus docs/results/session46-heldout-wgrad-discrete-h200-2026-12-01.csv $dis72 $dis74
   tail -n +2 $dis72; tail -n +2 $dis74; } > "$dir/discrete.csv"
+# in SHAPES CSV: a run's header and its rows of the layers SHAPES lists
+in_set() { awk 'FNR == NR { if ($1 !~ /^#/) want[$1] = 1; next } FNR == 1 || ($5 in want)' \
+             FS='\t' "$1" FS=, "$2"; }
+# bf16 plain fprop/dgrad on the decode layers: DEC92's rows replace the
+# older runs' (every candidate again, the 64x128 defaults among them)
+dec92=docs/results/session92-heldout-decode-tune-h100-2026-12-06.csv
+in_set "$dir/shapes.tsv" $dec92 > "$dir/dec92.csv"
+{ minus docs/results/session70-heldout-fprop-dgrad-tune-h200-2026-12-03.csv "$dir/dec92.csv"
+  tail -n +2 "$dir/dec92.csv"; } > "$dir/fd.csv"
 # CSV=DROP
 for run in "docs/results/session29-unseen-tune-h200-2026-11-29.csv=^(fprop|dgrad)[|]plain[|]" \
            "docs/results/session30-heldout-fp8-tune-h200-2026-11-29.csv=[|]fp8_recipe=row[|]" \
            "$dir/discrete.csv=" \
-           "docs/results/session70-heldout-fprop-dgrad-tune-h200-2026-12-03.csv="; do
+           "$dir/fd.csv="; do
   # every twin's row again under its default's name, unless the run timed
   # the default itself
   rows "${run%%=*}" "${run#*=}" | awk -F, -v twins="$TWINS" '
@@ -147,7 +163,9 @@ cat bench/unseen2.tsv >> "$dir/shapes.tsv"
        '[|](minimaxm2_fc1_ep8_dir|llama4mav_fc2_ep8_rand|glm45_fc2_ep8_rand)$'
   tail -n +2 docs/results/session70-unseen2-tune-fprop-dgrad-h200-2026-12-03.csv
   tail -n +2 docs/results/session71-unseen2-tune-wgrad-h200-2026-12-03.csv
-  tail -n +2 docs/results/session39-unseen2-tune-fp8-block-h200-2026-11-30.csv; } > "$dir/run2.csv"
+  tail -n +2 docs/results/session39-unseen2-tune-fp8-block-h200-2026-11-30.csv; } > "$dir/run2old.csv"
+in_set bench/unseen2.tsv $dec92 > "$dir/dec92.csv"
+{ minus "$dir/run2old.csv" "$dir/dec92.csv"; tail -n +2 "$dir/dec92.csv"; } > "$dir/run2.csv"
 "$bench" --dispatch-report "$dir/run2.csv" --cases "$dir/shapes.tsv" > "$dir/unseen2.txt"
 # "dispatch (tables)  KIND geomean X, ..." and "model alone (defaults)  KIND ...",
 # one line per kind (the CSVs time more than one kind each).
