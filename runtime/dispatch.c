@@ -231,12 +231,22 @@ static int kcut4_priced(const candidate *c)
     return c->k.desc->k_cluster == 4 && c->est.us < KILN_DISPATCH_NOT_PRICED;
 }
 
-/* Whether d is a 16-bit 64x128 fprop/dgrad tile.  Served only to one group
- * of at most 64 rows (decode_tile_suits), it ranks next after a priced cut
- * in 4: the model counts a group's routing slack even where there is one
- * group, and puts its tiles in two rounds (1.2-1.3 waves on the calls
+/* Whether d is a 16-bit 64x128 fprop/dgrad tile.  Served only to decode
+ * calls (decode_tile_suits).  For one group it ranks next after a priced
+ * cut in 4: the model counts a group's routing slack even where there is
+ * one group, and puts its tiles in two rounds (1.2-1.3 waves on the calls
  * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
- * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls. */
+ * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls.
+ * For several groups it goes by the model's estimate, and where that ties
+ * it with another tile, fprop takes it and dgrad does not.  On decode
+ * after expert parallelism (4-16 groups of 16-32 rows) fprop ran it
+ * 2-7% faster than 64x256 on nine calls of twelve, 1% slower on
+ * DeepSeek-V3's two at EP32; dgrad, which reads the weights along N, ran
+ * it 1.06-1.14x 64x256's time on three, and it won the three calls where
+ * the model puts it ahead by more than the tie, 1.12-1.27x faster than
+ * 128x128 (H100, ninety-second session, docs/benchmarks.md).  On seven
+ * held-out decode layers of 32-512 groups of 4-16 rows fprop's choice came
+ * within 1.5% of the best of every candidate. */
 static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 {
     return d->tile_m == 64 && d->tile_n == 128 && p->op != KILN_OP_WGRAD && inputs_16bit(p);
@@ -244,9 +254,10 @@ static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 
 /* 1 if a ranks before b for p: the template's own preference (its launch
  * table's), then fewer unused epilogue terms, then a tile cut in 4 across
- * a cluster that the model prices, then a 16-bit 64x128 tile (served only
- * to one group of at most 64 rows), then the model's estimate, then an
- * uncut tile, then the tile rule.  Accumulating wgrad skips the model: its defaults
+ * a cluster that the model prices, then a 16-bit 64x128 tile on one group
+ * (decode_tile), then the model's estimate, then on several groups a
+ * 64x128 tile for fprop and any other for dgrad, then an uncut tile, then
+ * the tile rule.  Accumulating wgrad skips the model: its defaults
  * are a 128x128 kernel for short reductions and a 128x256 one for long,
  * and the model, which counts whole waves of equal tiles and pads, put the
  * 128x128 rows kernel more than its tie ahead on five held-out layers of
@@ -278,12 +289,13 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
     const int qa = kcut4_priced(a), qb = kcut4_priced(b);
     if (qa != qb) return qa;
     const int da = decode_tile(a->k.desc, p), db = decode_tile(b->k.desc, p);
-    if (da != db) return da;
+    if (da != db && p->groups == 1) return da;
     const int wide = inputs_16bit(p);
     const double tie = wide ? MODEL_TIE_16 : MODEL_TIE_8;
     int by = outside_tie(a->est.us, b->est.us, tie);
     if (!by && !wide) by = outside_tie(a->est.us_tiles, b->est.us_tiles, tie);
     if (by) return by > 0;
+    if (da != db) return p->op == KILN_OP_FPROP ? da : db;
     /* in a tie, a tile not cut across a cluster (the cut's sum is a cost
      * the floor both reach hides: DeepSeek-V3's fc2 at EP32, dgrad, 1.07x
      * the time in 2 pieces, H100) */
@@ -397,23 +409,22 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
     return cols % 192 == 0 && cols % 256 != 0;
 }
 
-/* A 16-bit default of 64x128 tiles is ranked only for a call of one group
- * of at most 64 rows whose 128-wide tiles fit one round of the SMs (decode
- * after expert parallelism with one expert a GPU): twice the tiles of
- * 64x256 put twice the SMs on the weights.  On the seven such calls it
- * serves in bench/k_cut.tsv, bench/ep_decode.tsv and Llama 4's fc2 at EP16
- * it ran 0.82-0.97x the time of the kernel dispatch took before it
- * (Mixtral, Mixtral 8x22B, DBRX, Llama 4 decode, fprop and dgrad; H100,
- * ninetieth session, docs/benchmarks.md).  On decode calls of 4-32 groups
- * of 16-32 rows it took 0.77-1.09x 64x256's time (DeepSeek-V3 and
- * GPT-OSS-20B above 1.01), where the model ties the two and the tile rule
- * would take it; it is not ranked there until a rule tells those apart. */
+/* A 16-bit default of 64x128 tiles is ranked only for decode calls:
+ * - one group of at most 64 rows whose 128-wide tiles fit one round of the
+ *   SMs (decode after expert parallelism with one expert a GPU): twice the
+ *   tiles of 64x256 put twice the SMs on the weights.  On the seven such
+ *   calls it serves in bench/k_cut.tsv, bench/ep_decode.tsv and Llama 4's
+ *   fc2 at EP16 it ran 0.82-0.97x the time of the kernel dispatch took
+ *   before it (Mixtral, Mixtral 8x22B, DBRX, Llama 4 decode, fprop and
+ *   dgrad; H100, ninetieth session, docs/benchmarks.md);
+ * - several groups of at most 32 rows on average (ranks_before says how
+ *   they rank). */
 static int decode_tile_suits(const kiln_kernel_desc *d, const kiln_problem *p, int sms)
 {
     if (!decode_tile(d, p)) return 1;
     const int64_t cols = p->op == KILN_OP_FPROP ? p->n : p->k;
-    return p->groups == 1 && p->capacity <= 64 &&
-           (cols + 127) / 128 <= (sms > 0 ? sms : KILN_DISPATCH_MODEL_SMS);
+    if (p->groups > 1) return p->capacity <= 32 * p->groups;
+    return p->capacity <= 64 && (cols + 127) / 128 <= (sms > 0 ? sms : KILN_DISPATCH_MODEL_SMS);
 }
 
 /* 1 if a and b have one tile and schedule (what the twin rule matches). */

@@ -684,18 +684,53 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     e[0] = estimate(&c, 0, &p);
     e[1] = estimate(&c, 1, &p);
     assert_true(e[0].us == e[1].us && e[1].us_tiles < e[0].us_tiles * 0.95);
-    /* ... but a 16-bit 64x128 kernel is ranked only for one group of at
-     * most 64 rows (runtime/dispatch.c, decode_tile_suits), and there
-     * before the model's own first (decode_tile) */
+    /* ... but a 16-bit 64x128 kernel is ranked only for decode calls
+     * (runtime/dispatch.c, decode_tile_suits and test_decode_tile_groups
+     * below): one group of at most 64 rows, before the model's own first
+     * (decode_tile) */
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
     problem(&p, KILN_OP_FPROP, 1, 64, 14336, 4096);
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x128");
     problem(&p, KILN_OP_FPROP, 1, 65, 14336, 4096);
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
-    problem(&p, KILN_OP_FPROP, 2, 32, 14336, 4096);
-    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
     problem(&p, KILN_OP_FPROP, 1, 64, 17000, 4096);   /* 133 tiles of 128 columns */
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
+}
+
+/* A 16-bit 64x128 kernel on decode calls of several groups (at most 32
+ * rows a group on average): fprop takes it where the model ties it with
+ * another tile, dgrad only where the model puts it ahead by more than the
+ * tie (runtime/dispatch.c, ranks_before); 33 rows a group leave it out. */
+static void test_decode_tile_groups(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "f64x128", KILN_OP_FPROP, 64, 128, "pingpong")->stages = 8;
+    add(&c, "f64x256", KILN_OP_FPROP, 64, 256, "pingpong")->stages = 4;
+    add(&c, "d64x128", KILN_OP_DGRAD, 64, 128, "pingpong")->stages = 8;
+    add(&c, "d64x256", KILN_OP_DGRAD, 64, 256, "pingpong")->stages = 4;
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 8, 32, 4096, 1536);   /* Qwen3-235B fc2 at EP16 */
+    kiln_dispatch_estimate e[2] = {estimate(&c, 0, &p), estimate(&c, 1, &p)};
+    assert_true(e[0].us > e[1].us * 0.95 && e[1].us > e[0].us * 0.95);   /* a tie */
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    problem(&p, KILN_OP_FPROP, 8, 33, 4096, 1536);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
+    problem(&p, KILN_OP_FPROP, 128, 8, 7168, 4864);   /* pre-EP decode: 128 groups of 8 */
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+
+    problem(&p, KILN_OP_DGRAD, 8, 32, 4096, 1536);   /* the same tie: dgrad keeps 256 columns */
+    e[0] = estimate(&c, 2, &p);
+    e[1] = estimate(&c, 3, &p);
+    assert_true(e[0].us > e[1].us * 0.95 && e[1].us > e[0].us * 0.95);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x256");
+    problem(&p, KILN_OP_DGRAD, 8, 32, 2048, 768);   /* Qwen3-30B fc2 at EP16: 48 tiles of 128 */
+    e[0] = estimate(&c, 2, &p);
+    e[1] = estimate(&c, 3, &p);
+    assert_true(e[0].us < e[1].us * 0.95);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
+    problem(&p, KILN_OP_DGRAD, 8, 33, 2048, 768);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x256");
 }
 
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
@@ -918,6 +953,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_row_promote_by_class),
     cmocka_unit_test(test_192_wide_where_256_pads),
     cmocka_unit_test(test_fp8_floor_tie_by_tiles),
+    cmocka_unit_test(test_decode_tile_groups),
     cmocka_unit_test(test_tables_off),
     cmocka_unit_test(test_dbias_gets_its_own_entry),
     cmocka_unit_test(test_types_must_match),
