@@ -246,7 +246,10 @@ static int kcut4_priced(const candidate *c)
  * the model puts it ahead by more than the tie, 1.12-1.27x faster than
  * 128x128 (H100, ninety-second session, docs/benchmarks.md).  On seven
  * held-out decode layers of 32-512 groups of 4-16 rows fprop's choice came
- * within 1.5% of the best of every candidate. */
+ * within 1.5% of the best of every candidate.  With 48-64 rows a group
+ * fprop ran it 0.93-1.005x the time of the kernel dispatch took (0.96-0.99
+ * on the four calls where the model ties it); dgrad 0.82-1.19x, so dgrad
+ * keeps the bound of 32 rows. */
 static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 {
     return d->tile_m == 64 && d->tile_n == 128 && p->op != KILN_OP_WGRAD && inputs_16bit(p);
@@ -417,13 +420,13 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
  *   fc2 at EP16 it ran 0.82-0.97x the time of the kernel dispatch took
  *   before it (Mixtral, Mixtral 8x22B, DBRX, Llama 4 decode, fprop and
  *   dgrad; H100, ninetieth session, docs/benchmarks.md);
- * - several groups of at most 32 rows on average (ranks_before says how
- *   they rank). */
+ * - several groups of at most 64 rows on average for fprop, 32 for dgrad
+ *   (decode_tile says why, ranks_before how they rank). */
 static int decode_tile_suits(const kiln_kernel_desc *d, const kiln_problem *p, int sms)
 {
     if (!decode_tile(d, p)) return 1;
     const int64_t cols = p->op == KILN_OP_FPROP ? p->n : p->k;
-    if (p->groups > 1) return p->capacity <= 32 * p->groups;
+    if (p->groups > 1) return p->capacity <= (p->op == KILN_OP_FPROP ? 64 : 32) * p->groups;
     return p->capacity <= 64 && (cols + 127) / 128 <= (sms > 0 ? sms : KILN_DISPATCH_MODEL_SMS);
 }
 
