@@ -238,18 +238,12 @@ static int kcut4_priced(const candidate *c)
  * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
  * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls.
  * For several groups it goes by the model's estimate, and where that ties
- * it with another tile, fprop takes it and dgrad does not.  On decode
- * after expert parallelism (4-16 groups of 16-32 rows) fprop ran it
- * 2-7% faster than 64x256 on nine calls of twelve, 1% slower on
- * DeepSeek-V3's two at EP32; dgrad, which reads the weights along N, ran
- * it 1.06-1.14x 64x256's time on three, and it won the three calls where
- * the model puts it ahead by more than the tie, 1.12-1.27x faster than
- * 128x128 (H100, ninety-second session, docs/benchmarks.md).  On seven
- * held-out decode layers of 32-512 groups of 4-16 rows fprop's choice came
- * within 1.5% of the best of every candidate.  With 48-64 rows a group
- * fprop ran it 0.93-1.005x the time of the kernel dispatch took (0.96-0.99
- * on the four calls where the model ties it); dgrad 0.82-1.19x, so dgrad
- * keeps the bound of 32 rows. */
+ * it with another tile, fprop takes it and dgrad does not: on decode after
+ * expert parallelism fprop ran it 2-7% faster than 64x256 on most calls
+ * (1% slower on DeepSeek-V3's at EP32), while dgrad, which reads the
+ * weights along N, ran it 1.06-1.14x 64x256's time in the tie and won only
+ * where the model puts it ahead (H100, ninety-second session; the calls
+ * and the row bounds are in docs/dispatch.md). */
 static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 {
     return d->tile_m == 64 && d->tile_n == 128 && p->op != KILN_OP_WGRAD && inputs_16bit(p);
