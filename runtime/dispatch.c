@@ -237,24 +237,43 @@ static int kcut4_priced(const candidate *c)
  * one group, and puts its tiles in two rounds (1.2-1.3 waves on the calls
  * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
  * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls.
- * For several groups it goes by the model's estimate, and where that ties
- * it with another tile, fprop takes it and dgrad does not: on decode after
- * expert parallelism fprop ran it 2-7% faster than 64x256 on most calls
- * (1% slower on DeepSeek-V3's at EP32), while dgrad, which reads the
- * weights along N, ran it 1.06-1.14x 64x256's time in the tie and won only
- * where the model puts it ahead (H100, ninety-second session; the calls
- * and the row bounds are in docs/dispatch.md). */
+ * For several groups fprop of 33-64 rows a group ranks it first too
+ * (decode_tile_first); the other calls go by the model's estimate, and
+ * where that ties it with another tile, fprop takes it and dgrad does
+ * not: on decode after expert parallelism fprop ran it 2-7% faster than
+ * 64x256 on most calls (1% slower on DeepSeek-V3's at EP32), while dgrad,
+ * which reads the weights along N, ran it 1.06-1.14x 64x256's time in the
+ * tie and won only where the model puts it ahead (H100, ninety-second
+ * session; the calls and the row bounds are in docs/dispatch.md). */
 static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 {
     return d->tile_m == 64 && d->tile_n == 128 && p->op != KILN_OP_WGRAD && inputs_16bit(p);
 }
 
+/* Whether a 16-bit 64x128 tile that serves p (decode_tile_suits) ranks
+ * before the model's estimate: on one group, and for fprop on several
+ * groups of more than 32 rows on average (decode_tile_suits bounds them at
+ * 64).  There the model puts a group's routing slack on the 64-row tiles
+ * (1.25-1.5 tiles a group) and prices their second round at up to 1.22x
+ * the best other default.  On the 22 layers of bench/ep_decode64.tsv
+ * (decode after expert parallelism, uniform and random counts) the 13
+ * calls this changes ran 0.975-1.083x faster (1.034x in geometric mean;
+ * DeepSeek-V3 fc2 at EP32 with random counts 1.076x, from 4% behind torch
+ * to 3.5% ahead), and the dispatched kernel went from 1.040 to 1.023 of
+ * the best measured (H100, ninety-third session, docs/dispatch.md).
+ * Groups of 32 rows or fewer keep the model's estimate: there 64x128 took
+ * up to 1.09x 64x256's time (GPT-OSS-20B's fc2 at EP4). */
+static int decode_tile_first(const kiln_problem *p)
+{
+    return p->groups == 1 || (p->op == KILN_OP_FPROP && p->capacity > 32 * p->groups);
+}
+
 /* 1 if a ranks before b for p: the template's own preference (its launch
  * table's), then fewer unused epilogue terms, then a tile cut in 4 across
- * a cluster that the model prices, then a 16-bit 64x128 tile on one group
- * (decode_tile), then the model's estimate, then on several groups a
- * 64x128 tile for fprop and any other for dgrad, then an uncut tile, then
- * the tile rule.  Accumulating wgrad skips the model: its defaults
+ * a cluster that the model prices, then a 16-bit 64x128 tile where
+ * decode_tile_first says, then the model's estimate, then on several
+ * groups a 64x128 tile for fprop and any other for dgrad, then an uncut
+ * tile, then the tile rule.  Accumulating wgrad skips the model: its defaults
  * are a 128x128 kernel for short reductions and a 128x256 one for long,
  * and the model, which counts whole waves of equal tiles and pads, put the
  * 128x128 rows kernel more than its tie ahead on five held-out layers of
@@ -286,7 +305,7 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
     const int qa = kcut4_priced(a), qb = kcut4_priced(b);
     if (qa != qb) return qa;
     const int da = decode_tile(a->k.desc, p), db = decode_tile(b->k.desc, p);
-    if (da != db && p->groups == 1) return da;
+    if (da != db && decode_tile_first(p)) return da;
     const int wide = inputs_16bit(p);
     const double tie = wide ? MODEL_TIE_16 : MODEL_TIE_8;
     int by = outside_tie(a->est.us, b->est.us, tie);

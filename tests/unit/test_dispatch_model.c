@@ -698,10 +698,11 @@ static void test_fp8_floor_tie_by_tiles(void **state)
 }
 
 /* A 16-bit 64x128 kernel on decode calls of several groups (at most 64
- * rows a group on average for fprop, 32 for dgrad): fprop takes it where
- * the model ties it with another tile, dgrad only where the model puts it
- * ahead by more than the tie (runtime/dispatch.c, ranks_before); past
- * those bounds it is left out. */
+ * rows a group on average for fprop, 32 for dgrad): fprop takes it first
+ * from 33 rows, and at 32 or fewer where the model ties it with another
+ * tile; dgrad only where the model puts it ahead by more than the tie
+ * (runtime/dispatch.c, decode_tile_first and ranks_before); past those
+ * bounds it is left out. */
 static void test_decode_tile_groups(void **state)
 {
     (void)state;
@@ -717,6 +718,25 @@ static void test_decode_tile_groups(void **state)
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
     problem(&p, KILN_OP_FPROP, 8, 64, 4096, 1536);
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    /* fprop of 33-64 rows a group takes it first, even where the model
+     * puts the other tile ahead by more than the tie (decode_tile_first) */
+    problem(&p, KILN_OP_FPROP, 8, 48, 2048, 768);   /* Qwen3-30B fc2 at EP16 */
+    e[0] = estimate(&c, 0, &p);
+    e[1] = estimate(&c, 1, &p);
+    assert_true(e[1].us < e[0].us * 0.95);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    /* 32 rows or fewer go by the model (GPT-OSS-20B fc2 at EP4, where it
+     * puts 128x192 ahead by more than the tie) */
+    catalog gptoss = {0};
+    add(&gptoss, "f64x128", KILN_OP_FPROP, 64, 128, "pingpong")->stages = 8;
+    add(&gptoss, "f128x192", KILN_OP_FPROP, 128, 192, "cooperative")->stages = 4;
+    problem(&p, KILN_OP_FPROP, 8, 16, 2880, 2880);
+    e[0] = estimate(&gptoss, 0, &p);
+    e[1] = estimate(&gptoss, 1, &p);
+    assert_true(e[1].us < e[0].us * 0.95);
+    expect_chosen(&gptoss, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f128x192");
+    problem(&p, KILN_OP_FPROP, 8, 48, 2880, 2880);
+    expect_chosen(&gptoss, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
     problem(&p, KILN_OP_FPROP, 8, 65, 4096, 1536);
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
     problem(&p, KILN_OP_FPROP, 128, 8, 7168, 4864);   /* pre-EP decode: 128 groups of 8 */
