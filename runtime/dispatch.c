@@ -250,22 +250,46 @@ static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
     return d->tile_m == 64 && d->tile_n == 128 && p->op != KILN_OP_WGRAD && inputs_16bit(p);
 }
 
+/* The experts one GPU holds after expert parallelism, at most: the calls
+ * the ninety-third session's measurements of several decode groups speak
+ * for (4-16 groups, bench/ep_decode64.tsv). */
+#define EP_GROUPS_MAX 16
+
+/* The most rows a group may have on average, on several groups, for the
+ * 64x128 default to be ranked (decode_tile_suits): fprop 64 and dgrad 32
+ * (ninety-second session), and on at most EP_GROUPS_MAX groups fprop 128
+ * and dgrad 64.  On the 22 layers of bench/ep_decode64.tsv (33-64 rows)
+ * dgrad ranking it by the model (ties to the other tile) ran 0.974x the
+ * time in geometric mean, none slower by more than 0.2%; fprop's calls of
+ * 65-128 rows are decode_tile_first's (H100, ninety-third session,
+ * docs/dispatch.md). */
+static int64_t decode_rows_max(const kiln_problem *p)
+{
+    const int ep = p->groups <= EP_GROUPS_MAX;
+    return p->op == KILN_OP_FPROP ? (ep ? 128 : 64) : (ep ? 64 : 32);
+}
+
 /* Whether a 16-bit 64x128 tile that serves p (decode_tile_suits) ranks
- * before the model's estimate: on one group, and for fprop on several
- * groups of more than 32 rows on average (decode_tile_suits bounds them at
- * 64).  There the model puts a group's routing slack on the 64-row tiles
- * (1.25-1.5 tiles a group) and prices their second round at up to 1.22x
- * the best other default.  On the 22 layers of bench/ep_decode64.tsv
- * (decode after expert parallelism, uniform and random counts) the 13
- * calls this changes ran 0.975-1.083x faster (1.034x in geometric mean;
- * DeepSeek-V3 fc2 at EP32 with random counts 1.076x, from 4% behind torch
- * to 3.5% ahead), and the dispatched kernel went from 1.040 to 1.023 of
- * the best measured (H100, ninety-third session, docs/dispatch.md).
+ * before the model's estimate: on one group, and for fprop on at most
+ * EP_GROUPS_MAX groups of more than 32 rows on average.  There the model
+ * puts a group's routing slack on the 64-row tiles (1.25-1.5 tiles a
+ * group) and prices their second round at up to 1.22x the best other
+ * default.  On an H100 (ninety-third session, docs/dispatch.md), over the
+ * 22 layers of bench/ep_decode64.tsv (decode after expert parallelism,
+ * uniform and random counts) and the same layers with twice the rows:
+ * - 33-64 rows: the 13 calls this changes ran 1.034x faster in geometric
+ *   mean (0.975-1.083x; DeepSeek-V3 fc2 at EP32 with random counts
+ *   1.076x, from 4% behind torch to 3.5% ahead); the dispatched kernel
+ *   went from 1.040 to 1.023 of the best measured;
+ * - 65-128 rows: 1.043x faster in geometric mean over the 22 (the slowest
+ *   0.954x, ERNIE-4.5's fc1 at EP8, where 128x256 was best), 1.062 to
+ *   1.027 of the best measured.
  * Groups of 32 rows or fewer keep the model's estimate: there 64x128 took
  * up to 1.09x 64x256's time (GPT-OSS-20B's fc2 at EP4). */
 static int decode_tile_first(const kiln_problem *p)
 {
-    return p->groups == 1 || (p->op == KILN_OP_FPROP && p->capacity > 32 * p->groups);
+    return p->groups == 1 ||
+           (p->op == KILN_OP_FPROP && p->groups <= EP_GROUPS_MAX && p->capacity > 32 * p->groups);
 }
 
 /* 1 if a ranks before b for p: the template's own preference (its launch
@@ -433,13 +457,13 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
  *   fc2 at EP16 it ran 0.82-0.97x the time of the kernel dispatch took
  *   before it (Mixtral, Mixtral 8x22B, DBRX, Llama 4 decode, fprop and
  *   dgrad; H100, ninetieth session, docs/benchmarks.md);
- * - several groups of at most 64 rows on average for fprop, 32 for dgrad
- *   (decode_tile says why, ranks_before how they rank). */
+ * - several groups of at most decode_rows_max rows on average (decode_tile
+ *   says why, ranks_before how they rank). */
 static int decode_tile_suits(const kiln_kernel_desc *d, const kiln_problem *p, int sms)
 {
     if (!decode_tile(d, p)) return 1;
     const int64_t cols = p->op == KILN_OP_FPROP ? p->n : p->k;
-    if (p->groups > 1) return p->capacity <= (p->op == KILN_OP_FPROP ? 64 : 32) * p->groups;
+    if (p->groups > 1) return p->capacity <= decode_rows_max(p) * p->groups;
     return p->capacity <= 64 && (cols + 127) / 128 <= (sms > 0 ? sms : KILN_DISPATCH_MODEL_SMS);
 }
 

@@ -697,12 +697,13 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
 }
 
-/* A 16-bit 64x128 kernel on decode calls of several groups (at most 64
- * rows a group on average for fprop, 32 for dgrad): fprop takes it first
- * from 33 rows, and at 32 or fewer where the model ties it with another
- * tile; dgrad only where the model puts it ahead by more than the tie
- * (runtime/dispatch.c, decode_tile_first and ranks_before); past those
- * bounds it is left out. */
+/* A 16-bit 64x128 kernel on decode calls of several groups (at most 128
+ * rows a group on average for fprop and 64 for dgrad on up to 16 groups,
+ * 64 and 32 on more): fprop on up to 16 groups takes it first from 33
+ * rows, and otherwise where the model ties it with another tile; dgrad
+ * only where the model puts it ahead by more than the tie
+ * (runtime/dispatch.c, decode_rows_max, decode_tile_first and
+ * ranks_before); past those bounds it is left out. */
 static void test_decode_tile_groups(void **state)
 {
     (void)state;
@@ -737,7 +738,22 @@ static void test_decode_tile_groups(void **state)
     expect_chosen(&gptoss, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f128x192");
     problem(&p, KILN_OP_FPROP, 8, 48, 2880, 2880);
     expect_chosen(&gptoss, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
-    problem(&p, KILN_OP_FPROP, 8, 65, 4096, 1536);
+    problem(&p, KILN_OP_FPROP, 8, 128, 4096, 1536);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    problem(&p, KILN_OP_FPROP, 8, 129, 4096, 1536);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
+    /* 16 groups of 64 rows take it first; 17, whose estimates differ the
+     * same way, go by the model; past 64 rows it is not ranked */
+    problem(&p, KILN_OP_FPROP, 16, 64, 2048, 768);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    problem(&p, KILN_OP_FPROP, 17, 64, 2048, 768);
+    e[0] = estimate(&c, 0, &p);
+    e[1] = estimate(&c, 1, &p);
+    assert_true(e[1].us < e[0].us * 0.95);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
+    problem(&p, KILN_OP_FPROP, 32, 64, 4096, 1536);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    problem(&p, KILN_OP_FPROP, 32, 65, 4096, 1536);
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
     problem(&p, KILN_OP_FPROP, 128, 8, 7168, 4864);   /* pre-EP decode: 128 groups of 8 */
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
@@ -752,7 +768,19 @@ static void test_decode_tile_groups(void **state)
     e[1] = estimate(&c, 3, &p);
     assert_true(e[0].us < e[1].us * 0.95);
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
-    problem(&p, KILN_OP_DGRAD, 8, 33, 2048, 768);
+    problem(&p, KILN_OP_DGRAD, 8, 64, 2048, 768);   /* ranked by the model up to 64 rows */
+    e[0] = estimate(&c, 2, &p);
+    e[1] = estimate(&c, 3, &p);
+    assert_true(e[0].us < e[1].us * 0.95);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
+    problem(&p, KILN_OP_DGRAD, 8, 65, 2048, 768);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x256");
+    problem(&p, KILN_OP_DGRAD, 24, 32, 4096, 1536);   /* more than 16 groups: up to 32 rows */
+    e[0] = estimate(&c, 2, &p);
+    e[1] = estimate(&c, 3, &p);
+    assert_true(e[0].us < e[1].us * 0.95);
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
+    problem(&p, KILN_OP_DGRAD, 24, 33, 4096, 1536);
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x256");
 }
 
