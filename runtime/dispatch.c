@@ -259,10 +259,10 @@ static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
  * 64x128 default to be ranked (decode_tile_suits): fprop 64 and dgrad 32
  * (ninety-second session), and on at most EP_GROUPS_MAX groups fprop 128
  * and dgrad 64.  On the 22 layers of bench/ep_decode64.tsv (33-64 rows)
- * dgrad ranking it by the model (ties to the other tile) ran 0.974x the
- * time in geometric mean, none slower by more than 0.2%; fprop's calls of
- * 65-128 rows are decode_tile_first's (H100, ninety-third session,
- * docs/dispatch.md). */
+ * dgrad ranking it by the model (ties to the other tile) changes 5 calls,
+ * which ran 1.12x faster in geometric mean in two calls (1.006-1.23x); the
+ * 22 together 0.974x the time.  fprop's calls of 65-128 rows are
+ * decode_tile_first's (H100, ninety-third session, docs/dispatch.md). */
 static int64_t decode_rows_max(const kiln_problem *p)
 {
     const int ep = p->groups <= EP_GROUPS_MAX;
@@ -281,9 +281,10 @@ static int64_t decode_rows_max(const kiln_problem *p)
  *   mean (0.975-1.083x; DeepSeek-V3 fc2 at EP32 with random counts
  *   1.076x, from 4% behind torch to 3.5% ahead); the dispatched kernel
  *   went from 1.040 to 1.023 of the best measured;
- * - 65-128 rows: 1.043x faster in geometric mean over the 22 (the slowest
- *   0.954x, ERNIE-4.5's fc1 at EP8, where 128x256 was best), 1.062 to
- *   1.027 of the best measured.
+ * - 65-128 rows: the 17 calls this changes ran 1.054x faster in
+ *   geometric mean (0.953-1.179x; the slowest ERNIE-4.5's fc1 at EP8,
+ *   where 128x256 was best), 1.062 to 1.027 of the best measured;
+ * - a second call of the final rule gave 1.018x and 1.032x.
  * Groups of 32 rows or fewer keep the model's estimate: there 64x128 took
  * up to 1.09x 64x256's time (GPT-OSS-20B's fc2 at EP4). */
 static int decode_tile_first(const kiln_problem *p)
