@@ -252,7 +252,9 @@ static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 
 /* The experts one GPU holds after expert parallelism, at most: the calls
  * the ninety-third session's measurements of several decode groups speak
- * for (4-16 groups, bench/ep_decode64.tsv). */
+ * for (4-16 groups, bench/ep_decode64.tsv).  On 24-128 groups of 40-128
+ * rows (bench/ep_many_groups.tsv) forcing 64x128 took 1.021x (fprop) and
+ * 1.047x (dgrad) the time of dispatch's choice. */
 #define EP_GROUPS_MAX 16
 
 /* The most rows a group may have on average, on several groups, for the
