@@ -237,7 +237,7 @@ static int kcut4_priced(const candidate *c)
  * one group, and puts its tiles in two rounds (1.2-1.3 waves on the calls
  * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
  * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls.
- * For several groups fprop of 33-64 rows a group ranks it first too
+ * On up to 16 groups fprop of 33-128 rows a group ranks it first too
  * (decode_tile_first); the other calls go by the model's estimate, and
  * where that ties it with another tile, fprop takes it and dgrad does
  * not: on decode after expert parallelism fprop ran it 2-7% faster than
