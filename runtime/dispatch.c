@@ -237,7 +237,7 @@ static int kcut4_priced(const candidate *c)
  * one group, and puts its tiles in two rounds (1.2-1.3 waves on the calls
  * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
  * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls.
- * On up to 16 groups fprop of 33-128 rows a group ranks it first too
+ * On up to 16 groups fprop of 33-64 rows a group ranks it first too
  * (decode_tile_first); the other calls go by the model's estimate, and
  * where that ties it with another tile, fprop takes it and dgrad does
  * not: on decode after expert parallelism fprop ran it 2-7% faster than
@@ -260,11 +260,17 @@ static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 /* The most rows a group may have on average, on several groups, for the
  * 64x128 default to be ranked (decode_tile_suits): fprop 64 and dgrad 32
  * (ninety-second session), and on at most EP_GROUPS_MAX groups fprop 128
- * and dgrad 64.  On the 22 layers of bench/ep_decode64.tsv (33-64 rows)
- * dgrad ranking it by the model (ties to the other tile) changes 5 calls,
- * which ran 1.12x faster in geometric mean in two calls (1.006-1.23x); the
- * 22 together 0.974x the time.  fprop's calls of 65-128 rows are
- * decode_tile_first's (H100, ninety-third session, docs/dispatch.md). */
+ * and dgrad 64 (ninety-third session, H100, docs/dispatch.md):
+ * - dgrad at 33-64 rows, ranked by the model (ties to the other tile):
+ *   the 5 calls of bench/ep_decode64.tsv this changes ran 1.12x faster in
+ *   geometric mean in two calls (1.006-1.23x); the 22 together 0.974x the
+ *   time;
+ * - fprop at 65-128 rows, ranked by the model (ties to 64x128): the 3
+ *   calls of bench/ep_decode128.tsv this changes, where the model ties,
+ *   ran 1.04-1.06x faster in both calls.  Ranked first there, 64x128 won
+ *   on uniform counts and lost on random ones (0.88-0.94x on Mixtral's
+ *   fc2 at EP4 and Qwen3-Coder's fc1 at EP16, 0.99x in geometric mean),
+ *   where a group's spread puts its tiles in a second round. */
 static int64_t decode_rows_max(const kiln_problem *p)
 {
     const int ep = p->groups <= EP_GROUPS_MAX;
@@ -273,26 +279,21 @@ static int64_t decode_rows_max(const kiln_problem *p)
 
 /* Whether a 16-bit 64x128 tile that serves p (decode_tile_suits) ranks
  * before the model's estimate: on one group, and for fprop on at most
- * EP_GROUPS_MAX groups of more than 32 rows on average.  There the model
- * puts a group's routing slack on the 64-row tiles (1.25-1.5 tiles a
- * group) and prices their second round at up to 1.22x the best other
- * default.  On an H100 (ninety-third session, docs/dispatch.md), over the
- * 22 layers of bench/ep_decode64.tsv (decode after expert parallelism,
- * uniform and random counts) and the same layers with twice the rows:
- * - 33-64 rows: the 13 calls this changes ran 1.034x faster in geometric
- *   mean (0.975-1.083x; DeepSeek-V3 fc2 at EP32 with random counts
- *   1.076x, from 4% behind torch to 3.5% ahead); the dispatched kernel
- *   went from 1.040 to 1.023 of the best measured;
- * - 65-128 rows: the 17 calls this changes ran 1.054x faster in
- *   geometric mean (0.953-1.179x; the slowest ERNIE-4.5's fc1 at EP8,
- *   where 128x256 was best), 1.062 to 1.027 of the best measured;
- * - a second call of the final rule gave 1.018x and 1.032x.
- * Groups of 32 rows or fewer keep the model's estimate: there 64x128 took
- * up to 1.09x 64x256's time (GPT-OSS-20B's fc2 at EP4). */
+ * EP_GROUPS_MAX groups of 33-64 rows on average.  There the model puts a
+ * group's routing slack on the 64-row tiles (1.25-1.5 tiles a group) and
+ * prices their second round at up to 1.22x the best other default.  On
+ * the 22 layers of bench/ep_decode64.tsv (decode after expert parallelism,
+ * uniform and random counts) the 13 calls this changes ran 1.034x and
+ * 1.018x faster in geometric mean in two calls on an H100 (0.960-1.099x;
+ * DeepSeek-V3 fc2 at EP32 with random counts from 4% behind torch to
+ * 2.6-3.5% ahead), and the dispatched kernel went from 1.040 to 1.023 of
+ * the best measured (ninety-third session, docs/dispatch.md).  Groups of
+ * 32 rows or fewer keep the model's estimate: there 64x128 took up to
+ * 1.09x 64x256's time (GPT-OSS-20B's fc2 at EP4). */
 static int decode_tile_first(const kiln_problem *p)
 {
-    return p->groups == 1 ||
-           (p->op == KILN_OP_FPROP && p->groups <= EP_GROUPS_MAX && p->capacity > 32 * p->groups);
+    return p->groups == 1 || (p->op == KILN_OP_FPROP && p->groups <= EP_GROUPS_MAX &&
+                              p->capacity > 32 * p->groups && p->capacity <= 64 * p->groups);
 }
 
 /* 1 if a ranks before b for p: the template's own preference (its launch

@@ -706,7 +706,7 @@ static void test_fp8_floor_tie_by_tiles(void **state)
 
 /* A 16-bit 64x128 kernel on decode calls of several groups (at most 128
  * rows a group on average for fprop and 64 for dgrad on up to 16 groups,
- * 64 and 32 on more): fprop on up to 16 groups takes it first from 33
+ * 64 and 32 on more): fprop on up to 16 groups takes it first at 33-64
  * rows, and otherwise where the model ties it with another tile; dgrad
  * only where the model puts it ahead by more than the tie
  * (runtime/dispatch.c, decode_rows_max, decode_tile_first and
@@ -725,8 +725,8 @@ static void test_decode_tile_groups(void **state)
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
     problem(&p, KILN_OP_FPROP, 8, 64, 4096, 1536);
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
-    /* fprop of 33-128 rows a group on up to 16 groups takes it first,
-     * even where the model puts the other tile ahead by more than the tie
+    /* fprop of 33-64 rows a group on up to 16 groups takes it first, even
+     * where the model puts the other tile ahead by more than the tie
      * (decode_tile_first) */
     problem(&p, KILN_OP_FPROP, 8, 48, 2048, 768);   /* Qwen3-30B fc2 at EP16 */
     assert_true(model_ahead(&c, 1, 0, &p));
@@ -741,7 +741,13 @@ static void test_decode_tile_groups(void **state)
     expect_chosen(&gptoss, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f128x192");
     problem(&p, KILN_OP_FPROP, 8, 48, 2880, 2880);
     expect_chosen(&gptoss, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    /* 65-128 rows on up to 16 groups: ranked by the model, 64x128 in its
+     * tie; past 128 rows not ranked */
+    problem(&p, KILN_OP_FPROP, 8, 96, 4096, 1536);
+    assert_true(model_ahead(&c, 1, 0, &p));
+    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
     problem(&p, KILN_OP_FPROP, 8, 128, 4096, 1536);
+    assert_true(!model_ahead(&c, 0, 1, &p) && !model_ahead(&c, 1, 0, &p));
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
     problem(&p, KILN_OP_FPROP, 8, 129, 4096, 1536);
     expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");

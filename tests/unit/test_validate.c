@@ -647,8 +647,9 @@ static void test_dispatch_prefers_sm90_and_tiles(void **state)
      * 128x256 tiles (4 waves against 16 of 64x128 at a lower L2 rate);
      * one group of 64 rows (decode after expert parallelism) takes the
      * 16-bit 64x128 tile first (runtime/dispatch.c, decode_tile_suits),
-     * and so do four groups of 64 and of 128 rows a group
-     * (decode_tile_first); four groups of 129 do not rank it. */
+     * and so do four groups of 64 rows a group (decode_tile_first); four
+     * groups of 128 rank it by the model, which puts 128x256 ahead, and
+     * four groups of 129 do not rank it. */
     p.n = p.k = 4096;
     p.capacity = 4 * 1024; /* 1024 rows per group: large */
     ch = expect_kernel(&c, &p, KILN_ALLOW_ALL, "sm90_big");
@@ -661,7 +662,7 @@ static void test_dispatch_prefers_sm90_and_tiles(void **state)
     p.capacity = 4 * 64;
     expect_kernel(&c, &p, KILN_ALLOW_ALL, "sm90_small");
     p.capacity = 4 * 128;
-    expect_kernel(&c, &p, KILN_ALLOW_ALL, "sm90_small");
+    expect_kernel(&c, &p, KILN_ALLOW_ALL, "sm90_big");
     p.capacity = 4 * 129;
     expect_kernel(&c, &p, KILN_ALLOW_ALL, "sm90_big");
     p.capacity = 4 * 100;
