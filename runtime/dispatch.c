@@ -231,20 +231,9 @@ static int kcut4_priced(const candidate *c)
     return c->k.desc->k_cluster == 4 && c->est.us < KILN_DISPATCH_NOT_PRICED;
 }
 
-/* Whether d is a 16-bit 64x128 fprop/dgrad tile.  Served only to decode
- * calls (decode_tile_suits).  For one group it ranks next after a priced
- * cut in 4: the model counts a group's routing slack even where there is
- * one group, and puts its tiles in two rounds (1.2-1.3 waves on the calls
- * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
- * its choice); a cut in 4 ran in 0.86-0.96x its time on five such calls.
- * On up to 16 groups fprop of 33-64 rows a group ranks it first too
- * (decode_tile_first); the other calls go by the model's estimate, and
- * where that ties it with another tile, fprop takes it and dgrad does
- * not: on decode after expert parallelism fprop ran it 2-7% faster than
- * 64x256 on most calls (1% slower on DeepSeek-V3's at EP32), while dgrad,
- * which reads the weights along N, ran it 1.06-1.14x 64x256's time in the
- * tie and won only where the model puts it ahead (H100, ninety-second
- * session; the calls and the row bounds are in docs/dispatch.md). */
+/* Whether d is a 16-bit 64x128 fprop/dgrad tile: a default served only to
+ * decode calls (decode_tile_suits, decode_rows_max) and ranked first where
+ * decode_tile_first says, else by the model (ranks_before). */
 static int decode_tile(const kiln_kernel_desc *d, const kiln_problem *p)
 {
     return d->tile_m == 64 && d->tile_n == 128 && p->op != KILN_OP_WGRAD && inputs_16bit(p);
@@ -278,10 +267,14 @@ static int64_t decode_rows_max(const kiln_problem *p)
 }
 
 /* Whether a 16-bit 64x128 tile that serves p (decode_tile_suits) ranks
- * before the model's estimate: on one group, and for fprop on at most
- * EP_GROUPS_MAX groups of 33-64 rows on average.  There the model puts a
- * group's routing slack on the 64-row tiles (1.25-1.5 tiles a group) and
- * prices their second round at up to 1.22x the best other default.  On
+ * before the model's estimate (next after a priced cut in 4): on one
+ * group, and for fprop on at most EP_GROUPS_MAX groups of 33-64 rows on
+ * average.  The model counts a group's routing slack even where there is
+ * one group, and puts its tiles in two rounds (1.2-1.3 waves on the calls
+ * decode_tile_suits cites, which ran them in one at 0.82-0.97x the time of
+ * its choice; a cut in 4 ran in 0.86-0.96x its time on five such calls).
+ * On several groups of 33-64 rows it puts 1.25-1.5 64-row tiles on each
+ * and prices their second round at up to 1.22x the best other default.  On
  * the 22 layers of bench/ep_decode64.tsv (decode after expert parallelism,
  * uniform and random counts) the 13 calls this changes ran 1.034x and
  * 1.018x faster in geometric mean in two calls on an H100 (0.960-1.099x;
@@ -339,6 +332,11 @@ static int ranks_before(const candidate *a, const candidate *b, const kiln_probl
     int by = outside_tie(a->est.us, b->est.us, tie);
     if (!by && !wide) by = outside_tie(a->est.us_tiles, b->est.us_tiles, tie);
     if (by) return by > 0;
+    /* in the model's tie on several groups, fprop takes 64x128 and dgrad
+     * the other tile: on decode after expert parallelism fprop ran it 2-7%
+     * faster than 64x256 on most calls (1% slower on DeepSeek-V3's at
+     * EP32), while dgrad, which reads the weights along N, ran it
+     * 1.06-1.14x 64x256's time (H100, ninety-second session) */
     if (da != db) return p->op == KILN_OP_FPROP ? da : db;
     /* in a tie, a tile not cut across a cluster (the cut's sum is a cost
      * the floor both reach hides: DeepSeek-V3's fc2 at EP32, dgrad, 1.07x
@@ -461,8 +459,8 @@ static int width_suits(const kiln_kernel_desc *d, const kiln_problem *p)
  *   fc2 at EP16 it ran 0.82-0.97x the time of the kernel dispatch took
  *   before it (Mixtral, Mixtral 8x22B, DBRX, Llama 4 decode, fprop and
  *   dgrad; H100, ninetieth session, docs/benchmarks.md);
- * - several groups of at most decode_rows_max rows on average (decode_tile
- *   says why, ranks_before how they rank). */
+ * - several groups of at most decode_rows_max rows on average (ranked as
+ *   decode_tile_first and ranks_before say). */
 static int decode_tile_suits(const kiln_kernel_desc *d, const kiln_problem *p, int sms)
 {
     if (!decode_tile(d, p)) return 1;
