@@ -704,6 +704,15 @@ static void test_fp8_floor_tie_by_tiles(void **state)
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "r64x256");
 }
 
+/* The model's choice over c for a call of groups x tpg rows must be the
+ * kernel `want`; p gets the call, for the estimates' checks after. */
+static void model_choice(const catalog *c, kiln_problem *p, kiln_op op, int groups, int64_t tpg,
+                         int64_t n, int64_t k, const char *want)
+{
+    problem(p, op, groups, tpg, n, k);
+    expect_chosen(c, p, NULL, 0, KILN_DISPATCH_BY_MODEL, want);
+}
+
 /* A 16-bit 64x128 kernel on decode calls of several groups (at most 128
  * rows a group on average for fprop and 64 for dgrad on up to 16 groups,
  * 64 and 32 on more): fprop on up to 16 groups takes it first at 33-64
@@ -720,67 +729,54 @@ static void test_decode_tile_groups(void **state)
     add(&c, "d64x128", KILN_OP_DGRAD, 64, 128, "pingpong")->stages = 8;
     add(&c, "d64x256", KILN_OP_DGRAD, 64, 256, "pingpong")->stages = 4;
     kiln_problem p;
-    problem(&p, KILN_OP_FPROP, 8, 32, 4096, 1536);   /* Qwen3-235B fc2 at EP16 */
+    /* Qwen3-235B fc2 at EP16 */
+    model_choice(&c, &p, KILN_OP_FPROP, 8, 32, 4096, 1536, "f64x128");
     assert_true(!model_ahead(&c, 0, 1, &p) && !model_ahead(&c, 1, 0, &p));   /* a tie */
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
-    problem(&p, KILN_OP_FPROP, 8, 64, 4096, 1536);
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    model_choice(&c, &p, KILN_OP_FPROP, 8, 64, 4096, 1536, "f64x128");
     /* fprop of 33-64 rows a group on up to 16 groups takes it first, even
      * where the model puts the other tile ahead by more than the tie
      * (decode_tile_first) */
-    problem(&p, KILN_OP_FPROP, 8, 48, 2048, 768);   /* Qwen3-30B fc2 at EP16 */
+    model_choice(&c, &p, KILN_OP_FPROP, 8, 48, 2048, 768, "f64x128");   /* Qwen3-30B fc2 at EP16 */
     assert_true(model_ahead(&c, 1, 0, &p));
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
     /* 32 rows or fewer go by the model (GPT-OSS-20B fc2 at EP4, where it
      * puts 128x192 ahead by more than the tie) */
     catalog gptoss = {0};
     add(&gptoss, "f64x128", KILN_OP_FPROP, 64, 128, "pingpong")->stages = 8;
     add(&gptoss, "f128x192", KILN_OP_FPROP, 128, 192, "cooperative")->stages = 4;
-    problem(&p, KILN_OP_FPROP, 8, 16, 2880, 2880);
+    model_choice(&gptoss, &p, KILN_OP_FPROP, 8, 16, 2880, 2880, "f128x192");
     assert_true(model_ahead(&gptoss, 1, 0, &p));
-    expect_chosen(&gptoss, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f128x192");
-    problem(&p, KILN_OP_FPROP, 8, 48, 2880, 2880);
-    expect_chosen(&gptoss, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    model_choice(&gptoss, &p, KILN_OP_FPROP, 8, 48, 2880, 2880, "f64x128");
     /* 65-128 rows on up to 16 groups: ranked by the model, 64x128 in its
      * tie; past 128 rows not ranked */
-    problem(&p, KILN_OP_FPROP, 8, 96, 4096, 1536);
+    model_choice(&c, &p, KILN_OP_FPROP, 8, 96, 4096, 1536, "f64x256");
     assert_true(model_ahead(&c, 1, 0, &p));
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
-    problem(&p, KILN_OP_FPROP, 8, 128, 4096, 1536);
+    model_choice(&c, &p, KILN_OP_FPROP, 8, 128, 4096, 1536, "f64x128");
     assert_true(!model_ahead(&c, 0, 1, &p) && !model_ahead(&c, 1, 0, &p));
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
-    problem(&p, KILN_OP_FPROP, 8, 129, 4096, 1536);
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
+    model_choice(&c, &p, KILN_OP_FPROP, 8, 129, 4096, 1536, "f64x256");
     /* 16 groups of 64 rows take it first; 17, whose estimates differ the
      * same way, go by the model; past 64 rows it is not ranked */
-    problem(&p, KILN_OP_FPROP, 16, 64, 2048, 768);
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
-    problem(&p, KILN_OP_FPROP, 17, 64, 2048, 768);
+    model_choice(&c, &p, KILN_OP_FPROP, 16, 64, 2048, 768, "f64x128");
+    model_choice(&c, &p, KILN_OP_FPROP, 17, 64, 2048, 768, "f64x256");
     assert_true(model_ahead(&c, 1, 0, &p));
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
-    problem(&p, KILN_OP_FPROP, 32, 64, 4096, 1536);
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
-    problem(&p, KILN_OP_FPROP, 32, 65, 4096, 1536);
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x256");
-    problem(&p, KILN_OP_FPROP, 128, 8, 7168, 4864);   /* pre-EP decode: 128 groups of 8 */
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "f64x128");
+    model_choice(&c, &p, KILN_OP_FPROP, 32, 64, 4096, 1536, "f64x128");
+    model_choice(&c, &p, KILN_OP_FPROP, 32, 65, 4096, 1536, "f64x256");
+    /* pre-EP decode: 128 groups of 8 */
+    model_choice(&c, &p, KILN_OP_FPROP, 128, 8, 7168, 4864, "f64x128");
 
-    problem(&p, KILN_OP_DGRAD, 8, 32, 4096, 1536);   /* the same tie: dgrad keeps 256 columns */
+    /* the same tie: dgrad keeps 256 columns */
+    model_choice(&c, &p, KILN_OP_DGRAD, 8, 32, 4096, 1536, "d64x256");
     assert_true(!model_ahead(&c, 2, 3, &p) && !model_ahead(&c, 3, 2, &p));
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x256");
-    problem(&p, KILN_OP_DGRAD, 8, 32, 2048, 768);   /* Qwen3-30B fc2 at EP16: 48 tiles of 128 */
+    /* Qwen3-30B fc2 at EP16: 48 tiles of 128 */
+    model_choice(&c, &p, KILN_OP_DGRAD, 8, 32, 2048, 768, "d64x128");
     assert_true(model_ahead(&c, 2, 3, &p));
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
-    problem(&p, KILN_OP_DGRAD, 8, 64, 2048, 768);   /* ranked by the model up to 64 rows */
+    /* ranked by the model up to 64 rows */
+    model_choice(&c, &p, KILN_OP_DGRAD, 8, 64, 2048, 768, "d64x128");
     assert_true(model_ahead(&c, 2, 3, &p));
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
-    problem(&p, KILN_OP_DGRAD, 8, 65, 2048, 768);
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x256");
-    problem(&p, KILN_OP_DGRAD, 24, 32, 4096, 1536);   /* more than 16 groups: up to 32 rows */
+    model_choice(&c, &p, KILN_OP_DGRAD, 8, 65, 2048, 768, "d64x256");
+    /* more than 16 groups: up to 32 rows */
+    model_choice(&c, &p, KILN_OP_DGRAD, 24, 32, 4096, 1536, "d64x128");
     assert_true(model_ahead(&c, 2, 3, &p));
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x128");
-    problem(&p, KILN_OP_DGRAD, 24, 33, 4096, 1536);
-    expect_chosen(&c, &p, NULL, 0, KILN_DISPATCH_BY_MODEL, "d64x256");
+    model_choice(&c, &p, KILN_OP_DGRAD, 24, 33, 4096, 1536, "d64x256");
 }
 
 /* Tables off (KILN_TUNING=off gives dispatch no table): the model alone
