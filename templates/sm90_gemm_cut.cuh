@@ -206,6 +206,33 @@ KDEV int kiln_walk_end(const kiln_gemm &P, const kiln_smem &m)
     return SPLIT ? kiln_split_get(m, SPLIT_END) : P.items;
 }
 
+/* The first unit of this CTA's walk: its cluster's index, except where a
+ * launch of single unsplit CTAs has fewer items than CTAs (decode calls:
+ * the grid is sized for the capacity, not the counts) and a reduction of
+ * at least SPREAD_MIN_DEPTH.  There the items go to the even CTAs first,
+ * then to the odd ones.  The hardware places CTAs 2i and 2i+1 on the two
+ * SMs of one TPC (seen on H100s), so the first CTAs put two busy SMs on
+ * each TPC, and which of them streamed slowly moved with the chip:
+ * DeepSeek-V3 fc2 dgrad after EP32 (64 tiles of 64x256 on 128 CTAs) took
+ * 1.06-1.13x the time of the even CTAs first on three H100s.  Over 35
+ * decode calls dgrad ran 1.010-1.019x faster in geometric mean, fprop
+ * level, and where the items fill most CTAs a call moved either way
+ * (0.95-1.17x); on shorter reductions it moved calls by 0.95-1.12x and is
+ * not made (docs/sm90_kernel.md, ninety-fourth session).  Cut
+ * clusters and a split last round (kiln_split_plan) place their pieces
+ * themselves. */
+constexpr int SPREAD_MIN_DEPTH = 4096;
+
+KDEV int kiln_walk_start(const kiln_gemm &P, const kiln_smem &m)
+{
+    const int c = P.cta.cid;
+    if (KCUT || CTAS > 1 || (SPLIT && kiln_split_get(m, SPLIT_WAYS) > 1)) return c;
+    const int ncl = kiln_grid_clusters(), n = P.items;
+    if (n >= ncl || P.nkb * BK < SPREAD_MIN_DEPTH) return c;
+    const int j = (c & 1) ? (ncl + 1) / 2 + (c >> 1) : c >> 1;
+    return j < n ? j : n;
+}
+
 /* Unit t of the walk: below FULL the whole tile t, else this CTA's piece
  * (its one unit past FULL: t = FULL + cid, cid < END - FULL). */
 KDEV kiln_unit kiln_unit_of(const kiln_gemm &P, const kiln_smem &m, int t)

@@ -96,7 +96,7 @@ KDEV void kiln_produce(const kiln_kernel_args &args, const kiln_gemm &P, const k
     kiln_ring r = {0, 0};
     kiln_wmap w = kiln_wmap_init(tmap_b);
     int u = 0;   /* the unit's index in the walk */
-    for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters(), ++u) {
+    for (int t = kiln_walk_start(P, m); t < kiln_walk_end(P, m); t += kiln_grid_clusters(), ++u) {
         /* a k-cut cluster's partials of the last unit are in the ring
          * until every peer has read them (kiln_kcut_finish) */
         if (KCUT && u > 0) kiln_mbar_wait<true>(m.bar_turn + 8, (kiln_u32)((u - 1) & 1));
@@ -191,7 +191,7 @@ KDEV void kiln_produce_scales(const kiln_kernel_args &args, const kiln_gemm &P, 
                               int lane)
 {
     kiln_ring r = {0, 0};
-    for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters()) {
+    for (int t = kiln_walk_start(P, m); t < kiln_walk_end(P, m); t += kiln_grid_clusters()) {
         /* the piece's fields read where used, not kept (kiln_unit_of's
          * whole unit spilled in the 24 registers with raster group) */
         const bool piece = SPLIT && t >= kiln_split_get(m, SPLIT_FULL);
@@ -819,7 +819,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
     kiln_ring r = {0, 0};
     kiln_turn turn = {m.bar_turn, cw};
     int j = 0;
-    for (int t = P.cta.cid; t < kiln_walk_end(P, m); t += kiln_grid_clusters(), ++j) {
+    for (int t = kiln_walk_start(P, m); t < kiln_walk_end(P, m); t += kiln_grid_clusters(), ++j) {
         /* the piece's tile and k-blocks from shared memory, and again
          * after the main loop (kiln_split_finish): held across it, they
          * were registers more than the consumers' 232 */

@@ -873,6 +873,53 @@ static void test_fprop_dgrad_tuned(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
+/* Fewer work items than CTAs on long reductions (templates/sm90_gemm_cut.cuh,
+ * kiln_walk_start): the grid is sized for the capacity, so where the
+ * groups hold fewer rows than it allows, the unsplit kernels give their
+ * items to the even CTAs first, then to the odd ones, when the reduction
+ * is at least SPREAD_MIN_DEPTH (4096) deep.  The pingpong defaults and the
+ * cooperative 128x256 ones (unsplit: KILN_SPLIT=0), forced, on calls whose
+ * items are fewer than their CTAs, each with a reduction of 4096 or more
+ * and a narrow output: 8 groups of 1..64 rows (64x128 fprop: 4 column
+ * tiles a group, 32 items on 84 CTAs or so, from 512 spare capacity
+ * rows); 5 groups of 0..100 rows, a reduction of 4160 (a partial last
+ * k-block) and an output of 520 (odd tile counts); one group of 30 rows
+ * on N = K = 4096.  Every element is checked and the spare rows must stay
+ * untouched, so an item no CTA took, or one written into another's rows,
+ * fails. */
+static void test_few_items(void **state)
+{
+    (void)state;
+    int failures_before = g_failures;
+    static const char *const kernels[] = {"sm90_fprop_bf16_64x128", "sm90_dgrad_bf16_64x128",
+                                          "sm90_fprop_bf16_64x256", "sm90_dgrad_bf16_64x256",
+                                          "sm90_fprop_bf16_128x128", "sm90_dgrad_bf16_128x128",
+                                          "sm90_fprop_bf16_128x256", "sm90_dgrad_bf16_128x256"};
+    static const int64_t red[3] = {4096, 4160, 4096}, wide[3] = {512, 520, 4096};
+    setenv("KILN_SPLIT", "0", 1);
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
+        kiln_context *ctx = forced_context(kernels[i], NULL);
+        if (!ctx) continue;
+        const kiln_op op = strstr(kernels[i], "dgrad") ? KILN_OP_DGRAD : KILN_OP_FPROP;
+        for (int v = 0; v < 3; v++) {
+            const int groups = v == 0 ? 8 : v == 1 ? 5 : 1;
+            int32_t *m = v == 0 ? random_counts(8, 1, 64) : v == 1 ? random_counts(5, 0, 100)
+                                                                   : random_counts(1, 30, 30);
+            /* the reduction is fprop's K and dgrad's N */
+            const int64_t n = op == KILN_OP_FPROP ? wide[v] : red[v];
+            const int64_t k = op == KILN_OP_FPROP ? red[v] : wide[v];
+            gcase c = make_case(op, KILN_DTYPE_BF16, KILN_DTYPE_BF16, groups, n, k, m, 512);
+            c.want_kernel = kernels[i];
+            run_named(&c, ctx, KILN_BACKEND_GENERATED, 0, "%s: %d groups, N=%lld K=%lld, few items",
+                      kernels[i], groups, (long long)n, (long long)k);
+            free(m);
+        }
+        kiln_context_destroy(ctx);
+    }
+    unsetenv("KILN_SPLIT");
+    assert_int_equal(g_failures, failures_before);
+}
+
 /* The tuned wgrad kernels (the table's winners from the sweeps) and the
  * bf16 sm90 wgrad defaults (what the model serves where no table class is
  * near), each forced through KILN_KERNEL: pairs of CTAs where the table
@@ -1414,6 +1461,7 @@ int main(void)
         cmocka_unit_test(test_group_patterns),
         cmocka_unit_test(test_sm90_pointer_weights),
         cmocka_unit_test(test_fprop_dgrad_tuned),
+        cmocka_unit_test(test_few_items),
         cmocka_unit_test(test_epilogue_defaults),
         cmocka_unit_test(test_wgrad_tuned),
         cmocka_unit_test(test_wgrad_streams),
