@@ -873,20 +873,16 @@ static void test_fprop_dgrad_tuned(void **state)
     assert_int_equal(g_failures, failures_before);
 }
 
-/* Fewer work items than CTAs on long reductions (templates/sm90_gemm_cut.cuh,
- * kiln_walk_start): the grid is sized for the capacity, so where the
- * groups hold fewer rows than it allows, the unsplit kernels give their
- * items to the even CTAs first, then to the odd ones, when the reduction
- * is at least SPREAD_MIN_DEPTH (4096) deep.  The pingpong defaults and the
- * cooperative 128x256 ones (unsplit: KILN_SPLIT=0), forced, on calls whose
- * items are fewer than their CTAs, each with a reduction of 4096 or more
- * and a narrow output: 8 groups of 1..64 rows (64x128 fprop: 4 column
- * tiles a group, 32 items on 84 CTAs or so, from 512 spare capacity
- * rows); 5 groups of 0..100 rows, a reduction of 4160 (a partial last
- * k-block) and an output of 520 (odd tile counts); one group of 30 rows
- * on N = K = 4096.  Every element is checked and the spare rows must stay
- * untouched, so an item no CTA took, or one written into another's rows,
- * fails. */
+/* Fewer work items than CTAs on reductions of SPREAD_MIN_DEPTH (4096) or
+ * more: the unsplit kernels give the items to the even CTAs first
+ * (templates/sm90_gemm_cut.cuh, kiln_walk_start).  The pingpong defaults
+ * and the cooperative 128x256 ones (unsplit: KILN_SPLIT=0), forced, where
+ * the capacity's 512 spare rows size the grid past the items: 8 groups of
+ * 1..64 rows on a narrow output (64x128 fprop: 32 items on 84 CTAs); 5
+ * groups of 0..100 rows, a reduction of 4160 (a partial last k-block) and
+ * an output of 520; one group of 30 rows on N = K = 4096.  Every element
+ * and the untouched spare rows are checked: an item no CTA took, or one
+ * written into another's rows, fails. */
 static void test_few_items(void **state)
 {
     (void)state;
