@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """held_alone_csv.py - python/bench/variant_bench.py's held-alone times (or
-fp8_bench.py's alternating ones) as `kiln tune --csv` rows, for
+fp8_bench.py's and context_ab.py's alternating ones) as `kiln tune --csv` rows, for
 scripts/table_from_csv.py --supersede.
 
     scripts/held_alone_csv.py --log LOG --sides NAME,... [--exclude SHAPE,...]
@@ -31,6 +31,12 @@ alternating rounds) is read the same way: each side's time there, with the
 shape named SHAPE@steady and the note "alternating at steady state".  Such
 a log has no held-alone lines; its sides are its kernel names
 (fprop@table for the tables' choice).
+A log of python/bench/context_ab.py (one line a case and op: "  CASE OP
+TF TFLOP/s  SIDE MS ms xR  ...  torch MS ms xR  KERNEL") is read the same
+way: the side "as is" served KERNEL, a side KILN_KERNEL=NAME served NAME
+(sides of another build, NAME#TAG, and other settings name no kernel); each
+side's time there, with the shape named SHAPE@ab and the note "context_ab,
+alternating at steady state".
 Exit 2 on bad input, naming the file and line.
 """
 import argparse
@@ -45,6 +51,9 @@ CASE = re.compile(r"^(\S+) (fprop|dgrad|wgrad)(?: row)?: torch ")
 SERVED = re.compile(r"^  (\S+) +[0-9.]+ ms +(?:[0-9.]+ TFLOP/s .*)?x[0-9.]+ torch .* (\S+)$")
 HELD = re.compile(r"^  (\S+) +alone for ([0-9.]+) s: +([0-9.]+) ms at ")
 COMPARE = re.compile(r"^  (\S+) +(\S+) +([0-9.]+) ms +[0-9.]+ TFLOP/s .* of the first .* (\S+)$")
+# context_ab.py's "  CASE OP TF TFLOP/s  SIDE MS ms xR ...  KERNEL" and its sides
+AB = re.compile(r"^  (\S+) +(fprop|dgrad|wgrad) +[0-9.]+ TFLOP/s  (.*\S) +(\S+)$")
+AB_SIDE = re.compile(r"(as is|\S+) ([0-9.]+) ms x[0-9.]+")
 
 
 class Bad(Exception):
@@ -53,12 +62,22 @@ class Bad(Exception):
 
 def read_log(path):
     """({(case, op, side): kernel}, {(case, op, side): (ms, shape suffix,
-    note)}) from a variant_bench.py --sample log or an fp8_bench.py --steady
-    --compare log."""
+    note)}) from a variant_bench.py --sample log, an fp8_bench.py --steady
+    --compare log or a context_ab.py log."""
     served, held, cur = {}, {}, None
     with open(path) as f:
         for n, line in enumerate(f, 1):
             line = line.rstrip("\n")
+            m = AB.match(line)
+            if m:
+                case, op, sides, kernel = m.groups()
+                for side, ms in AB_SIDE.findall(sides):
+                    name = kernel if side == "as is" else side[len("KILN_KERNEL="):]
+                    if side != "as is" and (not side.startswith("KILN_KERNEL=") or "#" in side):
+                        continue
+                    served[(case, op, side)] = name
+                    held[(case, op, side)] = (float(ms), "@ab", "context_ab, alternating at steady state")
+                continue
             m = COMPARE.match(line)
             if m:
                 case, side, ms, kernel = m.groups()
@@ -83,15 +102,15 @@ def read_log(path):
     if not held:
         raise Bad("%s: no held-alone lines (variant_bench.py or fp8_bench.py --variants "
                   "with --sample S) and no "
-                  "fp8_bench.py --compare lines" % path)
+                  "fp8_bench.py --compare or context_ab.py lines" % path)
     return served, held
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--log", required=True,
-                    help="variant_bench.py --sample, fp8_bench.py --variants --sample or "
-                         "fp8_bench.py --steady --compare output")
+                    help="variant_bench.py --sample, fp8_bench.py --variants --sample, "
+                         "fp8_bench.py --steady --compare or context_ab.py output")
     ap.add_argument("--sides", required=True, help="comma-separated side names of the log")
     ap.add_argument("--exclude", default="", help="comma-separated shapes to leave out")
     ap.add_argument("--keys", default="",
