@@ -341,6 +341,14 @@ QWEN3_HELD = ("docs/results/session66-fp8-short-dgrad-classes-held-sweep-h200-20
               "t1024.g128.n2048.k2048")
 
 
+# The ninety-fifth session's re-time of one dgrad class from its
+# context_ab.py log: the sides with a kernel the session14 tune CSV has rows
+# of (64x128 has none there).
+S95_DGRAD = "docs/results/session95-dgrad-t256-gmax-class-ab-h100-2026-12-06.csv"
+S95_SIDES = "as is,KILN_KERNEL=sm90_dgrad_bf16_64x256,KILN_KERNEL=sm90_dgrad_bf16_128x128," \
+    "KILN_KERNEL=sm90_dgrad_bf16_128x256"
+
+
 def test_shipped():
     csvs = ["docs/results/session14-corpus-tune-h200-2026-11-24.csv",
             "docs/results/session14-corpus-tune-wgrad-h200-2026-11-24.csv",
@@ -482,7 +490,13 @@ def test_shipped():
             # kernel the seventy-fourth session's templates let compile
             # (docs/dispatch.md, seventy-fourth session)
             "docs/results/session74-wgrad-dbias-128x192-pingpong-classes-held-h200-2026-12-04.csv",
-            "docs/results/session74-wgrad-discrete-128x192-pingpong-classes-held-h200-2026-12-04.csv"]
+            "docs/results/session74-wgrad-discrete-128x192-pingpong-classes-held-h200-2026-12-04.csv",
+            # bf16 dgrad of the class t256.gmax.n4096.k8192 (DeepSeek-V2/V3
+            # fc1 without expert parallelism), every in-sample shape, the
+            # class's entry against the 16-bit defaults, on an H100
+            # (python/bench/context_ab.py through scripts/held_alone_csv.py;
+            # docs/dispatch.md, ninety-fifth session)
+            S95_DGRAD]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
@@ -625,6 +639,42 @@ def test_compare_log(d):
           "its committed log and the tune CSV " + err.strip())
 
 
+# context_ab.py lines: case, op, TFLOP/s, each side's median and ratio, torch,
+# and the kernel that served the first side ("as is")
+AB_LOG = """sides: as is, KILN_KERNEL=%s, KILN_SPLIT=0, KILN_KERNEL=%s#old, torch; time over the first's
+  big              fprop   100.0 TFLOP/s  as is 5.0000 ms x1.000  KILN_KERNEL=%s 4.5000 ms x0.900  KILN_SPLIT=0 4.0000 ms x0.800  KILN_KERNEL=%s#old 3.0000 ms x0.600  torch 6.0000 ms x1.200  %s
+""" % (KB, KB, KB, KB, KA)
+
+
+def test_context_ab_log(d):
+    """held_alone_csv.py over a context_ab.py log: "as is" takes the kernel
+    the line ends with, KILN_KERNEL=NAME takes NAME; a setting that names no
+    kernel, or another build's side, gives no row; the committed CSV of the
+    ninety-fifth session is what it gives."""
+    log, tune = os.path.join(d, "ab.log"), os.path.join(d, "tune_ab.csv")
+    open(log, "w").write(AB_LOG)
+    open(tune, "w").write("\n".join([HEADER + ",a,b,out"] + [
+        row(v, "fprop", "big", X, "timed", ms) + ",bf16,bf16,bf16"
+        for v, ms in [(KA, 4.0), (KB, 4.1), (KC, 3.0)]]) + "\n")
+    rc, out, err = held("--log", log, "--sides", "as is,KILN_KERNEL=" + KB, tune)
+    got = [(r.split(",")[0], r.split(",")[4], r.split(",")[12]) for r in out.splitlines()[1:]]
+    want = [(KA, "big@ab", "5"), (KB, "big@ab", "4.5")]
+    check(rc == 0 and got == want, "held_alone_csv.py: a context_ab log's sides with their "
+          "times (%s%s)" % (got, err.strip()))
+    for side in ("KILN_SPLIT=0", "KILN_KERNEL=%s#old" % KB):
+        rc, _, err = held("--log", log, "--sides", side, tune)
+        check(rc == 2 and "side %s:" % side in err, "held_alone_csv.py: context_ab side %s "
+              "names no kernel of this build: %s" % (side, err.strip()))
+    res = os.path.join(ROOT, "docs", "results")
+    rc, out, err = held("--log", os.path.join(ROOT, S95_DGRAD[:-len(".csv")] + ".log"),
+                        "--sides", S95_SIDES, "--keys", "dgrad:t256.gmax.n4096.k8192",
+                        os.path.join(res, "session14-corpus-tune-h200-2026-11-24.csv"))
+    want = open(os.path.join(ROOT, S95_DGRAD)).read()
+    check(rc == 0 and out == want and len(want.splitlines()) == 17,
+          "the committed context_ab CSV is what the script gives from its committed log " +
+          err.strip())
+
+
 # the committed re-time of the fifty-first session: the block recipe's
 # cooperative classes, their entry against the 3-stage 128x256 default
 S51_SIDES = "fprop@table_block,sm90_fprop_e4m3_block_128x256,dgrad@table_block," \
@@ -678,6 +728,7 @@ def main():
         test_redescribe(d)
         test_held_alone(d)
         test_compare_log(d)
+        test_context_ab_log(d)
         test_s51_csv(d, kiln)
     test_shipped()
     print("%d failed" % len(failures) if failures else "all passed")
