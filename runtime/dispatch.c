@@ -160,13 +160,25 @@ static int unused_features(const kiln_kernel_desc *d, const kiln_problem *p)
  * group take small M tiles (fewer padded rows), many take large tiles; of
  * the same tile, the deeper pipeline (more loads in flight to hide the
  * memory's latency: wgrad 128x256 and 256x128 at 3 stages run 5-25%
- * behind 4 on most corpus shapes, session4-corpus-tune-wgrad CSV). */
+ * behind 4 on most corpus shapes, session4-corpus-tune-wgrad CSV).
+ *
+ * Of two few-token tiles of one height, 16-bit fprop takes the wider: they
+ * pad the same rows, and the wider reads each group's rows once for twice
+ * the columns in half the tiles.  On the committed runs this changes three
+ * cells, all H100 calls after expert parallelism where 128x128 and
+ * 128x256 tie: Qwen3-Coder fc1 at EP16 (10 groups of 102 rows) 1.079 ->
+ * 1.000 of the best, Qwen3-235B fc1 at EP16 (8 of 96) 1.143 -> 1.020,
+ * Kimi-K2 fc1 at EP64 (model alone) 1.275 -> 1.002; forced in one process
+ * 128x256 ran 0.908-0.945x 128x128's time on the first two and 1.049x on
+ * Qwen3-30B fc1 at EP8 (16 of 96, a 2048-deep reduction; docs/dispatch.md,
+ * ninety-fifth session).  dgrad keeps the narrower: no run has priced it. */
 static int tile_rule(const kiln_kernel_desc *a, const kiln_kernel_desc *b, const kiln_problem *p)
 {
     long long ta = (long long)a->tile_m * a->tile_n, tb = (long long)b->tile_m * b->tile_n;
     if (kiln_dispatch_shape_class(p) == 0) {
         if (a->tile_m != b->tile_m) return a->tile_m < b->tile_m;
-        if (ta != tb) return ta < tb;
+        const int wider = p->op == KILN_OP_FPROP && kiln_dtype_size(p->a_type) == 2;
+        if (ta != tb) return wider ? ta > tb : ta < tb;
     } else {
         if (ta != tb) return ta > tb;
         if (a->tile_m != b->tile_m) return a->tile_m > b->tile_m;

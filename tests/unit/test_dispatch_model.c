@@ -324,6 +324,35 @@ static void test_model_tie_prefers_the_bigger_tile(void **state)
     expect_chosen(&c, &p, NULL, 0, ANY_RULE, "t128x256");
 }
 
+/* Under 128 tokens a group the tile rule takes the smaller tile, but of two
+ * of one height 16-bit fprop takes the wider: Qwen3-Coder's fc1 at EP 16
+ * (10 experts of 102 tokens, K 6144, N 5120), where the model ties the
+ * two, ran 128x256 in 0.91-0.94x 128x128's time (H100,
+ * docs/dispatch.md, ninety-fifth session).  dgrad keeps the narrower in
+ * its tie (Kimi-K2's fc1 at EP 64: 6 experts of 96 tokens, N 4096,
+ * K 7168). */
+static void test_model_tie_fprop_takes_the_wider_tile(void **state)
+{
+    (void)state;
+    catalog c = {0};
+    add(&c, "t128x128", KILN_OP_FPROP, 128, 128, "pingpong");
+    add(&c, "t128x256", KILN_OP_FPROP, 128, 256, "cooperative");
+    kiln_problem p;
+    problem(&p, KILN_OP_FPROP, 10, 102, 5120, 6144);
+    kiln_dispatch_estimate e128 = estimate(&c, 0, &p), e256 = estimate(&c, 1, &p);
+    assert_true(e128.us < e256.us / 0.95 && e256.us < e128.us / 0.95);  /* a tie: the rule decides */
+    expect_chosen(&c, &p, NULL, 0, ANY_RULE, "t128x256");
+
+    catalog g = {0};
+    add(&g, "d128x128", KILN_OP_DGRAD, 128, 128, "pingpong");
+    add(&g, "d128x256", KILN_OP_DGRAD, 128, 256, "cooperative");
+    problem(&p, KILN_OP_DGRAD, 6, 96, 4096, 7168);
+    e128 = estimate(&g, 0, &p);
+    e256 = estimate(&g, 1, &p);
+    assert_true(e128.us < e256.us / 0.95 && e256.us < e128.us / 0.95);  /* a tie */
+    expect_chosen(&g, &p, NULL, 0, ANY_RULE, "d128x128");
+}
+
 /* Shapes where the answer is clear: a decode call (8 tokens a group) takes
  * the 64-row tile (the others compute 94% padding); on a large one
  * (Mixtral's 8 experts of 4096 tokens, N 14336) 64x256 is not capped by L2
@@ -988,6 +1017,7 @@ KILN_TEST_MAIN(
     cmocka_unit_test(test_nearest_radius_by_call),
     cmocka_unit_test(test_nearest_overruled_by_model),
     cmocka_unit_test(test_model_tie_prefers_the_bigger_tile),
+    cmocka_unit_test(test_model_tie_fprop_takes_the_wider_tile),
     cmocka_unit_test(test_model_clear_choices),
     cmocka_unit_test(test_memory_bound_tail_wave),
     cmocka_unit_test(test_split_ways),
