@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """held_alone_csv.py - python/bench/variant_bench.py's held-alone times (or
-fp8_bench.py's and context_ab.py's alternating ones) as `kiln tune --csv` rows, for
-scripts/table_from_csv.py --supersede.
+fp8_bench.py's and context_ab.py's alternating ones) as `kiln tune --csv`
+rows, for scripts/table_from_csv.py --supersede.
 
     scripts/held_alone_csv.py --log LOG --sides NAME,... [--exclude SHAPE,...]
                               [--keys OP:CLASS,...] TUNE_CSV... > OUT.csv
@@ -72,8 +72,11 @@ def read_log(path):
             if m:
                 case, op, sides, kernel = m.groups()
                 for side, ms in AB_SIDE.findall(sides):
-                    name = kernel if side == "as is" else side[len("KILN_KERNEL="):]
-                    if side != "as is" and (not side.startswith("KILN_KERNEL=") or "#" in side):
+                    if side == "as is":
+                        name = kernel
+                    elif side.startswith("KILN_KERNEL=") and "#" not in side:
+                        name = side[len("KILN_KERNEL="):]
+                    else:
                         continue
                     served[(case, op, side)] = name
                     held[(case, op, side)] = (float(ms), "@ab", "context_ab, alternating at steady state")
