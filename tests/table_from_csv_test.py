@@ -496,7 +496,15 @@ def test_shipped():
             # class's entry against the 16-bit defaults, on an H100
             # (python/bench/context_ab.py through scripts/held_alone_csv.py;
             # docs/dispatch.md, ninety-fifth session)
-            S95_DGRAD]
+            S95_DGRAD,
+            # every kind of bf16 wgrad (overwrite, db, discrete, accumulate,
+            # accumulate+db, discrete accumulate) of the class
+            # t256.g8.n4096.k8192 (DeepSeek-V3 fc1 after EP32, Kimi-K2 fc1
+            # after EP64), every shape of it from 80 to 256 tokens a group,
+            # every kernel an entry of the kind names and its defaults (plain:
+            # the whole sweep), kiln tune --hold 0.5 on an H100
+            # (docs/dispatch.md, ninety-seventh session)
+            "docs/results/session97-wgrad-ep-fc1-class-tune-h100-2026-12-06.csv"]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
