@@ -348,6 +348,13 @@ S95_DGRAD = "docs/results/session95-dgrad-t256-gmax-class-ab-h100-2026-12-06.csv
 S95_SIDES = "as is,KILN_KERNEL=sm90_dgrad_bf16_64x256,KILN_KERNEL=sm90_dgrad_bf16_128x128," \
     "KILN_KERNEL=sm90_dgrad_bf16_128x256"
 
+# The ninety-eighth session's re-time of one fprop class from its
+# context_ab.py log (the held-out Kimi-K2 fc2 EP64 layer left out), with the
+# rows of that call's kiln tune run.
+S98_FPROP = "docs/results/session98-fprop-t256-g8-n8192-k2048-ab-h100-2026-12-06.csv"
+S98_SIDES = "as is,KILN_KERNEL=sm90_fprop_bf16_64x128,KILN_KERNEL=sm90_fprop_bf16_64x256," \
+    "KILN_KERNEL=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_pingpong"
+
 
 def test_shipped():
     csvs = ["docs/results/session14-corpus-tune-h200-2026-11-24.csv",
@@ -504,7 +511,14 @@ def test_shipped():
             # every kernel an entry of the kind names and its defaults (plain:
             # the whole sweep), kiln tune --hold 0.5 on an H100
             # (docs/dispatch.md, ninety-seventh session)
-            "docs/results/session97-wgrad-ep-fc1-class-tune-h100-2026-12-06.csv"]
+            "docs/results/session97-wgrad-ep-fc1-class-tune-h100-2026-12-06.csv",
+            # bf16 fprop of the class t256.g8.n8192.k2048 (DeepSeek-V3 fc2
+            # after EP32, 128-200 tokens a group), which no entry held:
+            # every in-sample shape, the model's choice against the 16-bit
+            # 64-row defaults and 128x192 pingpong forced, from graphs
+            # (context_ab.py through scripts/held_alone_csv.py;
+            # docs/dispatch.md, ninety-eighth session)
+            S98_FPROP]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
@@ -681,6 +695,15 @@ def test_context_ab_log(d):
     check(rc == 0 and out == want and len(want.splitlines()) == 17,
           "the committed context_ab CSV is what the script gives from its committed log " +
           err.strip())
+    rc, out, err = held("--log", os.path.join(ROOT, S98_FPROP[:-len(".csv")] + ".log"),
+                        "--sides", S98_SIDES, "--keys", "fprop:t256.g8.n8192.k2048",
+                        "--exclude", "kimik2_fc2_ep64_dec",
+                        os.path.join(res, "session98-t256-g8-n8192-k2048-tune-h100-2026-12-06.csv"))
+    want = open(os.path.join(ROOT, S98_FPROP)).read()
+    check(rc == 0 and out == want and len(want.splitlines()) == 17
+          and "kimik2" not in want,
+          "the ninety-eighth session's context_ab CSV is what the script gives from its "
+          "committed log, without the held-out layer " + err.strip())
 
 
 # the committed re-time of the fifty-first session: the block recipe's
