@@ -355,6 +355,16 @@ S98_FPROP = "docs/results/session98-fprop-t256-g8-n8192-k2048-ab-h100-2026-12-06
 S98_SIDES = "as is,KILN_KERNEL=sm90_fprop_bf16_64x128,KILN_KERNEL=sm90_fprop_bf16_64x256," \
     "KILN_KERNEL=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_pingpong"
 
+# The committed context_ab.py re-times the table takes: (CSV, its sides, its
+# OP:CLASS, the tune CSV with those kernels' rows, the held-out layer left
+# out or ""); each CSV is what held_alone_csv.py gives from the log beside it.
+COMMITTED_AB = [
+    (S95_DGRAD, S95_SIDES, "dgrad:t256.gmax.n4096.k8192",
+     "session14-corpus-tune-h200-2026-11-24.csv", ""),
+    (S98_FPROP, S98_SIDES, "fprop:t256.g8.n8192.k2048",
+     "session98-t256-g8-n8192-k2048-tune-h100-2026-12-06.csv", "kimik2_fc2_ep64_dec"),
+]
+
 
 def test_shipped():
     csvs = ["docs/results/session14-corpus-tune-h200-2026-11-24.csv",
@@ -688,22 +698,16 @@ def test_context_ab_log(d):
         check(rc == 2 and "side %s:" % side in err, "held_alone_csv.py: context_ab side %s "
               "names no kernel of this build: %s" % (side, err.strip()))
     res = os.path.join(ROOT, "docs", "results")
-    rc, out, err = held("--log", os.path.join(ROOT, S95_DGRAD[:-len(".csv")] + ".log"),
-                        "--sides", S95_SIDES, "--keys", "dgrad:t256.gmax.n4096.k8192",
-                        os.path.join(res, "session14-corpus-tune-h200-2026-11-24.csv"))
-    want = open(os.path.join(ROOT, S95_DGRAD)).read()
-    check(rc == 0 and out == want and len(want.splitlines()) == 17,
-          "the committed context_ab CSV is what the script gives from its committed log " +
-          err.strip())
-    rc, out, err = held("--log", os.path.join(ROOT, S98_FPROP[:-len(".csv")] + ".log"),
-                        "--sides", S98_SIDES, "--keys", "fprop:t256.g8.n8192.k2048",
-                        "--exclude", "kimik2_fc2_ep64_dec",
-                        os.path.join(res, "session98-t256-g8-n8192-k2048-tune-h100-2026-12-06.csv"))
-    want = open(os.path.join(ROOT, S98_FPROP)).read()
-    check(rc == 0 and out == want and len(want.splitlines()) == 17
-          and "kimik2" not in want,
-          "the ninety-eighth session's context_ab CSV is what the script gives from its "
-          "committed log, without the held-out layer " + err.strip())
+    for csv_path, sides, key, tune_csv, held_out in COMMITTED_AB:
+        rc, out, err = held("--log", os.path.join(ROOT, csv_path[:-len(".csv")] + ".log"),
+                            "--sides", sides, "--keys", key,
+                            *(["--exclude", held_out] if held_out else []),
+                            os.path.join(res, tune_csv))
+        want = open(os.path.join(ROOT, csv_path)).read()
+        check(rc == 0 and out == want and len(want.splitlines()) == 17
+              and not (held_out and held_out in want),
+              "%s is what the script gives from its committed log%s %s" % (
+                  csv_path, ", without " + held_out if held_out else "", err.strip()))
 
 
 # the committed re-time of the fifty-first session: the block recipe's
