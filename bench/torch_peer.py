@@ -102,6 +102,31 @@ def rel_err(out, ref, chunk=1 << 26):
     return (num / max(den, 1e-60)) ** 0.5
 
 
+def rel_errs_by_group(op, outs, x, w, dy, bounds, row_scale=None):
+    """rel_err of each output in `outs` against the op's fp32 product,
+    summed group by group: only one group's product is held at a time (the
+    whole fp32 dW of DeepSeek-V3 fc1's 256 experts is 30 GB, more than an
+    H100 has beside the operands).  fprop and dgrad outputs are [T, *]
+    with group g in rows bounds[g]; wgrad outputs are [G, N, K].  With
+    row_scale, each fprop/dgrad row's product is scaled by it."""
+    num, den = [0.0] * len(outs), 0.0
+    for g, (s, e) in enumerate(bounds):
+        if op == "fprop":
+            ref = x[s:e].float() @ w[g].float().t()
+        elif op == "dgrad":
+            ref = dy[s:e].float() @ w[g].float()
+        else:
+            ref = dy[s:e].float().t() @ x[s:e].float()
+        if row_scale is not None:
+            ref *= row_scale[s:e, None]
+        den += ref.square().sum().item()
+        for i, o in enumerate(outs):
+            part = o[g] if op == "wgrad" else o[s:e]
+            num[i] += (part.float() - ref).square().sum().item()
+        del ref
+    return [(n / max(den, 1e-60)) ** 0.5 for n in num]
+
+
 FLOP_CEIL = 800e12
 BYTES_CEIL = 4.3e12
 

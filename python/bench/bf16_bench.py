@@ -58,7 +58,7 @@ from kiln import _torch as kiln_torch  # noqa: E402  (kiln_torch.context: the ca
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 from steady import alternate, copies, graphed  # noqa: E402
-from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_err  # noqa: E402
+from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_errs_by_group  # noqa: E402
 
 TOL = 1e-2
 
@@ -70,15 +70,6 @@ def operands(op, x, w, dy):
     if op == "dgrad":
         return dy, w
     return dy.t(), x
-
-
-def reference(op, x, w, dy, bounds):
-    """The fp32 product, group by group, in the op's output layout."""
-    if op == "fprop":
-        return torch.cat([x[a:b].float() @ w[g].float().t() for g, (a, b) in enumerate(bounds)])
-    if op == "dgrad":
-        return torch.cat([dy[a:b].float() @ w[g].float() for g, (a, b) in enumerate(bounds)])
-    return torch.stack([dy[a:b].float().t() @ x[a:b].float() for a, b in bounds])
 
 
 def sides_graphed(a, b, offs, out, calls, stream=False):
@@ -103,18 +94,16 @@ def run_case(name, K, N, sizes, ops, reps, rounds, warm_s, rows, kernels=False, 
         base = op[:-2] if op.endswith("_s") else op
         a, b = operands(base, x, w, dy)
         out = torch.empty_like(torch._grouped_mm(a, b, offs=offs))
-        ref = reference(base, x, w, dy, bounds)
         kfn = lambda: kiln.grouped_mm(a, b, offs, out=out)  # noqa: E731
         tfn = lambda: torch._grouped_mm(a, b, offs=offs)  # noqa: E731
+        p = None
         if base != op:
             p = torch.rand(T, device=x.device) + 0.5
-            ref *= p[:, None]
             kfn = lambda: kiln.grouped_mm(a, b, offs, out=out, row_scale=p)  # noqa: E731
             tfn = lambda: torch._grouped_mm(a, b, offs=offs) * p[:, None].to(a.dtype)  # noqa: E731
         kfn()
         served = kiln_torch.context(out.device).last_call() if kernels else None
-        kerr, terr = rel_err(out, ref), rel_err(tfn(), ref)
-        del ref
+        kerr, terr = rel_errs_by_group(base, [out, tfn()], x, w, dy, bounds, p)
         if not (kerr < TOL and terr < TOL):
             print(f"  {name:16s} {op:5s} WRONG: relative error kiln {kerr:.2e}, torch {terr:.2e}",
                   flush=True)
