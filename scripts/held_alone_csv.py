@@ -36,7 +36,9 @@ TF TFLOP/s  SIDE MS ms xR  ...  torch MS ms xR  KERNEL") is read the same
 way: the side "as is" served KERNEL, a side KILN_KERNEL=NAME served NAME
 (sides of another build, NAME#TAG, and other settings name no kernel); each
 side's time there, with the shape named SHAPE@ab and the note "context_ab,
-alternating at steady state".
+alternating at steady state".  A case and side the log times more than
+once (several processes, several calls' logs joined) gives its last time,
+or with --mean the mean of all of them ("mean of N").
 Exit 2 on bad input, naming the file and line.
 """
 import argparse
@@ -60,11 +62,13 @@ class Bad(Exception):
     pass
 
 
-def read_log(path):
+def read_log(path, mean=False):
     """({(case, op, side): kernel}, {(case, op, side): (ms, shape suffix,
     note)}) from a variant_bench.py --sample log, an fp8_bench.py --steady
-    --compare log or a context_ab.py log."""
+    --compare log or a context_ab.py log; a context_ab.py side timed more
+    than once, its last time or (mean) the mean of its times."""
     served, held, cur = {}, {}, None
+    ab_times = {}
     with open(path) as f:
         for n, line in enumerate(f, 1):
             line = line.rstrip("\n")
@@ -78,8 +82,11 @@ def read_log(path):
                         name = side[len("KILN_KERNEL="):]
                     else:
                         continue
+                    if served.get((case, op, side), name) != name:
+                        raise Bad("%s:%d: %s %s side %s served %s here, %s before"
+                                  % (path, n, case, op, side, name, served[(case, op, side)]))
                     served[(case, op, side)] = name
-                    held[(case, op, side)] = (float(ms), "@ab", "context_ab, alternating at steady state")
+                    ab_times.setdefault((case, op, side), []).append(float(ms))
                 continue
             m = COMPARE.match(line)
             if m:
@@ -102,6 +109,12 @@ def read_log(path):
                                              "held alone %s s" % m.group(2))
             else:
                 served[cur + (m.group(1),)] = m.group(2)
+    note = "context_ab, alternating at steady state"
+    for key, times in ab_times.items():
+        if mean and len(times) > 1:
+            held[key] = (sum(times) / len(times), "@ab", "%s, mean of %d" % (note, len(times)))
+        else:
+            held[key] = (times[-1], "@ab", note)
     if not held:
         raise Bad("%s: no held-alone lines (variant_bench.py or fp8_bench.py --variants "
                   "with --sample S) and no "
@@ -118,10 +131,13 @@ def main():
     ap.add_argument("--exclude", default="", help="comma-separated shapes to leave out")
     ap.add_argument("--keys", default="",
                     help="comma-separated OP:CLASS: only rows of these (all, if none given)")
+    ap.add_argument("--mean", action="store_true",
+                    help="a context_ab.py side timed more than once: the mean of its times"
+                         " (without it, its last)")
     ap.add_argument("csv", nargs="+", help="kiln tune --csv output of the sides' tables")
     a = ap.parse_args()
     try:
-        served, held = read_log(a.log)
+        served, held = read_log(a.log, a.mean)
         sides = [s for s in a.sides.split(",") if s]
         skip = set(s for s in a.exclude.split(",") if s)
         keys = set(tuple(k.split(":", 1)) for k in a.keys.split(",") if k)

@@ -356,13 +356,14 @@ S98_SIDES = "as is,KILN_KERNEL=sm90_fprop_bf16_64x128,KILN_KERNEL=sm90_fprop_bf1
     "KILN_KERNEL=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_pingpong"
 
 # The committed context_ab.py re-times the table takes: (CSV, its sides, its
-# OP:CLASS, the tune CSV with those kernels' rows, the held-out layer left
-# out or ""); each CSV is what held_alone_csv.py gives from the log beside it.
+# OP:CLASS keys, the tune CSV with those kernels' rows, the held-out layer
+# left out or "", the CSV's rows, held_alone_csv.py's other options); each
+# CSV is what held_alone_csv.py gives from the log beside it.
 COMMITTED_AB = [
     (S95_DGRAD, S95_SIDES, "dgrad:t256.gmax.n4096.k8192",
-     "session14-corpus-tune-h200-2026-11-24.csv", ""),
+     "session14-corpus-tune-h200-2026-11-24.csv", "", 16, []),
     (S98_FPROP, S98_SIDES, "fprop:t256.g8.n8192.k2048",
-     "session98-t256-g8-n8192-k2048-tune-h100-2026-12-06.csv", "kimik2_fc2_ep64_dec"),
+     "session98-t256-g8-n8192-k2048-tune-h100-2026-12-06.csv", "kimik2_fc2_ep64_dec", 16, []),
 ]
 
 
@@ -693,18 +694,35 @@ def test_context_ab_log(d):
     want = [(KA, "big@ab", "5"), (KB, "big@ab", "4.5")]
     check(rc == 0 and got == want, "held_alone_csv.py: a context_ab log's sides with their "
           "times (%s%s)" % (got, err.strip()))
+    # the same case timed again (another process): its last time, or with
+    # --mean the mean and a note saying of how many
+    again = AB_LOG.replace("as is 5.0000 ms", "as is 6.0000 ms").replace(
+        "KILN_KERNEL=%s 4.5000 ms" % KB, "KILN_KERNEL=%s 4.7000 ms" % KB)
+    open(log, "w").write(AB_LOG + again)
+    for extra, want in (((), [(KA, "6", ""), (KB, "4.7", "")]),
+                        (("--mean",), [(KA, "5.5", "mean of 2"), (KB, "4.6", "mean of 2")])):
+        rc, out, err = held("--log", log, "--sides", "as is,KILN_KERNEL=" + KB, *extra, tune)
+        got = [(r.split(",")[0], r.split(",")[12], "mean of 2" if "mean of 2" in r else "")
+               for r in out.splitlines()[1:]]
+        check(rc == 0 and got == want, "held_alone_csv.py %s: a side timed twice (%s%s)"
+              % (" ".join(extra), got, err.strip()))
+    open(log, "w").write(AB_LOG + AB_LOG.replace("  %s\n" % KA, "  %s\n" % KC))
+    rc, _, err = held("--log", log, "--sides", "as is", tune)
+    check(rc == 2 and "served %s here, %s before" % (KC, KA) in err,
+          "held_alone_csv.py: a side that served another kernel the second time: " + err.strip())
+    open(log, "w").write(AB_LOG)
     for side in ("KILN_SPLIT=0", "KILN_KERNEL=%s#old" % KB):
         rc, _, err = held("--log", log, "--sides", side, tune)
         check(rc == 2 and "side %s:" % side in err, "held_alone_csv.py: context_ab side %s "
               "names no kernel of this build: %s" % (side, err.strip()))
     res = os.path.join(ROOT, "docs", "results")
-    for csv_path, sides, key, tune_csv, held_out in COMMITTED_AB:
+    for csv_path, sides, key, tune_csv, held_out, nrows, opts in COMMITTED_AB:
         rc, out, err = held("--log", os.path.join(ROOT, csv_path[:-len(".csv")] + ".log"),
                             "--sides", sides, "--keys", key,
-                            *(["--exclude", held_out] if held_out else []),
+                            *(["--exclude", held_out] if held_out else []), *opts,
                             os.path.join(res, tune_csv))
         want = open(os.path.join(ROOT, csv_path)).read()
-        check(rc == 0 and out == want and len(want.splitlines()) == 17
+        check(rc == 0 and out == want and len(want.splitlines()) == nrows + 1
               and not (held_out and held_out in want),
               "%s is what the script gives from its committed log%s %s" % (
                   csv_path, ", without " + held_out if held_out else "", err.strip()))
