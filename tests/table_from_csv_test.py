@@ -355,6 +355,22 @@ S98_FPROP = "docs/results/session98-fprop-t256-g8-n8192-k2048-ab-h100-2026-12-06
 S98_SIDES = "as is,KILN_KERNEL=sm90_fprop_bf16_64x128,KILN_KERNEL=sm90_fprop_bf16_64x256," \
     "KILN_KERNEL=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_pingpong"
 
+# The ninety-ninth session's re-time of three plain wgrad classes from the
+# context_ab.py logs of two calls on two H100s (every overwrite kernel an
+# entry names, forced; the entries' own kernels among them), each side's mean
+# over the processes that timed it, with the rows of the second call's kiln
+# tune run.
+S99_WGRAD = "docs/results/session99-wgrad-overwrite-classes-ab-h100-2026-12-06.csv"
+S99_SIDES = ",".join("KILN_KERNEL=" + k for k in [
+    "wgrad_sm90_bf16_plain__m128_n192_k64_s4_pingpong",
+    "wgrad_sm90_bf16_plain__m128_n192_k64_s4_cooperative",
+    "wgrad_sm90_bf16_raster__m128_n192_k64_s4_rm_pingpong",
+    "wgrad_sm90_bf16_raster__m128_n192_k64_s4_rn_pingpong",
+    "wgrad_sm90_bf16_raster__m128_n256_k64_s3_rn_cooperative",
+    "wgrad_sm90_bf16_raster__m128_n256_k64_s3_rm_cooperative",
+    "sm90_wgrad_bf16_bf16_dense_s3"])
+S99_KEYS = "wgrad:t1024.g32.nmax.k8192,wgrad:t256.g128.n8192.k4096,wgrad:t1024.g32.n8192.k2048"
+
 # The committed context_ab.py re-times the table takes: (CSV, its sides, its
 # OP:CLASS keys, the tune CSV with those kernels' rows, the held-out layer
 # left out or "", the CSV's rows, held_alone_csv.py's other options); each
@@ -364,6 +380,8 @@ COMMITTED_AB = [
      "session14-corpus-tune-h200-2026-11-24.csv", "", 16, []),
     (S98_FPROP, S98_SIDES, "fprop:t256.g8.n8192.k2048",
      "session98-t256-g8-n8192-k2048-tune-h100-2026-12-06.csv", "kimik2_fc2_ep64_dec", 16, []),
+    (S99_WGRAD, S99_SIDES, S99_KEYS,
+     "session99-wgrad-overwrite-classes-tune-h100-2026-12-06.csv", "", 54, ["--mean"]),
 ]
 
 
@@ -529,7 +547,14 @@ def test_shipped():
             # 64-row defaults and 128x192 pingpong forced, from graphs
             # (context_ab.py through scripts/held_alone_csv.py;
             # docs/dispatch.md, ninety-eighth session)
-            S98_FPROP]
+            S98_FPROP,
+            # plain overwriting wgrad of three classes whose entry ran below
+            # torch or far behind the 128x256 default on an H100 (DBRX and
+            # Llama 4 Scout fc1, GPT-OSS-120B fc1, DeepSeek-V3 fc2 after
+            # EP8): every in-sample shape, every overwrite kernel an entry
+            # names forced, from graphs (context_ab.py through
+            # scripts/held_alone_csv.py; docs/dispatch.md, ninety-ninth session)
+            S99_WGRAD]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
