@@ -33,7 +33,9 @@ a log has no held-alone lines; its sides are its kernel names
 (fprop@table for the tables' choice).
 A log of python/bench/context_ab.py (one line a case and op: "  CASE OP
 TF TFLOP/s  SIDE MS ms xR  ...  torch MS ms xR  KERNEL") is read the same
-way: the side "as is" served KERNEL, a side KILN_KERNEL=NAME served NAME
+way (its ops wgrad_acc and wgrad_discrete are the tune rows of epilogue
+accumulate and wgrad_output): the side "as is" served KERNEL, a side
+KILN_KERNEL=NAME served NAME
 (sides of another build, NAME#TAG, and other settings name no kernel); each
 side's time there, with the shape named SHAPE@ab and the note "context_ab,
 alternating at steady state".  A case and side the log times more than
@@ -54,7 +56,10 @@ SERVED = re.compile(r"^  (\S+) +[0-9.]+ ms +(?:[0-9.]+ TFLOP/s .*)?x[0-9.]+ torc
 HELD = re.compile(r"^  (\S+) +alone for ([0-9.]+) s: +([0-9.]+) ms at ")
 COMPARE = re.compile(r"^  (\S+) +(\S+) +([0-9.]+) ms +[0-9.]+ TFLOP/s .* of the first .* (\S+)$")
 # context_ab.py's "  CASE OP TF TFLOP/s  SIDE MS ms xR ...  KERNEL" and its sides
-AB = re.compile(r"^  (\S+) +(fprop|dgrad|wgrad) +[0-9.]+ TFLOP/s  (.*\S) +(\S+)$")
+AB = re.compile(r"^  (\S+) +(fprop|dgrad|wgrad(?:_acc|_discrete)?) +[0-9.]+ TFLOP/s  (.*\S) +(\S+)$")
+# context_ab.py's wgrad ops other than overwriting dense dW, by the tune
+# CSV's epilogue of the same calls
+AB_WGRAD_OPS = {"accumulate": "wgrad_acc", "wgrad_output": "wgrad_discrete"}
 AB_SIDE = re.compile(r"(as is|\S+) ([0-9.]+) ms x[0-9.]+")
 
 
@@ -162,8 +167,11 @@ def main():
                         continue
                     if keys and (row["op"], row["class"]) not in keys:
                         continue
+                    op = row["op"]
+                    if op == "wgrad":
+                        op = AB_WGRAD_OPS.get(row["epilogue"], op)
                     for side in sides:
-                        key = (row["shape"], row["op"], side)
+                        key = (row["shape"], op, side)
                         if served.get(key) != row["variant"] or key not in held:
                             continue
                         ms, suffix, note = held[key]

@@ -735,6 +735,23 @@ def test_context_ab_log(d):
     rc, _, err = held("--log", log, "--sides", "as is", tune)
     check(rc == 2 and "served %s here, %s before" % (KC, KA) in err,
           "held_alone_csv.py: a side that served another kernel the second time: " + err.strip())
+    # wgrad_acc and wgrad_discrete lines take the rows of those epilogues;
+    # a plain wgrad row of the same kernel and shape is not theirs
+    tune_w = os.path.join(d, "tune_ab_wgrad.csv")
+    open(tune_w, "w").write("\n".join([HEADER + ",a,b,out"] + [
+        row(v, "wgrad", "big", X, "timed", "4.0").replace(",plain,", "," + ep + ",") + ",bf16,bf16,f32"
+        for v, ep in [(KA, "accumulate"), (KB, "wgrad_output"), (KC, "plain")]]) + "\n")
+    lines = [AB_LOG.splitlines()[1].replace(" fprop ", " %s " % op).replace(
+        "KILN_KERNEL=%s 4.5000" % KB, "KILN_KERNEL=%s %s" % (k, ms))
+        for op, k, ms in [("wgrad_acc", KA, "4.2000"), ("wgrad_discrete", KB, "4.3000"),
+                          ("wgrad", KA, "9.0000")]]
+    open(log, "w").write(AB_LOG.splitlines()[0] + "\n" + "\n".join(lines) + "\n")
+    rc, out, err = held("--log", log, "--sides", "KILN_KERNEL=%s,KILN_KERNEL=%s" % (KA, KB),
+                        tune_w)
+    got = [(r.split(",")[0], r.split(",")[3], r.split(",")[12]) for r in out.splitlines()[1:]]
+    check(rc == 0 and got == [(KA, "accumulate", "4.2"), (KB, "wgrad_output", "4.3")],
+          "held_alone_csv.py: context_ab's wgrad_acc and wgrad_discrete lines take the rows of "
+          "their epilogues (%s%s)" % (got, err.strip()))
     open(log, "w").write(AB_LOG)
     for side in ("KILN_SPLIT=0", "KILN_KERNEL=%s#old" % KB):
         rc, _, err = held("--log", log, "--sides", side, tune)

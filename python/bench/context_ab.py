@@ -56,13 +56,21 @@ def context(setting, lib):
         return lib.Context(allowed_backends=1)
 
 
-def call(ctx, lib, op, a, b, out, offs, G, N, K):
-    """A prepared call of a [T,*] by b (W [G,N,K]; wgrad: X [T,K], a dY)."""
+def call(ctx, lib, op, a, b, out, offs, G, N, K, kind=""):
+    """A prepared call of a [T,*] by b (W [G,N,K]; wgrad: X [T,K], a dY).
+    kind "acc": dW [G,N,K] fp32, accumulated into; "discrete": out is a
+    device array of G pointers to bf16 [N,K] tensors (per-expert dW)."""
     p = lib.new_problem(op)   # the problem of the library that runs it
     p.a_type = p.b_type = p.out_type = _lib.DTYPE_BF16
     p.groups, p.n, p.k, p.capacity = G, N, K, a.shape[0]
     p.d_sizes, p.sizes_kind = offs.data_ptr(), _lib.SIZES_OFFSETS
-    p.d_a, p.d_b, p.d_out = a.data_ptr(), b.data_ptr(), out.data_ptr()
+    p.d_a, p.d_b = a.data_ptr(), b.data_ptr()
+    if kind == "acc":
+        p.out_type, p.accumulate = _lib.DTYPE_F32, 1
+    if kind == "discrete":
+        p.wgrad_output, p.d_out_ptrs = _lib.WGRAD_DISCRETE, out.data_ptr()
+    else:
+        p.d_out = out.data_ptr()
     ctx.prepare(p)
     # the stream current at each call: a graph's capture runs on its own;
     # the tensors ride along, so that a graph of these calls keeps what it
@@ -81,7 +89,9 @@ def main():
                          "(python/bench/lib_copies.py)")
     ap.add_argument("--only", default="")
     ap.add_argument("--ops", default="fprop,dgrad",
-                    help="comma-separated: fprop, dgrad, wgrad (overwriting bf16 dW)")
+                    help="comma-separated: fprop, dgrad, wgrad (overwriting bf16 dW), wgrad_acc"
+                         " (accumulating into fp32 dW), wgrad_discrete (bf16 dW, a tensor an"
+                         " expert)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--graph", type=int, default=0, metavar="N",
@@ -115,29 +125,46 @@ def main():
                 kop, src, wk, shape = _lib.OP_DGRAD, dy, w, (T, K)
                 ref = torch.cat([dy[s:e].float() @ w[g].float() for g, (s, e) in enumerate(bounds)])
                 tfn = lambda dy=dy, w=w: torch._grouped_mm(dy, w, offs=offs)
-            elif op == "wgrad":   # dW_g [N,K] = dY_gᵀ X_g, overwritten (bf16)
+            elif op in ("wgrad", "wgrad_acc", "wgrad_discrete"):   # dW_g [N,K] = dY_gᵀ X_g
                 kop, src, wk, shape = _lib.OP_WGRAD, dy, x, (G, N, K)
                 ref = torch.stack([dy[s:e].float().t() @ x[s:e].float() for s, e in bounds])
+                # torch's peer of every kind: the bf16 product of one tensor
                 tfn = lambda dy=dy, x=x: torch._grouped_mm(dy.t(), x, offs=offs)
             else:
-                sys.exit(f"context_ab.py: --ops {op!r}: expected fprop, dgrad or wgrad")
+                sys.exit(f"context_ab.py: --ops {op!r}: expected fprop, dgrad, wgrad, wgrad_acc"
+                         " or wgrad_discrete")
+            kind = op[len("wgrad_"):] if op.startswith("wgrad_") else ""
             sets = copies(src, wk) if a.graph else [(src, wk)]
-            sides, served = {}, {}
+            sides, served, keep = {}, {}, []
             for sname, ctx, lib in ctxs:
-                out = torch.empty(shape, device="cuda", dtype=torch.bfloat16)
-                fn = call(ctx, lib, kop, src, wk, out, offs, G, N, K)
+                if kind == "acc":   # accumulated into: the first call's sum less what was there
+                    out = torch.randn(shape, device="cuda", dtype=torch.float32)
+                    before = out.clone()
+                elif kind == "discrete":   # the experts' dW apart, reached through pointers
+                    parts = [torch.empty(shape[1:], device="cuda", dtype=torch.bfloat16)
+                             for _ in range(G)]
+                    out = torch.tensor([t.data_ptr() for t in parts], device="cuda", dtype=torch.int64)
+                    keep.append(parts)   # alive while this op's graphs replay
+                else:
+                    out = torch.empty(shape, device="cuda", dtype=torch.bfloat16)
+                fn = call(ctx, lib, kop, src, wk, out, offs, G, N, K, kind)
                 fn()
                 torch.cuda.synchronize()
-                err = torch_peer.rel_err(out, ref)
+                got = (out - before if kind == "acc" else
+                       torch.stack(parts) if kind == "discrete" else out)
+                err = torch_peer.rel_err(got, ref)
+                del got
                 if err > 1e-2:
                     print(f"  {name} {op} {sname}: WRONG, relative error {err:.2e}", flush=True)
                     continue
                 served[sname] = ctx.last_call()["kernel"]
-                sides[sname] = graphed([call(ctx, lib, kop, s, w_, out, offs, G, N, K) for s, w_ in sets],
-                                       a.graph) if a.graph else fn
+                sides[sname] = graphed([call(ctx, lib, kop, s, w_, out, offs, G, N, K, kind)
+                                        for s, w_ in sets], a.graph) if a.graph else fn
             sides["torch"] = graphed([lambda s=s, w_=w_: tfn(s, w_) for s, w_ in sets],
                                      a.graph) if a.graph else tfn
             del ref
+            if kind == "acc":
+                del before
             ms = alternate(sides, a.reps, a.rounds)
             if a.graph:
                 ms = {k: v / a.graph for k, v in ms.items()}
