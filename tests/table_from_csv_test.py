@@ -370,6 +370,19 @@ S99_SIDES = ",".join("KILN_KERNEL=" + k for k in [
     "wgrad_sm90_bf16_raster__m128_n256_k64_s3_rm_cooperative",
     "sm90_wgrad_bf16_bf16_dense_s3"])
 S99_KEYS = "wgrad:t1024.g32.nmax.k8192,wgrad:t256.g128.n8192.k4096,wgrad:t1024.g32.n8192.k2048"
+# ... and of discrete and accumulating wgrad of two of those classes (one
+# process of a fifth call, context_ab.py's wgrad_discrete and wgrad_acc;
+# every kernel the entries of those kinds name and their 128x256 defaults).
+S99_KINDS = "docs/results/session99-wgrad-discrete-acc-classes-ab-h100-2026-12-06.csv"
+S99_KINDS_SIDES = ",".join("KILN_KERNEL=" + k for k in [
+    "wgrad_sm90_bf16_discrete__m128_n192_k64_s4_cooperative",
+    "wgrad_sm90_bf16_discrete__m128_n192_k64_s4_pingpong",
+    "wgrad_sm90_bf16_discrete_raster__m128_n256_k64_s3_rn_cooperative",
+    "sm90_wgrad_bf16_bf16_discrete",
+    "wgrad_sm90_bf16_acc_raster__m128_n256_k64_s4_rn_cooperative",
+    "wgrad_sm90_bf16_acc__m128_n192_k64_s4_pingpong",
+    "sm90_wgrad_bf16_f32_dense_acc"])
+S99_KINDS_KEYS = "wgrad:t256.g128.n8192.k4096,wgrad:t1024.g32.n8192.k2048"
 
 # The committed context_ab.py re-times the table takes: (CSV, its sides, its
 # OP:CLASS keys, the tune CSV with those kernels' rows, the held-out layer
@@ -382,6 +395,8 @@ COMMITTED_AB = [
      "session98-t256-g8-n8192-k2048-tune-h100-2026-12-06.csv", "kimik2_fc2_ep64_dec", 16, []),
     (S99_WGRAD, S99_SIDES, S99_KEYS,
      "session99-wgrad-overwrite-classes-tune-h100-2026-12-06.csv", "", 54, ["--mean"]),
+    (S99_KINDS, S99_KINDS_SIDES, S99_KINDS_KEYS,
+     "session99-wgrad-discrete-acc-classes-tune-h100-2026-12-06.csv", "", 35, []),
 ]
 
 
@@ -554,7 +569,10 @@ def test_shipped():
             # EP8): every in-sample shape, every overwrite kernel an entry
             # names forced, from graphs (context_ab.py through
             # scripts/held_alone_csv.py; docs/dispatch.md, ninety-ninth session)
-            S99_WGRAD]
+            S99_WGRAD,
+            # discrete and accumulating wgrad of two of those classes
+            # (GPT-OSS-120B fc1, DeepSeek-V3 fc2 EP8), the same way
+            S99_KINDS]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
