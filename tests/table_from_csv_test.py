@@ -355,33 +355,38 @@ S98_FPROP = "docs/results/session98-fprop-t256-g8-n8192-k2048-ab-h100-2026-12-06
 S98_SIDES = "as is,KILN_KERNEL=sm90_fprop_bf16_64x128,KILN_KERNEL=sm90_fprop_bf16_64x256," \
     "KILN_KERNEL=fprop_sm90_bf16_plain__m128_n192_k64_s4_rgroup_pingpong"
 
+def forced(*kernels):
+    """context_ab.py's sides that force each of these kernels."""
+    return ",".join("KILN_KERNEL=" + k for k in kernels)
+
+
 # The ninety-ninth session's re-time of three plain wgrad classes from the
 # context_ab.py logs of two calls on two H100s (every overwrite kernel an
 # entry names, forced; the entries' own kernels among them), each side's mean
 # over the processes that timed it, with the rows of the second call's kiln
 # tune run.
 S99_WGRAD = "docs/results/session99-wgrad-overwrite-classes-ab-h100-2026-12-06.csv"
-S99_SIDES = ",".join("KILN_KERNEL=" + k for k in [
+S99_SIDES = forced(
     "wgrad_sm90_bf16_plain__m128_n192_k64_s4_pingpong",
     "wgrad_sm90_bf16_plain__m128_n192_k64_s4_cooperative",
     "wgrad_sm90_bf16_raster__m128_n192_k64_s4_rm_pingpong",
     "wgrad_sm90_bf16_raster__m128_n192_k64_s4_rn_pingpong",
     "wgrad_sm90_bf16_raster__m128_n256_k64_s3_rn_cooperative",
     "wgrad_sm90_bf16_raster__m128_n256_k64_s3_rm_cooperative",
-    "sm90_wgrad_bf16_bf16_dense_s3"])
+    "sm90_wgrad_bf16_bf16_dense_s3")
 S99_KEYS = "wgrad:t1024.g32.nmax.k8192,wgrad:t256.g128.n8192.k4096,wgrad:t1024.g32.n8192.k2048"
 # ... and of discrete and accumulating wgrad of two of those classes (one
 # process of a fifth call, context_ab.py's wgrad_discrete and wgrad_acc;
 # every kernel the entries of those kinds name and their 128x256 defaults).
 S99_KINDS = "docs/results/session99-wgrad-discrete-acc-classes-ab-h100-2026-12-06.csv"
-S99_KINDS_SIDES = ",".join("KILN_KERNEL=" + k for k in [
+S99_KINDS_SIDES = forced(
     "wgrad_sm90_bf16_discrete__m128_n192_k64_s4_cooperative",
     "wgrad_sm90_bf16_discrete__m128_n192_k64_s4_pingpong",
     "wgrad_sm90_bf16_discrete_raster__m128_n256_k64_s3_rn_cooperative",
     "sm90_wgrad_bf16_bf16_discrete",
     "wgrad_sm90_bf16_acc_raster__m128_n256_k64_s4_rn_cooperative",
     "wgrad_sm90_bf16_acc__m128_n192_k64_s4_pingpong",
-    "sm90_wgrad_bf16_f32_dense_acc"])
+    "sm90_wgrad_bf16_f32_dense_acc")
 S99_KINDS_KEYS = "wgrad:t256.g128.n8192.k4096,wgrad:t1024.g32.n8192.k2048"
 
 # The committed context_ab.py re-times the table takes: (CSV, its sides, its
