@@ -102,6 +102,23 @@ def rel_err(out, ref, chunk=1 << 26):
     return (num / max(den, 1e-60)) ** 0.5
 
 
+def group_product(op, x, w, dy, g, s, e):
+    """Group g's fp32 product in the op's output layout (its rows [s, e) of
+    Y or dX; its dW [N,K] for wgrad): what every benchmark checks against."""
+    if op == "fprop":
+        return x[s:e].float() @ w[g].float().t()
+    if op == "dgrad":
+        return dy[s:e].float() @ w[g].float()
+    return dy[s:e].float().t() @ x[s:e].float()
+
+
+def reference(op, x, w, dy, bounds):
+    """The whole call's fp32 product (wgrad: [G,N,K]); rel_errs_by_group
+    holds one group's at a time instead."""
+    parts = [group_product(op, x, w, dy, g, s, e) for g, (s, e) in enumerate(bounds)]
+    return torch.stack(parts) if op == "wgrad" else torch.cat(parts)
+
+
 def rel_errs_by_group(op, outs, x, w, dy, bounds, row_scale=None):
     """rel_err of each output in `outs` against the op's fp32 product,
     summed group by group: only one group's product is held at a time (the
@@ -111,12 +128,7 @@ def rel_errs_by_group(op, outs, x, w, dy, bounds, row_scale=None):
     row_scale, each fprop/dgrad row's product is scaled by it."""
     num, den = [0.0] * len(outs), 0.0
     for g, (s, e) in enumerate(bounds):
-        if op == "fprop":
-            ref = x[s:e].float() @ w[g].float().t()
-        elif op == "dgrad":
-            ref = dy[s:e].float() @ w[g].float()
-        else:
-            ref = dy[s:e].float().t() @ x[s:e].float()
+        ref = group_product(op, x, w, dy, g, s, e)
         if row_scale is not None:
             ref *= row_scale[s:e, None]
         den += ref.square().sum().item()

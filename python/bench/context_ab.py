@@ -119,21 +119,19 @@ def main():
         for op in a.ops.split(","):
             if op == "fprop":
                 kop, src, wk, shape = _lib.OP_FPROP, x, w, (T, N)
-                ref = torch.cat([x[s:e].float() @ w[g].float().t() for g, (s, e) in enumerate(bounds)])
                 tfn = lambda x=x, w=w: torch._grouped_mm(x, w.transpose(-2, -1), offs=offs)
             elif op == "dgrad":
                 kop, src, wk, shape = _lib.OP_DGRAD, dy, w, (T, K)
-                ref = torch.cat([dy[s:e].float() @ w[g].float() for g, (s, e) in enumerate(bounds)])
                 tfn = lambda dy=dy, w=w: torch._grouped_mm(dy, w, offs=offs)
             elif op in ("wgrad", "wgrad_acc", "wgrad_discrete"):   # dW_g [N,K] = dY_gᵀ X_g
                 kop, src, wk, shape = _lib.OP_WGRAD, dy, x, (G, N, K)
-                ref = torch.stack([dy[s:e].float().t() @ x[s:e].float() for s, e in bounds])
                 # torch's peer of every kind: the bf16 product of one tensor
                 tfn = lambda dy=dy, x=x: torch._grouped_mm(dy.t(), x, offs=offs)
             else:
                 sys.exit(f"context_ab.py: --ops {op!r}: expected fprop, dgrad, wgrad, wgrad_acc"
                          " or wgrad_discrete")
             kind = op[len("wgrad_"):] if op.startswith("wgrad_") else ""
+            ref = torch_peer.reference("wgrad" if kind else op, x, w, dy, bounds)
             sets = copies(src, wk) if a.graph else [(src, wk)]
             sides, served, keep = {}, {}, []
             for sname, ctx, lib in ctxs:
