@@ -389,6 +389,27 @@ S99_KINDS_SIDES = forced(
     "sm90_wgrad_bf16_f32_dense_acc")
 S99_KINDS_KEYS = "wgrad:t256.g128.n8192.k4096,wgrad:t1024.g32.n8192.k2048"
 
+# The hundredth session's re-time of fprop, dgrad and wgrad of the classes of
+# Llama 4 Scout, DBRX and Phi-3.5-MoE fc1 (the corpus layers nearest torch):
+# every kernel an entry of the op names or a default forced, from graphs,
+# each side's mean over two processes, with the rows of the same call's kiln
+# tune run.
+S100_FC1 = "docs/results/session100-fc1-classes-ab-h100-2026-12-06.csv"
+S100_SIDES = "as is," + forced(
+    "sm90_fprop_bf16_128x256", "sm90_fprop_bf16_128x192", "sm90_fprop_bf16_64x256",
+    "sm90_fprop_bf16_128x128", "fprop_sm90_bf16_plain__m64_n256_k64_s4_rgroup_pingpong",
+    "dgrad_sm90_bf16_plain__m128_n256_k64_s4_rgroup_cooperative", "sm90_dgrad_bf16_128x256",
+    "sm90_dgrad_bf16_128x192", "dgrad_sm90_bf16_plain__m64_n256_k64_s4_rgroup_pingpong",
+    "dgrad_sm90_bf16_plain__m128_n192_k64_s4_rm_cooperative", "sm90_dgrad_bf16_128x128",
+    "wgrad_sm90_bf16_raster__m128_n192_k64_s4_rn_pingpong",
+    "wgrad_sm90_bf16_raster__m128_n192_k64_s4_rm_pingpong",
+    "wgrad_sm90_bf16_raster__m128_n256_k64_s3_rn_cooperative",
+    "wgrad_sm90_bf16_raster__m128_n256_k64_s3_rm_cooperative",
+    "sm90_wgrad_bf16_bf16_dense_s3")
+S100_KEYS = ",".join(op + ":t1024.g32.nmax." + k for op, k in [
+    ("fprop", "k8192"), ("fprop", "k4096"), ("dgrad", "k8192"), ("dgrad", "k4096"),
+    ("wgrad", "k4096")])
+
 # The committed context_ab.py re-times the table takes: (CSV, its sides, its
 # OP:CLASS keys, the tune CSV with those kernels' rows, the held-out layer
 # left out or "", the CSV's rows, held_alone_csv.py's other options); each
@@ -402,6 +423,8 @@ COMMITTED_AB = [
      "session99-wgrad-overwrite-classes-tune-h100-2026-12-06.csv", "", 54, ["--mean"]),
     (S99_KINDS, S99_KINDS_SIDES, S99_KINDS_KEYS,
      "session99-wgrad-discrete-acc-classes-tune-h100-2026-12-06.csv", "", 35, []),
+    (S100_FC1, S100_SIDES, S100_KEYS,
+     "session100-fc1-classes-tune-h100-2026-12-06.csv", "", 90, ["--mean"]),
 ]
 
 
@@ -577,7 +600,12 @@ def test_shipped():
             S99_WGRAD,
             # discrete and accumulating wgrad of two of those classes
             # (GPT-OSS-120B fc1, DeepSeek-V3 fc2 EP8), the same way
-            S99_KINDS]
+            S99_KINDS,
+            # fprop, dgrad and wgrad of the classes of Llama 4 Scout, DBRX
+            # and Phi-3.5-MoE fc1, every kernel an entry of the op names or
+            # a default forced, the same way (docs/dispatch.md, hundredth
+            # session)
+            S100_FC1]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
