@@ -410,6 +410,19 @@ S100_KEYS = ",".join(op + ":t1024.g32.nmax." + k for op, k in [
     ("fprop", "k8192"), ("fprop", "k4096"), ("dgrad", "k8192"), ("dgrad", "k4096"),
     ("wgrad", "k4096")])
 
+# ... and of dgrad of every other class whose entry named 128x192 pingpong,
+# against the two 128x256 cooperative kernels (a second call).  The table
+# takes two of its thirteen classes: DeepSeek-V3 fc1 EP8 and Mixtral 8x7B
+# fc2, where the 128x256 default ran 0.94-0.95 of the entry's time.  The
+# rule would also have moved balanced32/skew32's class and Qwen3-235B fc1
+# EP8's (0.995 and 0.998: inside the A/B's spread), which the committed
+# H200 held-out runs price at a loss (MiniMax-M2 fc1 EP8 1.004 -> 1.062 of
+# the best); their rows stay in the log (docs/dispatch.md, hundredth session).
+S100_DGRAD = "docs/results/session100-dgrad-128x192-classes-ab-h100-2026-12-06.csv"
+S100_DGRAD_SIDES = "as is," + forced(
+    "dgrad_sm90_bf16_plain__m128_n256_k64_s4_rgroup_cooperative", "sm90_dgrad_bf16_128x256")
+S100_DGRAD_KEYS = "dgrad:t1024.g32.n4096.k8192,dgrad:tmax.g8.n4096.kmax"
+
 # The committed context_ab.py re-times the table takes: (CSV, its sides, its
 # OP:CLASS keys, the tune CSV with those kernels' rows, the held-out layer
 # left out or "", the CSV's rows, held_alone_csv.py's other options); each
@@ -425,6 +438,8 @@ COMMITTED_AB = [
      "session99-wgrad-discrete-acc-classes-tune-h100-2026-12-06.csv", "", 35, []),
     (S100_FC1, S100_SIDES, S100_KEYS,
      "session100-fc1-classes-tune-h100-2026-12-06.csv", "", 90, ["--mean"]),
+    (S100_DGRAD, S100_DGRAD_SIDES, S100_DGRAD_KEYS,
+     "session100-dgrad-128x192-classes-tune-h100-2026-12-06.csv", "", 15, ["--mean"]),
 ]
 
 
@@ -605,7 +620,11 @@ def test_shipped():
             # and Phi-3.5-MoE fc1, every kernel an entry of the op names or
             # a default forced, the same way (docs/dispatch.md, hundredth
             # session)
-            S100_FC1]
+            S100_FC1,
+            # dgrad of two other classes whose entry named 128x192
+            # pingpong (DeepSeek-V3 fc1 EP8, Mixtral 8x7B fc2) against the
+            # two 128x256 cooperative kernels, the same way
+            S100_DGRAD]
     rc, text = run("--table", SHIPPED, "--timer", "gpu:NVIDIA_H200", "--skip-untimed-shapes",
                    "--robust", ROBUST, "--robust-for", DISCRETE_RETUNE + "=" + ROBUST_DISCRETE,
                    "--supersede", "--check", *csvs)
