@@ -10,10 +10,10 @@ the same tensors; the first side is made as the environment is.  A null
 side (the first setting again) gives the method's own spread.  Outputs are
 checked against an fp32 product first, group by group (relative error
 1e-2).  Times are steady.alternate's medians; each row gives every side's
-time over the first's.  With --alone S every side (torch too) then runs alone S seconds
-under nvidia-smi sampling (power_clock.print_held_alone): its time, clock
-and energy a call held at the power limit, where alternating rounds of the
-power-limited shapes spread by several percent.  With --libs TAG=PATH a
+time over the first's.  With --alone S every side (torch too) then runs
+alone S seconds under nvidia-smi sampling (power_clock.print_held_alone):
+its time, clock and energy a call held at the power limit, where
+alternating rounds of the power-limited shapes spread by several percent.  With --libs TAG=PATH a
 side SETTING#TAG runs on another build of libkiln loaded in the same
 process (lib_copies.py): a template change against the tree, side by side.
 A template change must come as such a build (its built-in catalog made from
