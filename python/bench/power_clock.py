@@ -34,8 +34,7 @@ except ImportError:
 from kiln import _torch as kt  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
-from bf16_bench import reference  # noqa: E402
-from torch_peer import case_args, load_cases, rel_err  # noqa: E402
+from torch_peer import case_args, load_cases, reference, rel_err  # noqa: E402
 
 
 def sample_while(fn, seconds):

@@ -51,11 +51,11 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
 import kiln  # noqa: E402
 from kiln import _lib, _torch  # noqa: E402
-from bf16_bench import TOL, operands, reference  # noqa: E402
+from bf16_bench import TOL, operands  # noqa: E402
 from power_clock import print_held_alone  # noqa: E402
 from environment import environment  # noqa: E402
 from steady import alternate  # noqa: E402
-from torch_peer import case_args, case_operands, floor_ms, load_cases, rel_err  # noqa: E402
+from torch_peer import case_args, case_operands, floor_ms, load_cases, reference, rel_err  # noqa: E402
 from variant_sides import not_served, variant_tables  # noqa: E402
 
 
