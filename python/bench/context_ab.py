@@ -13,9 +13,10 @@ checked against an fp32 product first, group by group (relative error
 time over the first's.  With --alone S every side (torch too) then runs
 alone S seconds under nvidia-smi sampling (power_clock.print_held_alone):
 its time, clock and energy a call held at the power limit, where
-alternating rounds of the power-limited shapes spread by several percent.  With --libs TAG=PATH a
-side SETTING#TAG runs on another build of libkiln loaded in the same
-process (lib_copies.py): a template change against the tree, side by side.
+alternating rounds of the power-limited shapes spread by several percent.
+With --libs TAG=PATH a side SETTING#TAG runs on another build of libkiln
+loaded in the same process (lib_copies.py): a template change against the
+tree, side by side.
 A template change must come as such a build (its built-in catalog made from
 the changed templates): the runtime finds a kernel in a bundle by the id of
 its built-in catalog source, so a bundle of trial templates named in
@@ -151,7 +152,8 @@ def main():
                 elif kind == "discrete":   # the experts' dW apart, reached through pointers
                     parts = [torch.empty(shape[1:], device="cuda", dtype=torch.bfloat16)
                              for _ in range(G)]
-                    out = torch.tensor([t.data_ptr() for t in parts], device="cuda", dtype=torch.int64)
+                    out = torch.tensor([t.data_ptr() for t in parts], device="cuda",
+                                       dtype=torch.int64)
                     keep.append(parts)   # alive while this op's graphs replay
                 else:
                     out = torch.empty(shape, device="cuda", dtype=torch.bfloat16)
