@@ -9,8 +9,9 @@ k-block issues only the steps that hold tokens, docs/sm90_wgrad.md,
 seventh session), priced at --kblock-us per 64 tokens; its store at
 --store-us.  Tiles are spread evenly over --sms SMs (no wave tail: the
 forty-second session's simulation put it at 0.1-0.5%).  The defaults are an
-H200's: a 128x256x64 k-block at 800/132 TFLOP/s, and 64 KiB at 4.3 TB/s
-shared by 132 SMs.  For each pair of cases named X_bal and X_skew it also
+H200's: a 128x256x64 k-block at the floor's FLOP rate (torch_peer's
+FLOP_CEIL) over 132 SMs, and 64 KiB at its copy rate (BYTES_CEIL) shared
+by 132 SMs.  For each pair of cases named X_bal and X_skew it also
 prints the skewed time over the balanced one under each model, to set
 beside measured ratios (hundred-and-third session).
 
@@ -23,7 +24,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
-from torch_peer import case_args, load_cases  # noqa: E402
+from torch_peer import BYTES_CEIL, FLOP_CEIL, case_args, load_cases  # noqa: E402
+
+SMS = 132   # an H200's
 
 
 def tile_model(K, N, sizes, kblock_us, store_us, sms):
@@ -41,9 +44,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     case_args(ap)
     ap.add_argument("--only", default="", help="comma-separated name prefixes")
-    ap.add_argument("--kblock-us", type=float, default=2 * 128 * 256 * 64 / (800e12 / 132) * 1e6)
-    ap.add_argument("--store-us", type=float, default=128 * 256 * 2 / (4.3e12 / 132) * 1e6)
-    ap.add_argument("--sms", type=int, default=132)
+    ap.add_argument("--kblock-us", type=float, default=2 * 128 * 256 * 64 / (FLOP_CEIL / SMS) * 1e6)
+    ap.add_argument("--store-us", type=float, default=128 * 256 * 2 / (BYTES_CEIL / SMS) * 1e6)
+    ap.add_argument("--sms", type=int, default=SMS)
     a = ap.parse_args()
     prefixes = [p for p in a.only.split(",") if p]
     models = {}
