@@ -78,6 +78,9 @@ typedef struct kiln_kernel_desc {
     int cluster_m, cluster_n;
     int k_cluster;               /* fprop/dgrad: CTAs of a cluster that cut each tile's
                                     reduction along k, summed in shared memory (1: off) */
+    int swap_ab;                 /* fprop/dgrad (sm90): the weights are wgmma's A and the
+                                    tokens its B, so a tile's token count is any multiple
+                                    of 8 (1: on) */
     int warpgroups;              /* consumer warp groups: 1 or 2 */
     char family[32];             /* template family: "simple", "sm90" */
     kiln_weights_mode weights;

@@ -63,6 +63,7 @@ const kiln_knob kiln_knobs[] = {
     {"cluster.m",        KILN_KNOB_INT,     M(cluster_m),   NULL,             "cluster",    0, "cm",    1, 2, 0},
     {"cluster.n",        KILN_KNOB_INT,     M(cluster_n),   NULL,             "cluster",    0, "cn",    1, 2, 0},
     {"k_cluster",        KILN_KNOB_INT,     M(k_cluster),   NULL,             "k_cluster",  1, "kc",    1, 8, 0},
+    {"swap_ab",          KILN_KNOB_BOOL,    M(swap_ab),     NULL,             "swap_ab",    1, "sw",    0, 1, 0},
     {"warpgroups",       KILN_KNOB_INT,     M(warpgroups),  NULL,             "warpgroups", 0, "wg",    1, 2, 0},
     {"family",           KILN_KNOB_STRING,  M(family),      family_choices,   "family",     0, "",      0, 0, 0},
     {"weights",          KILN_KNOB_ENUM,    M(weights),     weights_choices,  "weights",    0, "w",     0, 0, KILN_KNOB_SIG_FWD},

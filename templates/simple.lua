@@ -70,6 +70,9 @@ end
 if spec.k_cluster ~= 1 then
   fail("k_cluster", "k_cluster %d needs family sm90 (the simple family has no clusters)", spec.k_cluster)
 end
+if spec.swap_ab then
+  fail("swap_ab", "swap_ab needs family sm90 (it swaps wgmma's operands)")
+end
 
 local flags = {}
 if spec.op == "wgrad" then

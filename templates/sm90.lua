@@ -48,7 +48,9 @@ end
 -- (sm90_gemm_roles.cuh, kiln_epilogue_tma).  β·C is read in the staged path.
 local epi = spec.epilogue
 local out_t = ({bf16 = 0, fp16 = 1, f32 = 2})[spec.types.out]
-local epi_tma = not k.pingpong and not epi.beta
+-- swap_ab stores from the registers (kiln_epilogue_swap): its fragments
+-- hold tokens along the columns, which the TMA boxes take along the rows.
+local epi_tma = not k.pingpong and not epi.beta and not k.swap
 if k.kc > 1 and not epi_tma then
   fail("k_cluster", "k_cluster %d stores through TMA, which reads no C: set epilogue.beta false", k.kc)
 end
@@ -59,7 +61,8 @@ local scale_bytes = spec.fp8.recipe == "block" and stages * (bm + 4) * 4 or 0
 -- The row recipe's TMA epilogue stages two tiles' column scales
 -- (sm90_gemm.cuh, CSC_BYTES).
 if spec.fp8.recipe == "row" and epi_tma then scale_bytes = 2 * bn * 4 end
-local stg_bufs, smem = 1, common.smem(k, common.staging_warp, 2 * stages, scale_bytes)
+-- (swap_ab stages nothing: kiln_epilogue_swap stores from the registers)
+local stg_bufs, smem = 1, common.smem(k, k.swap and 0 or common.staging_warp, 2 * stages, scale_bytes)
 if epi_tma then
   stg_bufs, smem = common.store_boxes(k, out_t == 2 and 4 or 2, arch, 2 * stages, scale_bytes)
 end
@@ -75,6 +78,9 @@ local entry = common.entry(spec)
 local ity = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.a]
 local ity_b = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.b]
 local wgmma = include("sm90_wgmma")(bn, ity, 0, b_kmajor and 0 or 1, nil, ity_b)
+-- swap_ab: m64n<tile.m>, the weights as A (MN-major for dgrad), the
+-- tokens as B (K-major)
+if k.swap then wgmma = include("sm90_wgmma")(bm, ity, b_kmajor and 0 or 1, 0, nil, ity_b) end
 -- promote_split: the k-block's products half a tile wide at a time (an
 -- overload of kiln_wgmma on the accumulators' width)
 if k.promote_split then

@@ -30,14 +30,17 @@ constexpr int NWARPS = NT / 32;
 
 /* ------------------------------------------------------------ geometry */
 
-constexpr int WG_M = PINGPONG ? BM : BM / CONSUMERS;  /* rows per consumer warpgroup */
+/* SWAP_AB (fprop/dgrad): a warp group's m64 sub-tiles are BN / CONSUMERS
+ * of the tile's weight columns, and each spans the tile's BM tokens (wgmma's
+ * N), so BM is any multiple of 8. */
+constexpr int WG_M = SWAP_AB ? BN / CONSUMERS : PINGPONG ? BM : BM / CONSUMERS;  /* m64 rows per consumer warpgroup */
 constexpr int MI = WG_M / 64;                  /* m64 sub-tiles per consumer */
-constexpr int ACC_N = BN / 2;                  /* fp32 accumulators per thread per sub-tile */
+constexpr int ACC_N = (SWAP_AB ? BM : BN) / 2;  /* fp32 accumulators per thread per sub-tile */
 constexpr int OSZ = OUT_T == 2 ? 4 : 2;        /* bytes per output element */
 /* One 128B-swizzled box: 64 rows of one k-block (128 bytes: BK inputs) of
  * a K-major operand, or BK rows of 64 16-bit values of an MN-major one. */
 constexpr int BOX_BYTES = 64 * 128;
-constexpr int A_BYTES = BM / 64 * BOX_BYTES;
+constexpr int A_BYTES = BM * 128;             /* BM rows (tokens) of 128 bytes */
 constexpr int B_BYTES = BN / 64 * BOX_BYTES;
 constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
 /* MN-major operands (dgrad's B, both of wgrad's), 128-byte swizzle: 64-wide
@@ -52,6 +55,7 @@ static_assert(BK * IN_ESZ == 128, "a k-block must be one 128-byte swizzle row (B
 static_assert(!PINGPONG || CONSUMERS == 2, "pingpong needs 2 consumer warpgroups");
 static_assert(WG_M % 64 == 0, "rows per consumer warpgroup must be a multiple of 64");
 static_assert(BN % 64 == 0 && BN <= 256, "BN must be 64, 128, 192 or 256");
+static_assert(!SWAP_AB || (BM % 8 == 0 && BM <= 256 && !PINGPONG), "swap_ab: BM a multiple of 8, cooperative");
 static_assert(MI * ACC_N <= (PINGPONG ? 192 : 128), "too many accumulators per thread");
 
 /* The carve of the dynamic shared memory, from a 1024-byte aligned base:

@@ -88,7 +88,39 @@ function M.check(spec, arch, what)
   local tile = spec.tile
   local bm, bn, bk = tile.m, tile.n, tile.k
   local consumers, stages = spec.warpgroups, spec.stages
-  if bm % 64 ~= 0 or bm < 64 or bm > 256 then
+  -- swap_ab (fprop/dgrad): the weights are wgmma's A operand (64 of a
+  -- tile's tile.n output columns a warp group's m64) and the tokens its B,
+  -- tile.m wide, which wgmma takes in any multiple of 8: a group of 154
+  -- tokens is one 160-token tile, where 64-row tiles pad it to 192 and read
+  -- its weights three times, 128-row ones to 256 (docs/sm90_kernel.md,
+  -- "Swapped operands").
+  local swap = spec.swap_ab
+  if swap then
+    if spec.op == "wgrad" then
+      fail("swap_ab", "swap_ab is for fprop and dgrad (wgrad's operands are both the tokens')")
+    end
+    if esize ~= 2 then
+      fail("swap_ab", "swap_ab needs 16-bit inputs (8-bit wgmma takes K-major operands only, " ..
+           "and dgrad's weights are MN-major as A): types.a is %s", types.a)
+    end
+    if bm % 8 ~= 0 or bm < 8 or bm > 256 then
+      fail("tile.m", "tile.m must be a multiple of 8 from 8 to 256 with swap_ab (the tokens " ..
+           "are wgmma's N; got %d)", bm)
+    end
+    if spec.schedule == "pingpong" then
+      fail("schedule", "swap_ab is built for schedule cooperative (the warp groups split a " ..
+           "tile's tile.n weight columns)")
+    end
+    if bn % (64 * consumers) ~= 0 or bn > 256 then
+      fail("tile.n", "tile.n must be a multiple of 64 x warpgroups (%d) up to 256 with " ..
+           "swap_ab: each warp group takes whole m64 blocks of weight columns (got %d)",
+           64 * consumers, bn)
+    end
+    if spec.cluster.m * spec.cluster.n ~= 1 or spec.k_cluster ~= 1 then
+      fail("swap_ab", "swap_ab is built for cluster 1x1 and k_cluster 1 (got cluster %dx%d, " ..
+           "k_cluster %d)", spec.cluster.m, spec.cluster.n, spec.k_cluster)
+    end
+  elseif bm % 64 ~= 0 or bm < 64 or bm > 256 then
     fail("tile.m", "tile.m must be a multiple of 64 from 64 to 256 for family sm90 (wgmma " ..
          "works on 64 rows per warp group; got %d)", bm)
   end
@@ -98,14 +130,16 @@ function M.check(spec, arch, what)
   -- groups, tile.m x tile.n <= 16384), which measured faster than
   -- cooperative at 128x128 on every benchmark shape; cooperative otherwise.
   local schedule = spec.schedule
-  if schedule == "auto" then
+  if swap then
+    schedule = "cooperative"
+  elseif schedule == "auto" then
     schedule = (consumers == 2 and bm * bn <= 16384) and "pingpong" or "cooperative"
   end
   local pingpong = schedule == "pingpong"
   if pingpong and consumers ~= 2 then
     fail("schedule", "schedule pingpong needs warpgroups: 2 (got %d)", consumers)
   end
-  if not pingpong and (bm // 64) % consumers ~= 0 then
+  if not pingpong and not swap and (bm // 64) % consumers ~= 0 then
     fail("warpgroups", "tile.m %d cannot be split across %d warp groups (each needs a " ..
          "multiple of 64 rows)", bm, consumers)
   end
@@ -121,6 +155,7 @@ function M.check(spec, arch, what)
   end
   local rows = pingpong and bm or bm // consumers
   local regs = rows * bn // 128
+  if swap then regs = bn // consumers * bm // 128 end
   -- A pingpong warp group may hold 192 (128x192, 192x128): its 232
   -- registers (wgrad's 240, below) keep the rest of the loop and the
   -- epilogue without a spill, and the tile reads a third fewer operand
@@ -169,7 +204,7 @@ function M.check(spec, arch, what)
          "promotion (got cluster %dx%d, schedule %s, fp8.accumulate %s)", kc, cm, cn, schedule,
          spec.fp8.accumulate)
   end
-  return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages,
+  return {bm = bm, bn = bn, bk = bk, consumers = consumers, stages = stages, swap = swap,
           schedule = schedule, pingpong = pingpong, raster = raster, esize = esize,
           promote = promote, promote_split = promote and regs > 64, cm = cm, cn = cn,
           kc = kc, regs = regs}
@@ -228,6 +263,8 @@ function M.preamble(name, entry, k, lines, smem, wgmma)
     string.format("constexpr int CM = %d, CN = %d, CS = %d;  /* cluster shape, CTAs in it */",
                   k.cm, k.cn, k.cm * k.cn),
     string.format("constexpr int KC = %d;  /* CTAs cutting a tile along k (k_cluster) */", k.kc),
+    string.format("constexpr int SWAP_AB = %d;  /* weights as wgmma's A, tokens as its B */",
+                  M.b(k.swap)),
   }
   for _, l in ipairs(lines) do pre[#pre + 1] = l end
   -- setmaxnreg: 128 x producer + 256 x consumers <= 64K registers.  The

@@ -40,10 +40,11 @@
  * consumers and the kernel) after it.
  */
 
-/* Staging per warp: the fp32 slot of kiln_store_acc, or EPI_TMA's boxes. */
+/* Staging per warp: the fp32 slot of kiln_store_acc, or EPI_TMA's boxes;
+ * none for SWAP_AB (kiln_epilogue_swap). */
 constexpr int OCW = 128 / OSZ;                 /* output columns per 128-byte box row */
 constexpr int SHARE_BOXES = MI * BN / OCW;     /* boxes of a warp's share of a tile */
-constexpr int STG_WARP_BYTES = EPI_TMA ? 2048 * STG_BUFS : STG_SLOT_BYTES;
+constexpr int STG_WARP_BYTES = EPI_TMA ? 2048 * STG_BUFS : SWAP_AB ? 0 : STG_SLOT_BYTES;
 static_assert(!EPI_TMA || (STG_BUFS >= 1 && STG_BUFS <= SHARE_BOXES), "EPI_TMA: 1 to SHARE_BOXES boxes");
 static_assert(!EPI_TMA || !EPI_BETA, "EPI_TMA does not read C");
 /* The block recipe's scales beside the ring (kiln_stage_scales), after the

@@ -30,7 +30,7 @@
  * CTA to finish.  A launch that finds the lease taken (another stream's)
  * walks the whole tiles as before, as does one without a workspace or a
  * sched slot. */
-constexpr bool SPLIT = KC == 1 && !PINGPONG && CS == 1 && BM * BN * 4 <= KILN_SPLIT_TILE_BYTES;
+constexpr bool SPLIT = KC == 1 && !PINGPONG && CS == 1 && !SWAP_AB && BM * BN * 4 <= KILN_SPLIT_TILE_BYTES;
 /* The cluster's cut (KCUT, spec k_cluster = KC > 1): every tile's
  * reduction is cut in KC k ranges, one for each CTA of a cluster, which
  * walks the tiles together; the pieces' partials are summed through

@@ -274,6 +274,18 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool ke
 {
     const kiln_u64 da0 = kiln_desc_a(sa);
     const kiln_u64 db0 = kiln_desc_b(sb);
+    if constexpr (SWAP_AB) {
+        /* sb: this warp group's first weight column; the weights are A
+         * (their descriptor is B's), the slot's BM tokens B (A's), both
+         * stepped as before: 64 weight columns are 64 rows of 128 bytes
+         * K-major, one box MN-major */
+#pragma unroll
+        for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+                kiln_wgmma(acc[mi], kiln_step_b(db0, 64 * mi, kk), kiln_step_a(da0, 0, kk), keep || kk != 0);
+        return;
+    }
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
         const kiln_u64 db = kiln_step_b(db0, 0, kk);
@@ -365,7 +377,10 @@ KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, co
             kiln_wg_commit();
         } else {
             kiln_wg_fence();
-            kiln_kblock_mma(acc, st + row_off * 128, st + A_BYTES, kb != 0);
+            /* swap_ab: row_off is the warp group's first weight column,
+             * 128 bytes a column K-major and MN-major alike (64 a box) */
+            if (SWAP_AB) kiln_kblock_mma(acc, st, st + A_BYTES + row_off * 128, kb != 0);
+            else kiln_kblock_mma(acc, st + row_off * 128, st + A_BYTES, kb != 0);
             kiln_wg_commit();
         }
         if (kb == 0) kiln_release_staged(m, r, staged, lane, P.cta.crank);
@@ -655,6 +670,63 @@ KDEV float2 kiln_load2(const void *p)
                       : make_float2(kiln_bf16_to_f32(lo), kiln_bf16_to_f32(hi));
 }
 
+/* The swap_ab epilogue: the same D = s[r]·α_g·acc + s_bias[r]·bias[g,n] +
+ * β·C[r,n], from fragments that hold the tile transposed.  Lane l of the
+ * warp holds weight columns wcol0 + l/4 (+ 8) of each m64 sub-tile and
+ * tokens 8j + 2(l%4) + {0,1}; it trades one value with lane l ^ 4 (the
+ * next or previous column, same tokens), so that each lane stores a pair
+ * of adjacent columns of one token: even l/4 token +0, odd +1.  Each warp
+ * store then writes 8 tokens' 16 contiguous bytes (bf16).  Stored straight
+ * from the registers: in the calls swap_ab is for (groups of a few hundred
+ * tokens against whole experts' weights) the output is a few percent of
+ * the bytes. */
+KDEV void kiln_epilogue_swap(const kiln_kernel_args &args, const kiln_gemm &P, const kiln_tile &T,
+                             const float (&acc)[MI][ACC_N], int wcol0)
+{
+    const int lane = threadIdx.x & 31;
+    const int odd = (lane >> 2) & 1;
+    float alpha = args.alpha;
+    if (EPI_ALPHA_PER_GROUP && args.alpha_ptr) alpha = args.alpha_ptr[T.g];
+    const float *rs = EPI_ROW_SCALE ? args.row_scale : (const float *)0;
+    const bool scale_bias = (EPI_SCALE_BIAS || args.scale_bias) && rs;
+    const bool use_bias = EPI_BIAS && args.bias;
+    const bool use_c = EPI_BETA && args.c && args.beta != 0.0f;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            /* this lane's pair of columns: even lanes' own and the next */
+            const int col = T.col0 + wcol0 + mi * 64 + (lane >> 2) + 8 * h - odd;
+            float2 bv = make_float2(0.0f, 0.0f);
+            if (use_bias && col < P.n_out)
+                bv = kiln_load2((const char *)args.bias + ((long long)T.g * args.ld_bias + col) * OSZ);
+#pragma unroll
+            for (int j = 0; j < ACC_N / 4; ++j) {
+                const float a0 = acc[mi][4 * j + 2 * h], a1 = acc[mi][4 * j + 2 * h + 1];
+                const float got = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 4);
+                const int row = T.row0 + 8 * j + 2 * (lane & 3) + odd;
+                if (row >= T.row_end || col >= P.n_out) continue;
+                float v0 = odd ? got : a0, v1 = odd ? a1 : got;
+                float sacc = alpha, sb = 1.0f;
+                if (rs) {
+                    const float rsv = rs[row];
+                    sacc *= rsv;
+                    if (scale_bias) sb = rsv;
+                }
+                v0 = fmaf(v0, sacc, sb * bv.x);
+                v1 = fmaf(v1, sacc, sb * bv.y);
+                char *d = (char *)args.d + ((long long)row * args.ldd + col) * OSZ;
+                if (use_c) {
+                    const float2 cv = kiln_load2((const char *)args.c + ((long long)row * args.ldc + col) * OSZ);
+                    v0 = fmaf(args.beta, cv.x, v0);
+                    v1 = fmaf(args.beta, cv.y, v1);
+                }
+                if (OUT_T == 2) *(float2 *)d = make_float2(v0, v1);
+                else *(kiln_u32 *)d = kiln_pack2(v0, v1);
+            }
+        }
+}
+
 /* The EPI_TMA epilogue (cooperative kernels without β·C): the same
  * D = s[r]·α_g·acc + s_bias[r]·bias[g,n], applied to the accumulator
  * fragments in registers (lane l holds rows l/4 and l/4 + 8 of its warp's
@@ -875,7 +947,9 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
             HOLD_BOXES ? stg + (int)(m.stage(kiln_slot_back(r, 1)) + (cw * 4 + wq) * HOLD_STRIDE -
                                      kiln_smem_addr(stg))
                        : stg;
-        if (EPI_TMA)
+        if (SWAP_AB)
+            kiln_epilogue_swap(args, P, T, acc, row_off + wq * 16);
+        else if (EPI_TMA)
             kiln_epilogue_tma(args, P, T, acc, stg, held, wrow0, tmap_d, e, kiln_csc_at(m, j & 1), half, cb,
                               (unsigned)bands);
         else kiln_epilogue(args, P, T, acc, (float *)stg, wrow0);

@@ -216,6 +216,20 @@ static void test_launch_round_trips(void **state)
         assert_int_equal(d2.k_cluster, kc);
         kiln_strbuf_free(&t);
     }
+    /* swap_ab, a bool knob written only when set, likewise: the texts of
+     * the kernels shipped before it stay as they were. */
+    for (int sw = 0; sw < 2; sw++) {
+        kiln_desc_init(&d);
+        d.swap_ab = sw;
+        kiln_strbuf_init(&t);
+        kiln_desc_format(&d, NULL, &t);
+        if (sw) assert_non_null(strstr(t.data, " k_cluster=1 swap_ab=1 warpgroups=") ||
+                                strstr(t.data, " cluster=1x1 swap_ab=1 warpgroups="));
+        else assert_null(strstr(t.data, "swap_ab="));
+        assert_int_equal(kiln_desc_parse(t.data, &d2, NULL, &err), 1);
+        assert_int_equal(d2.swap_ab, sw);
+        kiln_strbuf_free(&t);
+    }
 }
 
 /* The fragments swept kernels are named by. */
