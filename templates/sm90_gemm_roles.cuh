@@ -274,18 +274,6 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool ke
 {
     const kiln_u64 da0 = kiln_desc_a(sa);
     const kiln_u64 db0 = kiln_desc_b(sb);
-    if constexpr (SWAP_AB) {
-        /* sb: this warp group's first weight column; the weights are A
-         * (their descriptor is B's), the slot's BM tokens B (A's), both
-         * stepped as before: 64 weight columns are 64 rows of 128 bytes
-         * K-major, one box MN-major */
-#pragma unroll
-        for (int kk = 0; kk < KSTEPS; ++kk)
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-                kiln_wgmma(acc[mi], kiln_step_b(db0, 64 * mi, kk), kiln_step_a(da0, 0, kk), keep || kk != 0);
-        return;
-    }
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
         const kiln_u64 db = kiln_step_b(db0, 0, kk);
@@ -295,6 +283,38 @@ KDEV void kiln_kblock_mma(float (&acc)[MI][W], kiln_u32 sa, kiln_u32 sb, bool ke
             else kiln_wgmma(acc[mi], kiln_step_a(da0, mi, kk), db, keep || kk != 0);
         }
     }
+}
+
+/* swap_ab: one k-block's wgmma as a whole group (fence to commit), with
+ * the weights as A and the slot's tokens as B: sw is this warp group's
+ * first weight column in the slot (their descriptor is B's: 64 weight
+ * columns are 64 rows of 128 bytes K-major, one box MN-major), st the
+ * slot's tokens (A's descriptor).  Only the slot's first W tokens, W the
+ * smallest width BM, BM - SWAP_STEP, ... holding the tile's `tokens`
+ * (m64n<W> into the low W / 2 accumulators; the epilogue stores no row
+ * past the group's end, so the columns above W may hold anything).  One
+ * group a width: branches inside one group made ptxas serialise the
+ * wgmma (kiln_mainloop).  A full tile takes the first test. */
+template <int W>
+KDEV void kiln_swap_group(float (&acc)[MI][ACC_N], kiln_u32 st, kiln_u32 sw, bool keep, int tokens)
+{
+    if constexpr (W > SWAP_STEP) {
+        if (tokens <= W - SWAP_STEP) {
+            kiln_swap_group<W - SWAP_STEP>(acc, st, sw, keep, tokens);
+            return;
+        }
+    }
+    const kiln_u64 dw = kiln_desc_b(sw), dt = kiln_desc_a(st);
+    kiln_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk)
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const kiln_u64 a = kiln_step_b(dw, 64 * mi, kk), b = kiln_step_a(dt, 0, kk);
+            if constexpr (W == BM) kiln_wgmma(acc[mi], a, b, keep || kk != 0);
+            else kiln_wgmma_sw<W>(acc[mi], a, b, keep || kk != 0);
+        }
+    kiln_wg_commit();
 }
 
 /* The same for PROMOTE_SPLIT (K-major B), with every descriptor of the
@@ -359,28 +379,30 @@ KDEV void kiln_release_staged(const kiln_smem &m, const kiln_ring &r, bool stage
  * tensor cores over (pingpong) as soon as the last group is issued, and
  * runs under_last() while that group is in the tensor cores.  half (a half
  * tile, warp-uniform): the slot's first rows against B's columns from
- * b_col on, half the tile wide.  Each branch is a whole wgmma group, fence
- * to commit: two copies of the loop, or a commit after the branches
- * merged, made ptxas serialise the wgmma (C7515). */
+ * b_col on, half the tile wide.  tokens (swap_ab): the tile's rows, which
+ * pick the wgmma's width (kiln_swap_group).  Each branch is a whole wgmma
+ * group, fence to commit: two copies of the loop, or a commit after the
+ * branches merged, made ptxas serialise the wgmma (C7515). */
 template <class Under>
 KDEV void kiln_mainloop(const kiln_gemm &P, const kiln_smem &m, kiln_ring &r, const kiln_turn &turn,
                         float (&acc)[MI][ACC_N], int nkb, int row_off, bool half, int b_col,
-                        int lane, bool staged, Under under_last)
+                        int tokens, int lane, bool staged, Under under_last)
 {
     int prev = -1;
     for (int kb = 0; kb < nkb; ++kb) {
         kiln_mbar_wait(m.full(r.s), r.ph);
         const kiln_u32 st = kiln_stage_uniform(m, r.s);
-        if (HALF_TILES && half) {
+        if constexpr (SWAP_AB) {
+            /* row_off is the warp group's first weight column, 128 bytes
+             * a column K-major and MN-major alike (64 a box) */
+            kiln_swap_group<BM>(acc, st, st + A_BYTES + row_off * 128, kb != 0, tokens);
+        } else if (HALF_TILES && half) {
             kiln_wg_fence();
             kiln_kblock_mma<true>(acc, st, st + A_BYTES + kiln_b_col(b_col), kb != 0);
             kiln_wg_commit();
         } else {
             kiln_wg_fence();
-            /* swap_ab: row_off is the warp group's first weight column,
-             * 128 bytes a column K-major and MN-major alike (64 a box) */
-            if (SWAP_AB) kiln_kblock_mma(acc, st, st + A_BYTES + row_off * 128, kb != 0);
-            else kiln_kblock_mma(acc, st + row_off * 128, st + A_BYTES, kb != 0);
+            kiln_kblock_mma(acc, st + row_off * 128, st + A_BYTES, kb != 0);
             kiln_wg_commit();
         }
         if (kb == 0) kiln_release_staged(m, r, staged, lane, P.cta.crank);
@@ -924,7 +946,8 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_gemm &P, const k
         }
 #endif
         if (FP8_PROMOTE) kiln_mainloop_promote(P, m, r, turn, acc, nkb, row_off, trow, lane);
-        else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, half, cb, lane, staged, terms);
+        else kiln_mainloop(P, m, r, turn, acc, nkb, row_off, half, cb, min(BM, T.row_end - T.row0), lane, staged,
+                           terms);
         kiln_stamp(args, KILN_TL_MAIN_END);
         /* a piece of a split tile: stores the bands it summed, if any
          * (kiln_split_finish), its terms loaded after the sum (not held

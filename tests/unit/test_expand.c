@@ -642,6 +642,48 @@ static void check_snippets(const char *family, const char *fmt, const char *cons
     free(dir);
 }
 
+/* swap_ab's token widths (sm90.lua, kiln_swap_group): a specialization of
+ * kiln_wgmma_sw issuing m64n<W> for each W = tile.m - 16, tile.m - 32, ...
+ * down to 8 (tile.m 152: not a multiple of the step), tile.m's own by
+ * kiln_wgmma, and no other width; an unswapped kernel only declares it. */
+static void test_swap_widths(void **state)
+{
+    (void)state;
+    static const char swapped[] = "kernel: swap_widths\nop: fprop\ntypes: {a: bf16}\n"
+                                  "tile: {m: 152, n: 128, k: 64}\nstages: 4\nwarpgroups: 2\nswap_ab: true\n";
+    static const char plain[] = "kernel: plain_widths\nop: fprop\ntypes: {a: bf16}\n"
+                                "tile: {m: 128, n: 128, k: 64}\nstages: 4\nwarpgroups: 2\n";
+    kiln_expander *ex = NULL;
+    kiln_error err;
+    assert_int_equal(kiln_expander_create(NULL, &ex, &err), KILN_OK);
+    kiln_spec_list list = {0};
+    kiln_launch_desc launch;
+    if (kiln_spec_parse_with(swapped, strlen(swapped), "swap.yaml", ex, &list, &err) != KILN_OK)
+        fail_msg("%s", err.msg);
+    char *src = expand_ok(ex, &list.items[0], "sm_90a", &launch);
+    int widths = 0;
+    for (int w = 8; w <= 256; w += 8) {
+        char special[64], inst[64];
+        snprintf(special, sizeof special, "void kiln_wgmma_sw<%d>(", w);
+        snprintf(inst, sizeof inst, ".m64n%dk16.", w);
+        const int narrower = w < 152 && (152 - w) % 16 == 0;
+        if ((strstr(src, special) != NULL) != narrower) fail_msg("width %d: specialization %d", w, !narrower);
+        if ((strstr(src, inst) != NULL) != (narrower || w == 152)) fail_msg("width %d: m64n%d", w, w);
+        widths += narrower;
+    }
+    assert_int_equal(widths, 9);   /* 136, 120, ..., 8 */
+    free(src);
+    kiln_spec_list_free(&list);
+    if (kiln_spec_parse_with(plain, strlen(plain), "plain.yaml", ex, &list, &err) != KILN_OK)
+        fail_msg("%s", err.msg);
+    src = expand_ok(ex, &list.items[0], "sm_90a", &launch);
+    assert_non_null(strstr(src, "template <int W> __device__ void kiln_wgmma_sw("));
+    assert_null(strstr(src, "void kiln_wgmma_sw<"));
+    free(src);
+    kiln_spec_list_free(&list);
+    kiln_expander_destroy(ex);
+}
+
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Patterns: the shipped templates' two, and what a sandboxed pattern may be. */
@@ -728,6 +770,7 @@ int main(void)
         cmocka_unit_test(test_template_deadline),
         cmocka_unit_test(test_template_patterns),
         cmocka_unit_test(test_generated_includes),
+        cmocka_unit_test(test_swap_widths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
