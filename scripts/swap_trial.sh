@@ -53,6 +53,10 @@ tune_specs() { # op
 }
 
 if [ "$mode" = prep ]; then
+  # build/ is staged as this tree (#cur) and its kiln compiles the tune's
+  # kernels: its templates are baked in at build time, so bring it up to
+  # date first (session 105 timed a stale one's kernels)
+  ninja -C build > /dev/null || { echo "swap_trial: ninja -C build failed" >&2; exit 1; }
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   work=$(mktemp -d /tmp/kiln-swap.XXXXXX)
