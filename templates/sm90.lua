@@ -74,29 +74,28 @@ if mode == "check" then return {smem = smem} end
 local entry = common.entry(spec)
 
 -- wgmma wrapper for m64n<bn>k16 with fp32 accumulators; dgrad reads B
--- MN-major (the weight transposed).
+-- MN-major (the weight transposed).  swap_ab: m64n<tile.m>, the weights
+-- as A (MN-major for dgrad), the tokens as B (K-major); and
+-- kiln_wgmma_sw<W> for the narrower widths W = tile.m - swap_step,
+-- tile.m - 2 swap_step, ... (> 0) into the low W / 2 accumulators, so that
+-- a tile holding fewer tokens computes only as many as the next width up
+-- (sm90_gemm_roles.cuh, kiln_swap_group).  A step of 16 pads a
+-- Dirichlet-routed group's last tile by 8 rows on average where a fixed
+-- 160-token tile padded it by 80 (DeepSeek-V3 fc1, 256 experts of 128
+-- tokens: 1.05x the real rows against 1.74x; 32 gives 1.12x).
 local ity = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.a]
 local ity_b = ({bf16 = "bf16", fp16 = "f16", e4m3 = "e4m3", e5m2 = "e5m2"})[spec.types.b]
-local wgmma = include("sm90_wgmma")(bn, ity, 0, b_kmajor and 0 or 1, nil, ity_b)
--- swap_ab: m64n<tile.m>, the weights as A (MN-major for dgrad), the
--- tokens as B (K-major); and kiln_wgmma_sw<W> for the narrower widths
--- W = tile.m - swap_step, tile.m - 2 swap_step, ... (> 0) into the low W / 2
--- accumulators, so that a tile holding fewer tokens computes only as many
--- as the next width up (sm90_gemm_roles.cuh, kiln_swap_group).  A step of
--- 16 pads a Dirichlet-routed group's last tile by 8 rows on average where
--- a fixed 160-token tile padded it by 80 (DeepSeek-V3 fc1, 256 experts of
--- 128 tokens: 1.05x the real rows against 1.74x; 32 gives 1.12x).
 local swap_step = 16
--- (declared in every kernel: kiln_swap_group names it)
-local acc_n = (k.swap and bm or bn) // 2
-local sw_decl = string.format("template <int W> __device__ void kiln_wgmma_sw(float (&d)[%d], " ..
-                              "unsigned long long da, unsigned long long db, int scale_d);", acc_n)
-wgmma = wgmma .. "\n" .. sw_decl
+local swap_tn = b_kmajor and 0 or 1   -- swap_ab: the weights (A) MN-major for dgrad
+local wgmma = k.swap and include("sm90_wgmma")(bm, ity, swap_tn, 0, nil, ity_b)
+  or include("sm90_wgmma")(bn, ity, 0, b_kmajor and 0 or 1, nil, ity_b)
+-- declared in every kernel: kiln_swap_group names it
+wgmma = wgmma .. "\n" .. string.format("template <int W> __device__ void kiln_wgmma_sw(float (&d)[%d], " ..
+                                       "unsigned long long da, unsigned long long db, int scale_d);",
+                                       (k.swap and bm or bn) // 2)
 if k.swap then
-  local tn = b_kmajor and 0 or 1
-  wgmma = include("sm90_wgmma")(bm, ity, tn, 0, nil, ity_b) .. "\n" .. sw_decl
   for w = bm - swap_step, 1, -swap_step do
-    wgmma = wgmma .. "\ntemplate <>\n" .. include("sm90_wgmma")(w, ity, tn, 0, "kiln_wgmma_sw<" .. w .. ">",
+    wgmma = wgmma .. "\ntemplate <>\n" .. include("sm90_wgmma")(w, ity, swap_tn, 0, "kiln_wgmma_sw<" .. w .. ">",
                                                                 ity_b, bm // 2)
   end
 end
