@@ -101,6 +101,10 @@ add_library(kiln::kiln_static ALIAS kiln_static)
 # folder keeps the build from writing to $HOME.
 set(KILN_BUNDLE_FILE ${KILN_GEN}/kiln-sm_90a.kbundle)
 if(KILN_BUILD_BUNDLE)
+  set(KILN_PACK_CACHE_DIR ${KILN_GEN}/pack-cache)
+  if(KILN_PACK_CACHE)
+    set(KILN_PACK_CACHE_DIR ${KILN_PACK_CACHE})
+  endif()
   file(GLOB_RECURSE KILN_SHIPPED_SPECS CONFIGURE_DEPENDS ${KILN_ROOT}/specs/*.yaml)
   kiln_file_list_stamp(KILN_SHIPPED_SPECS_LIST ${KILN_GEN}/shipped_specs.list ${KILN_SHIPPED_SPECS})
   add_custom_command(
@@ -108,7 +112,7 @@ if(KILN_BUILD_BUNDLE)
     # Relative spec paths, as the catalog: sources name specs/... wherever
     # the checkout lives.
     COMMAND kiln pack specs --arch sm_90a -o ${KILN_BUNDLE_FILE}
-            --cache-dir ${KILN_GEN}/pack-cache
+            --cache-dir ${KILN_PACK_CACHE_DIR}
     WORKING_DIRECTORY ${KILN_ROOT}
     DEPENDS kiln ${KILN_SHIPPED_SPECS} ${KILN_SHIPPED_SPECS_LIST} ${KILN_TEMPLATE_FILES}
     COMMENT "Packing every shipped spec for sm_90a into kiln-sm_90a.kbundle")

@@ -9,7 +9,9 @@
 #
 #   scripts/python_test.sh [PYTEST_ARGS...]
 #   KILN_PY_VENV=DIR      the venv to make (default: a temporary folder, removed)
-#   KILN_PY_BUNDLE=OFF    skip packing the bundle (about 30 s of NVRTC)
+#   KILN_PY_BUNDLE=OFF    skip packing the bundle (about 6 min of NVRTC on 2
+#                         cores; seconds where the checkout's build/pack-cache
+#                         holds the kernels: the package's build reuses it)
 #   KILN_PY_TORCH=1       also pip install torch into the venv (large), and
 #                         numpy, which Triton's interpreter needs (test_stream_peer)
 set -euo pipefail
@@ -28,9 +30,13 @@ bundle=${KILN_PY_BUNDLE:-ON}
 if [ "${KILN_PY_TORCH:-0}" = 1 ]; then
   "$venv/bin/python" -m pip install --quiet torch numpy
 fi
-echo "python_test: pip install ./python (bundle $bundle)"
+pack_cache=()
+if [ "$bundle" = ON ] && [ -d "$root/build/pack-cache" ]; then
+  pack_cache=(-C "cmake.define.KILN_PACK_CACHE=$root/build/pack-cache")
+fi
+echo "python_test: pip install ./python (bundle $bundle${pack_cache:+, packed from build/pack-cache})"
 "$venv/bin/python" -m pip install --quiet "$root/python" \
-  -C "cmake.define.KILN_BUILD_BUNDLE=$bundle"
+  -C "cmake.define.KILN_BUILD_BUNDLE=$bundle" "${pack_cache[@]}"
 
 expect_bundle=0
 [ "$bundle" = ON ] && expect_bundle=1
