@@ -32,30 +32,14 @@ static int setup(void **state)
     /* The bundle is left in the build folder: the GPU run uses it. */
     const char *build = getenv("KILN_TEST_BUILD_DIR");
     snprintf(g_bundle, sizeof g_bundle, "%s/kiln-sm_90a.kbundle", build ? build : g_dir);
-    /* A kernel cache to start from, copied so that the source is left as
-     * it was: the build's own pack cache, where building the bundle has
-     * just compiled every shipped spec, or KILN_TEST_PACK_CACHE's
-     * (scripts/sanitize.sh: the plain build's; its own build packs no
-     * bundle).  Compiling them all again took 3 of CI's minutes, and 9
-     * under the sanitizers (ASan's allocator under NVRTC's); the pack
-     * below then reads and verifies the cached cubins instead.  Compiling
-     * stays tested: by the bundle's build, by test_wgmma_serial and
-     * test_expand (under the sanitizers too), and by the deterministic
-     * pack below, which starts from an empty cache. */
-    char own[4200];
-    struct stat st;
-    const char *seed = getenv("KILN_TEST_PACK_CACHE");
-    if ((!seed || !*seed) && build) {
-        snprintf(own, sizeof own, "%s/pack-cache", build);
-        seed = stat(own, &st) == 0 && S_ISDIR(st.st_mode) ? own : NULL;
-    }
-    if (seed && *seed) {
-        char cmd[9000], *out = NULL;
-        snprintf(cmd, sizeof cmd, "cp -R '%s' '%s'", seed, g_cache);
-        int rc = kiln_test_run(cmd, &out);
-        free(out);
-        if (rc != 0) return -1;
-    }
+    /* A kernel cache to start from (kiln_test_seed_cache): compiling every
+     * shipped spec again took 3 of CI's minutes, and 9 under the
+     * sanitizers (ASan's allocator under NVRTC's); the pack below then
+     * reads and verifies the cached cubins instead.  Compiling stays tested:
+     * by the bundle's build, by test_expand and test_tune's own sweeps
+     * (under the sanitizers too), and by the deterministic pack below,
+     * which starts from an empty cache. */
+    if (kiln_test_seed_cache(g_cache) < 0) return -1;
     return 0;
 }
 
@@ -376,5 +360,6 @@ int main(void)
         cmocka_unit_test(test_import_export),
         cmocka_unit_test(test_hostile_names_refused_on_read),
     };
+    kiln_test_filter();
     return cmocka_run_group_tests(tests, setup, teardown);
 }

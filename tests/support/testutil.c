@@ -135,6 +135,28 @@ const char *kiln_test_filter(void)
     return only;
 }
 
+const char *kiln_test_pack_cache(char *out, size_t size)
+{
+    const char *seed = getenv("KILN_TEST_PACK_CACHE");
+    const char *build = getenv("KILN_TEST_BUILD_DIR");
+    if (seed && *seed) snprintf(out, size, "%s", seed);
+    else if (build && *build) snprintf(out, size, "%s/pack-cache", build);
+    else return NULL;
+    struct stat st;
+    return stat(out, &st) == 0 && S_ISDIR(st.st_mode) ? out : NULL;
+}
+
+int kiln_test_seed_cache(const char *dest)
+{
+    char seed[4200], cmd[9000];
+    if (!kiln_test_pack_cache(seed, sizeof seed)) return 0;
+    snprintf(cmd, sizeof cmd, "cp -R '%s' '%s'", seed, dest);
+    char *out = NULL;
+    int rc = kiln_test_run(cmd, &out);
+    free(out);
+    return rc == 0 ? 1 : -1;
+}
+
 const char *kiln_test_kiln_bin(void)
 {
     const char *b = getenv("KILN_BIN");

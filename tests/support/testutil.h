@@ -32,6 +32,18 @@ void kiln_test_write_file(const char *path, const char *text);
 /* Runs a shell command, captures stdout+stderr into *output (malloc'd),
  * returns the exit code. */
 int kiln_test_run(const char *cmd, char **output);
+/* The kernel cache the build's bundle was packed with, where every shipped
+ * spec (sweeps included) has just been compiled: $KILN_TEST_PACK_CACHE
+ * (scripts/sanitize.sh: the plain build's, its own build packs nothing),
+ * else $KILN_TEST_BUILD_DIR/pack-cache.  Into out[size]; NULL where there
+ * is none (a build without the bundle).  Tests that would compile shipped
+ * kernels again start from it; compiling stays tested by the bundle's
+ * build, which fails on any kernel that does not compile. */
+const char *kiln_test_pack_cache(char *out, size_t size);
+/* Copies kiln_test_pack_cache's folder to dest (which must not exist), so
+ * that the build's is left as it was: 1 copied, 0 no pack cache, -1 the copy
+ * failed. */
+int kiln_test_seed_cache(const char *dest);
 /* Path of the `kiln` binary under test ($KILN_BIN, set by ctest). */
 const char *kiln_test_kiln_bin(void);
 /* Runs `kiln ARGS` (ARGS formatted like printf), stdout and stderr into

@@ -301,5 +301,6 @@ int main(void)
         cmocka_unit_test(test_key),
         cmocka_unit_test(test_get_put_replace),
     };
+    kiln_test_filter();
     return cmocka_run_group_tests(tests, open_cascade, close_cascade);
 }

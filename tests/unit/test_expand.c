@@ -772,5 +772,6 @@ int main(void)
         cmocka_unit_test(test_generated_includes),
         cmocka_unit_test(test_swap_widths),
     };
+    kiln_test_filter();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

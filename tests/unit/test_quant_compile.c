@@ -91,5 +91,6 @@ int main(void)
         cmocka_unit_test(test_sm90a),
         cmocka_unit_test(test_sm89),
     };
+    kiln_test_filter();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
