@@ -30,9 +30,10 @@ ninja -C "$build"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:intercept_tls_get_addr=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitize.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-# The pack test starts from a kernel cache (tests/cli/test_pack.c); this
-# build packs no bundle, so it is given the plain build's, and packs from
-# cached cubins rather than running NVRTC over every shipped kernel under
+# The tests that would compile shipped kernels again (test_pack, test_tune,
+# test_wgmma_serial) start from the bundle's kernel cache
+# (kiln_test_pack_cache); this build packs no bundle, so they are given the
+# plain build's rather than running NVRTC over every shipped kernel under
 # the sanitizers.
 [ -d build/pack-cache ] && export KILN_TEST_PACK_CACHE="$PWD/build/pack-cache"
 # The install test builds consumer projects against the installed library,
