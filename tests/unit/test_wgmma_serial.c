@@ -7,11 +7,11 @@
  * sequences; docs/sm90_wgrad.md).  Every sm_90a kernel of specs/default is
  * expanded and its ptxas output checked, none may have a C75xx remark: the
  * remark kept in the build's pack cache where it holds the kernel, else
- * the log of compiling it here with NVRTC.  And every kernel the bundle's build compiled (every shipped
- * spec, sweeps included, so every kernel the tuning table names) is
- * checked in that build's kernel cache, whose entries keep ptxas's
- * wgmma-serialization remark (store/nvrtc.c): none may carry one.  No GPU
- * needed. */
+ * the log of compiling it here with NVRTC.  And every kernel the bundle's
+ * build compiled (every shipped spec, sweeps included, so every kernel the
+ * tuning table names) is checked in that build's kernel cache, whose
+ * entries keep ptxas's wgmma-serialization remark (store/nvrtc.c): none may
+ * carry one.  No GPU needed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
