@@ -35,10 +35,10 @@ static int setup(void **state)
     size_t n = strlen(g_dir) + 16;
     g_cache = malloc(n);
     snprintf(g_cache, n, "%s/cache", g_dir);
-    /* The fp8 and dbias sweeps are shipped specs: the bundle's build has
-     * compiled them (kiln_test_seed_cache), which took this test 80 of its
-     * 85 s here, and four times that under the sanitizers.  The small
-     * sweeps of tests/data/tune are compiled here. */
+    /* The fp8 and dbias sweeps are shipped specs, which the bundle's build
+     * has compiled (kiln_test_seed_cache): compiling them again took 80 of
+     * this test's 85 s, and four times that under the sanitizers.  The
+     * small sweeps of tests/data/tune are still compiled here. */
     return kiln_test_seed_cache(g_cache) < 0 ? -1 : 0;
 }
 
