@@ -1030,12 +1030,49 @@ KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, i
  * and a[4j+2], a[4j+3] (row lane/4 + 8).  ESZ 2: converted with kiln_pack2
  * (the template's 16-bit output type) and written with stmatrix, four
  * 16x16 pieces; ESZ 4: fp32 as is, float2 stores. */
+/* Lane `lane`'s stmatrix address for a box at shared address `box`: row
+ * lane%8 + 8*((lane/8)&1), 16-byte chunk (lane/16) ^ (row & 7), the first
+ * piece's.  Piece p (chunks 2p, 2p+1) is at this address ^ (p << 5):
+ * (2p + h) ^ r = (h ^ r) ^ 2p, as 2p and h share no bit, so a piece flips
+ * only bits 5-6.  Boxes 2048 bytes apart take this address + 2048 * i, as
+ * the sum leaves bits 4-6 alone: a warp works it out once per tile. */
+KDEV kiln_u32 kiln_box_lane_addr(kiln_u32 box, int lane)
+{
+    const int row = (lane & 7) + ((lane >> 3) & 1) * 8;
+    return box + row * 128 + (((lane >> 4) ^ (row & 7)) << 4);
+}
+
+/* A 16-bit box written from a wgmma fragment with stmatrix, four 16x16
+ * pieces; `lane_addr` from kiln_box_lane_addr.  x4 matrices: (rows 0-7,
+ * block 2p), (rows 8-15, block 2p), (rows 0-7, block 2p+1), (rows 8-15,
+ * block 2p+1); lane l gives the address of row l%8 of matrix l/8. */
+KDEV void kiln_box16_from_frag_at(kiln_u32 lane_addr, const float *a)
+{
+#pragma unroll
+    for (int p = 0; p < 4; ++p)
+        kiln_stmatrix_x4(lane_addr ^ (p << 5),
+                         kiln_pack2(a[8 * p + 0], a[8 * p + 1]),
+                         kiln_pack2(a[8 * p + 2], a[8 * p + 3]),
+                         kiln_pack2(a[8 * p + 4], a[8 * p + 5]),
+                         kiln_pack2(a[8 * p + 6], a[8 * p + 7]));
+}
+
+/* One warp writes its 16 x (128 / ESZ) piece of a wgmma m64nN fp32
+ * fragment into the swizzled box at `box` (shared memory, 1024-aligned).
+ * `a` points at the fragment's accumulators for these columns: 8-column
+ * block j holds a[4j], a[4j+1] (row lane/4, columns 2*(lane%4) + {0,1})
+ * and a[4j+2], a[4j+3] (row lane/4 + 8).  ESZ 2: converted with kiln_pack2
+ * (the template's 16-bit output type) and written with stmatrix, as
+ * kiln_box16_from_frag_at does; ESZ 4: fp32 as is, float2 stores. */
 template <int ESZ> KDEV void kiln_box_from_frag(unsigned char *box, const float *a, int lane)
 {
     if (ESZ == 2) {
-        /* stmatrix x4 matrices: (rows 0-7, block 2p), (rows 8-15, block 2p),
-         * (rows 0-7, block 2p+1), (rows 8-15, block 2p+1); lane l gives
-         * the address of row l%8 of matrix l/8 */
+        /* kiln_box16_from_frag_at's layout, with the piece's chunk added
+         * before the xor: the same addresses.  Written out here, not
+         * through it, so that the fprop, dgrad and one-box-at-a-time
+         * wgrad epilogues keep the code they were timed with (through it,
+         * ptxas laid out 34 of their kernels differently; the xor form was
+         * timed on the batched wgrad epilogue only, sm90_wgrad.cuh). */
         const int row = (lane & 7) + ((lane >> 3) & 1) * 8;
         const kiln_u32 base = kiln_smem_addr(box) + row * 128;
 #pragma unroll

@@ -994,16 +994,25 @@ KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad
         constexpr int QB = BN / OCW;   /* boxes a sub-tile */
         /* no box of this warp runs past N: all go out by the bulk store */
         const bool whole = wrow0 + (MI - 1) * 64 + 16 <= P.wn;
+        /* 16-bit boxes: the lane's stmatrix address once for the tile */
+        const kiln_u32 stg_lane = kiln_box_lane_addr(kiln_smem_addr(stg), lane);
 #pragma unroll
         for (int b0 = 0; b0 < SHARE_BOXES; b0 += EPI_BATCH) {
             /* the last batch's boxes are read (a tile's first batch: the
-             * last tile's, long since, under this tile's main loop) */
-            if (lane == 0) kiln_bulk_wait_read<0>();
+             * last tile's, long since, under this tile's main loop).
+             * Every lane waits: only lane 0 has bulk groups, the others
+             * pass at once, and the warp needs no branch. */
+            kiln_bulk_wait_read<0>();
             __syncwarp();
 #pragma unroll
             for (int b = b0; b < b0 + EPI_BATCH; ++b)
-                if (wrow0 + b / QB * 64 < P.wn && T.k0 + b % QB * OCW < P.wk)
-                    kiln_box_from_frag<OSZ>(stg + (b - b0) * 2048, &acc[b / QB][b % QB * (OCW / 2)], lane);
+                if (wrow0 + b / QB * 64 < P.wn && T.k0 + b % QB * OCW < P.wk) {
+                    const float *a = &acc[b / QB][b % QB * (OCW / 2)];
+                    if constexpr (OSZ == 2)
+                        kiln_box16_from_frag_at(stg_lane + (b - b0) * 2048, a);
+                    else
+                        kiln_box_from_frag<OSZ>(stg + (b - b0) * 2048, a, lane);
+                }
             kiln_fence_async_smem();
             __syncwarp();
             if (whole) {
