@@ -85,7 +85,6 @@ constexpr int kiln_epi_batch(int share, int bufs)
     return d;
 }
 constexpr int EPI_BATCH = kiln_epi_batch(SHARE_BOXES, STG_BUFS);
-constexpr bool EPI_PER_BOX = EPI_BATCH < SHARE_BOXES && (DBIAS || DISCRETE);
 static_assert(D_CHUNKS == 0 || (D_CHUNKS == BN / 64 && OSZ == 2 && !ACCUMULATE &&
                                  STG_BUFS >= SHARE_BOXES) ||
                                 (!DISCRETE && D_CHUNKS == BN / 32 && ACCUMULATE &&
@@ -949,126 +948,100 @@ KDEV void kiln_rowbox_to_global(const unsigned char *rb, char *dst, long long ld
  * share (the 128x192 pingpong kernels: two batches of 3), batches took
  * 0.991 (plain) and 0.993 (raster-m) of the time of a box at a time in
  * geometric mean over 10 shapes, 0.95-1.03 a cell (H200, docs/sm90_wgrad.md,
- * seventy-sixth session).  EPI_PER_BOX kernels keep a box at a time:
- * batched, the 192-accumulator warp groups of db and discrete dW spilled
- * (8-248 bytes, however the batch was written). */
+ * seventy-sixth session).  16-bit boxes are written from one stmatrix
+ * address a lane, worked out once a tile (kiln_box16_from_frag_at), and
+ * every lane takes the batch's wait, so no branch comes before it: that
+ * way the db and discrete 128x192 pingpong kernels batch too without a
+ * spill (batched with the per-box addresses and lane 0's wait, their
+ * 192-accumulator warp groups spilled 8-248 bytes and went a box at a
+ * time until the hundred-and-ninth session). */
 KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad &P,
                                   const kiln_wtile &T, const float (&acc)[MI][ACC_N],
-                                  unsigned char *stg, char *dg, int wrow0, int &buf,
+                                  unsigned char *stg, char *dg, int wrow0,
                                   const kiln_tmap *map, int grow0)
 {
     constexpr int OCW = 128 / OSZ;             /* output columns per box */
     const int lane = threadIdx.x & 31;
-    if constexpr (!EPI_PER_BOX) {
-        /* A tile of one k-block is bound by its stores: they go out marked
-         * evict-first where that was measured to help (EPI_EVICT_FIRST). */
-        const bool ef = EPI_EVICT_FIRST && T.kb1 - T.kb0 <= 1;
-        if (D_CHUNKS > 0 && P.wk % 64 == 0) {
-            /* a row's BN columns in one box (the rule launch.c encodes
-             * tmap_d by): each row's bytes are written together */
-            if (lane == 0) kiln_bulk_wait_read<0>();
-            __syncwarp();
+    /* A tile of one k-block is bound by its stores: they go out marked
+     * evict-first where that was measured to help (EPI_EVICT_FIRST). */
+    const bool ef = EPI_EVICT_FIRST && T.kb1 - T.kb0 <= 1;
+    if (D_CHUNKS > 0 && P.wk % 64 == 0) {
+        /* a row's BN columns in one box (the rule launch.c encodes
+         * tmap_d by): each row's bytes are written together */
+        if (lane == 0) kiln_bulk_wait_read<0>();
+        __syncwarp();
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi)
-                if (wrow0 + mi * 64 < P.wn)
-                    kiln_rowbox_from_frag(stg + mi * D_CHUNKS * 2048, &acc[mi][0], P.wk - T.k0, lane);
-            kiln_fence_async_smem();
-            __syncwarp();
+        for (int mi = 0; mi < MI; ++mi)
+            if (wrow0 + mi * 64 < P.wn)
+                kiln_rowbox_from_frag(stg + mi * D_CHUNKS * 2048, &acc[mi][0], P.wk - T.k0, lane);
+        kiln_fence_async_smem();
+        __syncwarp();
 #pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                const int wrow = wrow0 + mi * 64;
-                if (wrow >= P.wn) continue;
-                unsigned char *rb = stg + mi * D_CHUNKS * 2048;
-                if (wrow + 16 <= P.wn) {
-                    if (lane == 0)
-                        kiln_tma_store_3d(kiln_smem_addr(rb), map, 0, T.k0 / 64, grow0 + wrow, ef);
-                } else {
-                    kiln_rowbox_to_global(rb, dg + ((long long)wrow * args.ldd + T.k0) * OSZ,
-                                          args.ldd * OSZ, P.wn - wrow, min(BN, P.wk - T.k0) * OSZ, lane);
-                }
+        for (int mi = 0; mi < MI; ++mi) {
+            const int wrow = wrow0 + mi * 64;
+            if (wrow >= P.wn) continue;
+            unsigned char *rb = stg + mi * D_CHUNKS * 2048;
+            if (wrow + 16 <= P.wn) {
+                if (lane == 0)
+                    kiln_tma_store_3d(kiln_smem_addr(rb), map, 0, T.k0 / 64, grow0 + wrow, ef);
+            } else {
+                kiln_rowbox_to_global(rb, dg + ((long long)wrow * args.ldd + T.k0) * OSZ,
+                                      args.ldd * OSZ, P.wn - wrow, min(BN, P.wk - T.k0) * OSZ, lane);
             }
-            if (lane == 0) kiln_bulk_commit();
-            __syncwarp();
-            return;
         }
-        constexpr int QB = BN / OCW;   /* boxes a sub-tile */
-        /* no box of this warp runs past N: all go out by the bulk store */
-        const bool whole = wrow0 + (MI - 1) * 64 + 16 <= P.wn;
-        /* 16-bit boxes: the lane's stmatrix address once for the tile */
-        const kiln_u32 stg_lane = kiln_box_lane_addr(kiln_smem_addr(stg), lane);
-#pragma unroll
-        for (int b0 = 0; b0 < SHARE_BOXES; b0 += EPI_BATCH) {
-            /* the last batch's boxes are read (a tile's first batch: the
-             * last tile's, long since, under this tile's main loop).
-             * Every lane waits: only lane 0 has bulk groups, the others
-             * pass at once, and the warp needs no branch. */
-            kiln_bulk_wait_read<0>();
-            __syncwarp();
-#pragma unroll
-            for (int b = b0; b < b0 + EPI_BATCH; ++b)
-                if (wrow0 + b / QB * 64 < P.wn && T.k0 + b % QB * OCW < P.wk) {
-                    const float *a = &acc[b / QB][b % QB * (OCW / 2)];
-                    if constexpr (OSZ == 2)
-                        kiln_box16_from_frag_at(stg_lane + (b - b0) * 2048, a);
-                    else
-                        kiln_box_from_frag<OSZ>(stg + (b - b0) * 2048, a, lane);
-                }
-            kiln_fence_async_smem();
-            __syncwarp();
-            if (whole) {
-                if (lane == 0) {
-#pragma unroll
-                    for (int b = b0; b < b0 + EPI_BATCH; ++b)
-                        if (T.k0 + b % QB * OCW < P.wk)
-                            kiln_tma_store_2d(kiln_smem_addr(stg + (b - b0) * 2048), map,
-                                              T.k0 + b % QB * OCW, grow0 + wrow0 + b / QB * 64, ef);
-                    kiln_bulk_commit();
-                }
-                continue;
-            }
-#pragma unroll
-            for (int b = b0; b < b0 + EPI_BATCH; ++b) {
-                const int wrow = wrow0 + b / QB * 64, col0 = T.k0 + b % QB * OCW;
-                if (wrow >= P.wn || col0 >= P.wk) continue;
-                unsigned char *box = stg + (b - b0) * 2048;
-                if (wrow + 16 <= P.wn) {
-                    if (lane == 0) kiln_tma_store_2d(kiln_smem_addr(box), map, col0, grow0 + wrow, ef);
-                } else {
-                    kiln_box_to_global(box, dg + ((long long)wrow * args.ldd + col0) * OSZ,
-                                       args.ldd * OSZ, P.wn - wrow, min(OCW, P.wk - col0) * OSZ, lane);
-                }
-            }
-            if (lane == 0) kiln_bulk_commit();
-            __syncwarp();   /* the hand-written boxes' reads, before the next batch's writes */
-        }
+        if (lane == 0) kiln_bulk_commit();
+        __syncwarp();
         return;
     }
+    constexpr int QB = BN / OCW;   /* boxes a sub-tile */
+    /* no box of this warp runs past N: all go out by the bulk store */
+    const bool whole = wrow0 + (MI - 1) * 64 + 16 <= P.wn;
+    /* 16-bit boxes: the lane's stmatrix address once for the tile */
+    const kiln_u32 stg_lane = kiln_box_lane_addr(kiln_smem_addr(stg), lane);
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-        const int wrow = wrow0 + mi * 64;
-        if (wrow >= P.wn) continue;
+    for (int b0 = 0; b0 < SHARE_BOXES; b0 += EPI_BATCH) {
+        /* the last batch's boxes are read (a tile's first batch: the
+         * last tile's, long since, under this tile's main loop).
+         * Every lane waits: only lane 0 has bulk groups, the others
+         * pass at once, and the warp needs no branch. */
+        kiln_bulk_wait_read<0>();
+        __syncwarp();
 #pragma unroll
-        for (int q = 0; q < BN / OCW; ++q) {
-            const int col0 = T.k0 + q * OCW;
-            if (col0 >= P.wk) continue;
-            unsigned char *box = stg + buf * 2048;
-            if (lane == 0) kiln_bulk_wait_read<STG_BUFS - 1>();
-            __syncwarp();
-            kiln_box_from_frag<OSZ>(box, &acc[mi][q * (OCW / 2)], lane);
-            kiln_fence_async_smem();
-            __syncwarp();
+        for (int b = b0; b < b0 + EPI_BATCH; ++b)
+            if (wrow0 + b / QB * 64 < P.wn && T.k0 + b % QB * OCW < P.wk) {
+                const float *a = &acc[b / QB][b % QB * (OCW / 2)];
+                if constexpr (OSZ == 2)
+                    kiln_box16_from_frag_at(stg_lane + (b - b0) * 2048, a);
+                else
+                    kiln_box_from_frag<OSZ>(stg + (b - b0) * 2048, a, lane);
+            }
+        kiln_fence_async_smem();
+        __syncwarp();
+        if (whole) {
+            if (lane == 0) {
+#pragma unroll
+                for (int b = b0; b < b0 + EPI_BATCH; ++b)
+                    if (T.k0 + b % QB * OCW < P.wk)
+                        kiln_tma_store_2d(kiln_smem_addr(stg + (b - b0) * 2048), map,
+                                          T.k0 + b % QB * OCW, grow0 + wrow0 + b / QB * 64, ef);
+                kiln_bulk_commit();
+            }
+            continue;
+        }
+#pragma unroll
+        for (int b = b0; b < b0 + EPI_BATCH; ++b) {
+            const int wrow = wrow0 + b / QB * 64, col0 = T.k0 + b % QB * OCW;
+            if (wrow >= P.wn || col0 >= P.wk) continue;
+            unsigned char *box = stg + (b - b0) * 2048;
             if (wrow + 16 <= P.wn) {
-                if (lane == 0) {
-                    kiln_tma_store_2d(kiln_smem_addr(box), map, col0, grow0 + wrow);
-                    kiln_bulk_commit();
-                }
-                if (++buf == STG_BUFS) buf = 0;
+                if (lane == 0) kiln_tma_store_2d(kiln_smem_addr(box), map, col0, grow0 + wrow, ef);
             } else {
                 kiln_box_to_global(box, dg + ((long long)wrow * args.ldd + col0) * OSZ,
                                    args.ldd * OSZ, P.wn - wrow, min(OCW, P.wk - col0) * OSZ, lane);
-                __syncwarp();
             }
         }
+        if (lane == 0) kiln_bulk_commit();
+        __syncwarp();   /* the hand-written boxes' reads, before the next batch's writes */
     }
 }
 
@@ -1262,7 +1235,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
         if (ACCUMULATE)
             kiln_epilogue_tma_red(args, P, T, acc, stg, dg, wrow0, stg_buf, dmap, grow0);
         else
-            kiln_epilogue_tma_store(args, P, T, acc, stg, dg, wrow0, stg_buf, dmap, grow0);
+            kiln_epilogue_tma_store(args, P, T, acc, stg, dg, wrow0, dmap, grow0);
     }
     /* the last bulk stores must finish reading shared memory before exit */
     if (lane == 0) kiln_bulk_wait<0>();

@@ -105,8 +105,8 @@ return function(spec, arch, mode)
   else
     stg_bufs, smem, share = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
     -- With 192 accumulators a warp's share is not staged whole (that
-    -- epilogue spilled 504 bytes at 3 stages): a box at a time, under the
-    -- other warp group's main loop.
+    -- epilogue spilled 504 bytes at 3 stages): it goes out in batches of
+    -- what the staging holds, under the other warp group's main loop.
     if k.wide_regs and stg_bufs >= share then
       stg_bufs = share - 1
       smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
