@@ -954,7 +954,9 @@ KDEV void kiln_rowbox_to_global(const unsigned char *rb, char *dst, long long ld
  * way the db and discrete 128x192 pingpong kernels batch too without a
  * spill (batched with the per-box addresses and lane 0's wait, their
  * 192-accumulator warp groups spilled 8-248 bytes and went a box at a
- * time until the hundred-and-ninth session). */
+ * time until the hundred-and-ninth session).  Against that, on an H100
+ * in one call over 12 shapes: 1.002 (db) and 1.008 (discrete) of the
+ * time, 0.997 for the plain 128x192 pingpong kernel. */
 KDEV void kiln_epilogue_tma_store(const kiln_kernel_args &args, const kiln_wgrad &P,
                                   const kiln_wtile &T, const float (&acc)[MI][ACC_N],
                                   unsigned char *stg, char *dg, int wrow0,
