@@ -1023,13 +1023,6 @@ KDEV void kiln_store_acc(float *stg, const float (&acc)[MI][ACC_N], int wrow0, i
  *   the reads of the last stores).
  */
 
-/* One warp writes its 16 x (128 / ESZ) piece of a wgmma m64nN fp32
- * fragment into the swizzled box at `box` (shared memory, 1024-aligned).
- * `a` points at the fragment's accumulators for these columns: 8-column
- * block j holds a[4j], a[4j+1] (row lane/4, columns 2*(lane%4) + {0,1})
- * and a[4j+2], a[4j+3] (row lane/4 + 8).  ESZ 2: converted with kiln_pack2
- * (the template's 16-bit output type) and written with stmatrix, four
- * 16x16 pieces; ESZ 4: fp32 as is, float2 stores. */
 /* Lane `lane`'s stmatrix address for a box at shared address `box`: row
  * lane%8 + 8*((lane/8)&1), 16-byte chunk (lane/16) ^ (row & 7), the first
  * piece's.  Piece p (chunks 2p, 2p+1) is at this address ^ (p << 5):
@@ -1069,10 +1062,10 @@ template <int ESZ> KDEV void kiln_box_from_frag(unsigned char *box, const float 
     if (ESZ == 2) {
         /* kiln_box16_from_frag_at's layout, with the piece's chunk added
          * before the xor: the same addresses.  Written out here, not
-         * through it, so that the fprop, dgrad and one-box-at-a-time
-         * wgrad epilogues keep the code they were timed with (through it,
-         * ptxas laid out 34 of their kernels differently; the xor form was
-         * timed on the batched wgrad epilogue only, sm90_wgrad.cuh). */
+         * through it, so that the fprop and dgrad epilogues keep the code
+         * they were timed with (through it, ptxas laid out 34 of their
+         * kernels differently; the xor form was timed on wgrad's batched
+         * epilogue only, sm90_wgrad.cuh). */
         const int row = (lane & 7) + ((lane >> 3) & 1) * 8;
         const kiln_u32 base = kiln_smem_addr(box) + row * 128;
 #pragma unroll
