@@ -1163,7 +1163,7 @@ KDEV void kiln_consume(const kiln_kernel_args &args, const kiln_wgrad &P, const 
     const int wq = UNIFORM_ITEMS ? kiln_warp_uniform(ltid >> 5) : ltid >> 5;   /* warp within the warpgroup */
     const int lane = threadIdx.x & 31;
     unsigned char *stg = m.staging + (cw * 4 + wq) * STG_WARP_BYTES;
-    int stg_buf = 0;   /* which of the STG_BUFS boxes is next */
+    int stg_buf = 0;   /* accumulate: which of the STG_BUFS boxes kiln_epilogue_tma_red fills next */
     kiln_dmap dm = {-1, 0};
     const int row_off = PINGPONG ? 0 : cw * WG_M;
     float acc[MI][ACC_N];
