@@ -84,16 +84,43 @@ echo "== 1b. the GPU suite's binaries all at once (correctness only), memcheck b
 # KILN_PSUITE_MEMCHECK="test_gpu_split test_gpu_gemm:test_k_cluster ..."
 # those (a test filter after the colon) under compute-sanitizer memcheck
 # too.  Their times say nothing of speed.  Logs: $out/psuite_logs.tgz.
+# test_gpu_gemm alone takes about as long as that (430 s on an H100), so
+# binaries named in KILN_PSUITE_SPLIT (default test_gpu_gemm) run as
+# KILN_PSUITE_CHAINS (default 4) chains of processes, one test a process
+# (KILN_TEST_FILTER, the names read from tests/gpu/<binary>.c), the tests
+# dealt out to the chains in turn.
+limit=${KILN_PSUITE_TIMEOUT:-400}
+t_start=$(date +%s)
 pids=(); names=()
-start() { # name, command...
+start() { # name, command...; KILN_PSUITE_TESTS (space-separated): one run a test
   local name=$1; shift
-  ( t0=$(date +%s); KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-ps.XXXXXX) KILN_BUNDLE_PATH=$bundle \
-      timeout "${KILN_PSUITE_TIMEOUT:-400}" "$@" > "$out/psuite_$name.log" 2>&1
-    echo "$? $(( $(date +%s) - t0 ))" > "$out/psuite_$name.rc" ) &
+  ( t0=$(date +%s); rc=0; : > "$out/psuite_$name.log"
+    for f in ${KILN_PSUITE_TESTS:--}; do
+      [ "$f" = - ] && f=
+      left=$(( limit - ($(date +%s) - t_start) ))
+      [ $left -gt 0 ] || { rc=124; break; }
+      KILN_TEST_FILTER=${f:-${KILN_TEST_FILTER:-}} KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-ps.XXXXXX) \
+        KILN_BUNDLE_PATH=$bundle timeout "$left" "$@" >> "$out/psuite_$name.log" 2>&1
+      r=$?; [ $rc -ne 0 ] || rc=$r
+    done
+    echo "$rc $(( $(date +%s) - t0 ))" > "$out/psuite_$name.rc" ) &
   pids+=($!); names+=("$name")
 }
+split=" ${KILN_PSUITE_SPLIT-test_gpu_gemm} "
+chains=${KILN_PSUITE_CHAINS:-4}
 for t in "$build"/tests/gpu/test_* "$build/tests/unit/test_validate" "$build/examples/example_basic"; do
-  [ -x "$t" ] && start "$(basename "$t")" "$t"
+  [ -x "$t" ] || continue
+  b=$(basename "$t")
+  case $split in
+    *" $b "*)
+      mapfile -t tests < <(grep -o 'cmocka_unit_test(test_[a-z0-9_]*)' "tests/gpu/$b.c" | sed 's/.*(\(.*\))/\1/')
+      [ ${#tests[@]} -gt 0 ] || { echo "psuite: no cmocka_unit_test names in tests/gpu/$b.c" >&2; start "$b" "$t"; continue; }
+      for ((c = 0; c < chains; c++)); do
+        mine=(); for ((i = c; i < ${#tests[@]}; i += chains)); do mine+=("${tests[$i]}"); done
+        [ ${#mine[@]} -gt 0 ] && KILN_PSUITE_TESTS="${mine[*]}" start "${b}_part$((c + 1))" "$t"
+      done ;;
+    *) start "$b" "$t" ;;
+  esac
 done
 for m in ${KILN_PSUITE_MEMCHECK:-}; do
   bin=${m%%:*}; filter=; [ "$bin" != "$m" ] && filter=${m#*:}
