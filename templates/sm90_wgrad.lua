@@ -104,9 +104,11 @@ return function(spec, arch, mode)
     smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
   else
     stg_bufs, smem, share = common.store_boxes(k, out_t == 2 and 4 or 2, arch, barriers, ones)
-    -- With 192 accumulators a warp's share is not staged whole (that
-    -- epilogue spilled 504 bytes at 3 stages): it goes out in batches of
-    -- what the staging holds, under the other warp group's main loop.
+    -- With 192 accumulators a warp's share is not staged whole: it goes
+    -- out in batches of what the staging holds, under the other warp
+    -- group's main loop.  Whole fits only at 3 stages, where one batch of
+    -- 6 boxes timed level with 5 then 1 (and 3 stages 1.05x 4's time;
+    -- H100, docs/sm90_wgrad.md, hundred-and-tenth session).
     if k.wide_regs and stg_bufs >= share then
       stg_bufs = share - 1
       smem = common.smem(k, 2048 * stg_bufs, barriers, ones)
