@@ -94,12 +94,13 @@ t_start=$(date +%s)
 pids=(); names=()
 start() { # name, command...; KILN_PSUITE_TESTS (space-separated): one run a test
   local name=$1; shift
+  local runs; read -ra runs <<< "${KILN_PSUITE_TESTS:-}"
+  [ ${#runs[@]} -gt 0 ] || runs=("${KILN_TEST_FILTER:-}")   # one run, the caller's filter
   ( t0=$(date +%s); rc=0; : > "$out/psuite_$name.log"
-    for f in ${KILN_PSUITE_TESTS:--}; do
-      [ "$f" = - ] && f=
+    for f in "${runs[@]}"; do
       left=$(( limit - ($(date +%s) - t_start) ))
       [ $left -gt 0 ] || { rc=124; break; }
-      KILN_TEST_FILTER=${f:-${KILN_TEST_FILTER:-}} KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-ps.XXXXXX) \
+      KILN_TEST_FILTER=$f KILN_CACHE_DIR=$(mktemp -d /tmp/kiln-ps.XXXXXX) \
         KILN_BUNDLE_PATH=$bundle timeout "$left" "$@" >> "$out/psuite_$name.log" 2>&1
       r=$?; [ $rc -ne 0 ] || rc=$r
     done
