@@ -38,8 +38,9 @@ EOF
 printf '#!/bin/sh\necho stand-in GPU\n' > "$tmp/bin/nvidia-smi"
 chmod +x "$tmp"/build/tests/gpu/* "$tmp"/bin/*
 
-run() { # env assignments...; prints gpu_all.sh's output
-  env PATH="$tmp/bin:$PATH" OUT="$tmp/out" KILN_GPU_PARTS=psuite "$@" \
+run() { # env assignments...; prints gpu_all.sh's output (the caller's KILN_ settings left out)
+  env -u KILN_TEST_FILTER -u KILN_PSUITE_MEMCHECK -u KILN_PSUITE_TESTS PATH="$tmp/bin:$PATH" \
+    OUT="$tmp/out" KILN_GPU_PARTS=psuite KILN_PSUITE_SPLIT=test_gpu_gemm KILN_PSUITE_CHAINS=4 "$@" \
     bash scripts/gpu_all.sh "$tmp/build" 2>&1
 }
 
