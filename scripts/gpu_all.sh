@@ -114,7 +114,7 @@ for t in "$build"/tests/gpu/test_* "$build/tests/unit/test_validate" "$build/exa
   b=$(basename "$t")
   case $split in
     *" $b "*)
-      mapfile -t tests < <(grep -o 'cmocka_unit_test(test_[a-z0-9_]*)' "tests/gpu/$b.c" | sed 's/.*(\(.*\))/\1/')
+      mapfile -t tests < <(grep -oE 'cmocka_unit_test[a-z_]*\(test_[a-z0-9_]+' "tests/gpu/$b.c" | sed 's/.*(//')
       [ ${#tests[@]} -gt 0 ] || { echo "psuite: no cmocka_unit_test names in tests/gpu/$b.c" >&2; start "$b" "$t"; continue; }
       for ((c = 0; c < chains; c++)); do
         mine=(); for ((i = c; i < ${#tests[@]}; i += chains)); do mine+=("${tests[$i]}"); done
